@@ -1,0 +1,113 @@
+//! Demo-dataset I/O: toy generation, ROOT writing (oxyroot) and reading back through our reader.
+//!
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_io -- [EVENTS_PER_PROCESS] [REPS]`
+//! Prints one JSON line per measurement, then a table. Fixed seed 42; 14 files (12 + 2 processes).
+
+use std::path::Path;
+
+use gnn4c_benchmarks::{Stats, machine, time_reps};
+use gnn4c_data::{
+    EntryRange, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, read_file_events,
+    toy_events, write_demo,
+};
+use gnn4c_events::Label;
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
+    let reps: usize = args.next().map_or(Ok(5), |a| a.parse())?;
+    let (cpu, cores) = machine();
+    let total = n * (PRETRAIN_PROCESSES.len() + FINETUNE_PROCESSES.len());
+    let dir = tempfile::tempdir()?;
+    let mut rows = Vec::new();
+    let mut record = |name: &str, threads: usize, secs: &[f64]| {
+        let s = Stats::of(secs);
+        let line = serde_json::json!({
+            "benchmark": "io", "measure": name, "events": total, "threads": threads,
+            "median_s": s.median, "mean_s": s.mean, "min_s": s.min, "max_s": s.max, "std_s": s.std,
+            "reps": s.n, "events_per_s": total as f64 / s.median, "cpu": cpu, "cores": cores,
+            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        });
+        eprintln!("{line}");
+        rows.push((name.to_owned(), threads, s));
+    };
+
+    // Toy generation alone (no I/O), one thread.
+    let gen_only = time_reps(1, reps, || {
+        for (i, p) in PRETRAIN_PROCESSES
+            .iter()
+            .chain(&FINETUNE_PROCESSES)
+            .enumerate()
+        {
+            std::hint::black_box(toy_events(p, i as u32, n, 42));
+        }
+    });
+    record("generate_only", 1, &gen_only);
+
+    // Generation + writing, 1 thread and all cores.
+    for threads in [1, cores] {
+        let secs = time_reps(1, reps, || {
+            write_demo(dir.path(), n, 42, threads).expect("write demo");
+        });
+        record("generate_and_write", threads, &secs);
+    }
+
+    // Reading back every file through the `vector` schema into EventSamples, one thread.
+    let spec = SchemaSpec::builtin("vector").expect("built-in");
+    let files = write_demo(dir.path(), n, 42, cores)?;
+    let read = time_reps(1, reps, || {
+        for f in &files {
+            read_all(&f.path, &spec);
+        }
+    });
+    record("read_events", 1, &read);
+
+    eprintln!();
+    println_table(&cpu, cores, n, total, &rows);
+    Ok(())
+}
+
+fn read_all(path: &Path, spec: &SchemaSpec) {
+    let meta = SampleMeta {
+        name: "bench".into(),
+        label: Label::Class(0),
+        weight_branch: None,
+        scale: 1.0,
+    };
+    let range = EntryRange {
+        entry_start: 0,
+        entry_stop: u64::MAX,
+        step_size: 10_000,
+    };
+    let mut kept = 0usize;
+    read_file_events(path, "output", spec, &meta, range, &mut |evs| {
+        kept += evs.len();
+        Ok(())
+    })
+    .expect("read back");
+    std::hint::black_box(kept);
+}
+
+fn println_table(cpu: &str, cores: usize, n: usize, total: usize, rows: &[(String, usize, Stats)]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "machine: {cpu}, {cores} logical cores; {n} events x 14 processes = {total} events"
+    );
+    let _ = writeln!(
+        out,
+        "| measure | threads | median s | min s | max s | events/s (median) |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    for (name, threads, s) in rows {
+        let _ = writeln!(
+            out,
+            "| {name} | {threads} | {:.3} | {:.3} | {:.3} | {:.0} |",
+            s.median,
+            s.min,
+            s.max,
+            total as f64 / s.median
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! Benchmarks for every pipeline stage: shared helpers (timing statistics, machine metadata) for the
+//! benchmark binaries in `benchmarks/src/bin/`.
+//!
+//! The bench crate may depend on every workspace crate and choose a backend; nothing depends on it.
+//! Results are printed as JSON lines plus a table; speed is measured here, never asserted in tests.
+
+use std::time::Instant;
+
+/// Summary statistics of repeated timings, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    /// Repetitions.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// Fastest.
+    pub min: f64,
+    /// Slowest.
+    pub max: f64,
+    /// Sample standard deviation (0 for one repetition).
+    pub std: f64,
+}
+
+impl Stats {
+    /// Statistics of `samples` (seconds); panics on an empty slice (a benchmark bug).
+    pub fn of(samples: &[f64]) -> Stats {
+        assert!(!samples.is_empty(), "no timing samples");
+        let mut s = samples.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let mean = s.iter().sum::<f64>() / n as f64;
+        let median = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            0.5 * (s[n / 2 - 1] + s[n / 2])
+        };
+        let var = if n > 1 {
+            s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
+        Stats {
+            n,
+            mean,
+            median,
+            min: s[0],
+            max: s[n - 1],
+            std: var.sqrt(),
+        }
+    }
+}
+
+/// Runs `f` `warmup` times untimed, then `reps` times timed; returns the seconds of each timed run.
+pub fn time_reps(warmup: usize, reps: usize, mut f: impl FnMut()) -> Vec<f64> {
+    for _ in 0..warmup {
+        f();
+    }
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect()
+}
+
+/// The CPU model (from /proc/cpuinfo on Linux) and logical core count.
+pub fn machine() -> (String, usize) {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    (model, cores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_known_samples() {
+        let s = Stats::of(&[3.0, 1.0, 2.0, 4.0]);
+        assert_eq!((s.n, s.median, s.min, s.max), (4, 2.5, 1.0, 4.0));
+        assert!((s.mean - 2.5).abs() < 1e-12);
+        assert!((s.std - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,56 @@
+//! `gnn4colliders inspect`: trees, branches, types, entries and matching schemas of ROOT files.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use gnn4c_data::{BranchKind, inspect_file};
+
+/// Arguments of `inspect`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  gnn4colliders inspect data/demo/pretrain/ttH.root\n  gnn4colliders inspect --filter Jet_ nano.root"
+)]
+pub(crate) struct Args {
+    /// ROOT files to inspect.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Only list branches whose name contains this text.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for path in &args.files {
+        let trees = inspect_file(path)?;
+        writeln!(out, "{}", path.display())?;
+        for t in trees {
+            let schemas = if t.matching_schemas.is_empty() {
+                "none of the built-ins (write a schema in the dataset config)".to_owned()
+            } else {
+                t.matching_schemas.join(", ")
+            };
+            writeln!(
+                out,
+                "  tree '{}': {} entries, {} branches; schema: {schemas}",
+                t.name,
+                t.entries,
+                t.branches.len()
+            )?;
+            writeln!(out, "    {:<40} {:<24} layout", "branch", "type")?;
+            for b in &t.branches {
+                if args.filter.as_deref().is_some_and(|f| !b.name.contains(f)) {
+                    continue;
+                }
+                let layout = match b.kind {
+                    BranchKind::Scalar(_) => "scalar",
+                    BranchKind::Array(_) => "leaf-count array",
+                    BranchKind::Vector(_) => "std::vector",
+                    BranchKind::Other => "not readable as a column",
+                };
+                writeln!(out, "    {:<40} {:<24} {layout}", b.name, b.type_name)?;
+            }
+        }
+    }
+    Ok(())
+}

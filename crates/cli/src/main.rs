@@ -1,0 +1,71 @@
+//! `gnn4colliders`: the command-line tool that drives every stage from YAML configs.
+//!
+//! The only crate that wires the others together, chooses a backend, knows clap/figment/anyhow
+//! and the run-folder layout. Each subcommand lives in its own module; `main` maps errors to exit
+//! codes (0 success, 1 runtime error, 2 usage error) and prints them with their causes.
+
+mod generate;
+mod inspect;
+mod scan;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Pretrain and fine-tune ROOT-GNN event classifiers straight from ROOT ntuples.
+#[derive(Debug, Parser)]
+#[command(name = "gnn4colliders", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write the built-in demo dataset (a seeded toy: 12 pretraining processes + a ttH CP pair).
+    Generate(generate::Args),
+    /// List a ROOT file's trees, branches, types and entries, and which schema would read it.
+    Inspect(inspect::Args),
+    /// Read a dataset config end to end: events per sample, skipped events by reason, objects.
+    Scan(scan::Args),
+}
+
+fn main() -> ExitCode {
+    install_panic_hook();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(args) => generate::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
+        Command::Scan(args) => scan::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // `gnn4colliders inspect f.root | head`: a closed pipe is not an error.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// oxyroot panics on some files; the reader catches those and reports a clear error, so their
+/// default panic message (and backtrace) would only be noise. Every other panic prints as usual.
+fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_oxyroot = info
+            .location()
+            .is_some_and(|l| l.file().contains("oxyroot"));
+        if !in_oxyroot {
+            default(info);
+        }
+    }));
+}

@@ -1,0 +1,157 @@
+//! Drives the `gnn4colliders` binary end to end on real files: exit codes, outputs, error texts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gnn4colliders"))
+}
+
+fn run(cwd: &Path, args: &[&str]) -> Output {
+    bin()
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn shared(rel: &str) -> PathBuf {
+    let root = std::env::var_os("GNN4C_SHARED").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+        PathBuf::from,
+    );
+    let p = root.join(rel);
+    assert!(p.exists(), "test data missing: looked for {}", p.display());
+    p
+}
+
+#[test]
+fn generate_inspect_scan_end_to_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let o = run(
+        cwd,
+        &[
+            "generate", "--out", "demo", "--events", "200", "--seed", "3",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("wrote 2800 events in 14 files"), "{out}");
+    assert!(cwd.join("demo/pretrain/tttt.root").is_file());
+    assert!(cwd.join("demo/finetune/ttH_CPodd.root").is_file());
+
+    // Same settings again: nothing to do. Other settings: refused without --overwrite.
+    let o = run(
+        cwd,
+        &[
+            "generate", "--out", "demo", "--events", "200", "--seed", "3",
+        ],
+    );
+    assert!(o.status.success() && text(&o).0.contains("nothing to do"));
+    let o = run(
+        cwd,
+        &[
+            "generate", "--out", "demo", "--events", "100", "--seed", "3",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("--overwrite"), "{}", text(&o).1);
+
+    let o = run(cwd, &["inspect", "demo/pretrain/ttH.root"]);
+    let (out, _) = text(&o);
+    assert!(o.status.success());
+    assert!(
+        out.contains("tree 'output': 200 entries") && out.contains("schema: vector"),
+        "{out}"
+    );
+    assert!(
+        out.contains("jet_btag") && out.contains("vector<int32_t>"),
+        "{out}"
+    );
+
+    let config = "name: demo_finetune\ntree: output\nschema: vector\nsamples:\n  - {name: even, files: [demo/finetune/ttH_CPeven.root], label: 0}\n  - {name: odd, files: [\"demo/finetune/*odd*.root\"], label: 1}\n";
+    std::fs::write(cwd.join("ft.yaml"), config).expect("write config");
+    let o = run(cwd, &["scan", "ft.yaml"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("even") && out.contains("odd") && out.contains("read 400 entries"),
+        "{out}"
+    );
+
+    // A typo in a key: the error names the key and the file.
+    std::fs::write(cwd.join("typo.yaml"), config.replace("schema:", "shema:")).expect("write");
+    let o = run(cwd, &["scan", "typo.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("shema") && err.contains("typo.yaml"), "{err}");
+}
+
+#[test]
+fn real_files_and_bad_input_from_the_cli() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hzz = shared("data/real/uproot-HZZ.root");
+    let o = run(dir.path(), &["inspect", hzz.to_str().expect("utf-8 path")]);
+    let (out, _) = text(&o);
+    assert!(o.status.success());
+    assert!(
+        out.contains("2421 entries") && out.contains("schema: hzz"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Jet_Px") && out.contains("leaf-count array"),
+        "{out}"
+    );
+
+    let zstd = shared("data/real/uproot-HZZ-zstd.root");
+    let o = run(dir.path(), &["inspect", zstd.to_str().expect("utf-8 path")]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("zstd") && err.contains("uproot-HZZ-zstd.root"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "no panic noise: {err}");
+
+    let delphes = shared("data/real/uproot-issue513.root");
+    let o = run(
+        dir.path(),
+        &["inspect", delphes.to_str().expect("utf-8 path")],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("TClonesArray") && !err.contains("panicked at"),
+        "{err}"
+    );
+
+    // A wrong tree name in a dataset config: the closest trees are named.
+    let cfg = format!(
+        "name: h\ntree: Events\nschema: hzz\nsamples:\n  - {{name: h, files: ['{}'], label: 0}}\n",
+        hzz.display()
+    );
+    std::fs::write(dir.path().join("h.yaml"), cfg).expect("write");
+    let o = run(dir.path(), &["scan", "h.yaml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("no tree 'Events'") && err.contains("events"),
+        "{err}"
+    );
+
+    let o = run(dir.path(), &["scan", "missing.yaml"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("missing.yaml"));
+
+    // Usage errors exit with 2; --help succeeds.
+    assert_eq!(run(dir.path(), &["frobnicate"]).status.code(), Some(2));
+    assert!(run(dir.path(), &["generate", "--help"]).status.success());
+}

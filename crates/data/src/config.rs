@@ -1,0 +1,264 @@
+//! Dataset configs: samples (name, files, tree, label, weight) and the schema that reads them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gnn4c_events::{EventSample, Label, SkipCounts};
+use serde::{Deserialize, Serialize};
+
+use crate::root::EntryRange;
+use crate::{DataError, FileReport, SampleMeta, SchemaSpec, read_file_events};
+
+/// A schema in a config: a built-in's name, or one written out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SchemaRef {
+    /// `delphes_flat`, `nanoaod`, `hzz` or `vector`.
+    Builtin(String),
+    /// A schema written out in the config.
+    Custom(Box<SchemaSpec>),
+}
+
+impl SchemaRef {
+    /// The schema this names.
+    pub fn resolve(&self) -> Result<SchemaSpec, DataError> {
+        match self {
+            SchemaRef::Builtin(name) => SchemaSpec::builtin(name).ok_or_else(|| {
+                DataError::Config(format!(
+                    "unknown schema '{name}'; built-in schemas: {}",
+                    crate::BUILTIN_SCHEMAS.join(", ")
+                ))
+            }),
+            SchemaRef::Custom(spec) => {
+                spec.validate()?;
+                Ok(spec.as_ref().clone())
+            }
+        }
+    }
+}
+
+/// A sample's label: a class index, or a 0/1 vector for multilabel tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum LabelSpec {
+    /// Class index.
+    Class(u32),
+    /// Multilabel 0/1 vector.
+    Multi(Vec<u8>),
+}
+
+impl From<&LabelSpec> for Label {
+    fn from(l: &LabelSpec) -> Label {
+        match l {
+            LabelSpec::Class(c) => Label::Class(*c),
+            LabelSpec::Multi(v) => Label::Multi(v.clone()),
+        }
+    }
+}
+
+/// One sample (process) of a dataset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SampleConfig {
+    /// Sample name (`ttH`, `ttbar`, …); events carry it in their identity.
+    pub name: String,
+    /// Files or glob patterns, relative to the config's folder unless absolute.
+    pub files: Vec<String>,
+    /// Tree name; the dataset's `tree` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    /// Label of every event in the sample.
+    pub label: LabelSpec,
+    /// Weight branch; the schema's default when absent, none (weight = scale) when `""`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<String>,
+    /// Multiplies the weight (cross-section × luminosity / generated events, say).
+    #[serde(default = "one")]
+    pub scale: f64,
+    /// First entry read in every file (uproot's `entry_start`).
+    #[serde(default)]
+    pub entry_start: u64,
+    /// Entry to stop at in every file, exclusive (uproot's `entry_stop`); all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_stop: Option<u64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn default_step_size() -> usize {
+    10_000
+}
+
+/// A dataset: samples read with one schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetConfig {
+    /// Dataset name.
+    pub name: String,
+    /// Default tree name of the samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    /// Schema: a built-in name or a written-out schema.
+    pub schema: SchemaRef,
+    /// Class names by label index (for reports and per-class outputs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<String>,
+    /// Entries decoded per chunk: bounds memory while reading.
+    #[serde(default = "default_step_size")]
+    pub step_size: usize,
+    /// The samples.
+    pub samples: Vec<SampleConfig>,
+}
+
+/// What reading a whole sample did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleReport {
+    /// One report per file, in read order.
+    pub files: Vec<(PathBuf, FileReport)>,
+}
+
+impl SampleReport {
+    /// Events kept over all files.
+    pub fn kept(&self) -> u64 {
+        self.files.iter().map(|(_, r)| r.kept).sum()
+    }
+
+    /// Skip counts over all files.
+    pub fn skipped(&self) -> SkipCounts {
+        let mut s = SkipCounts::default();
+        for (_, r) in &self.files {
+            s.merge(&r.skipped);
+        }
+        s
+    }
+}
+
+impl DatasetConfig {
+    /// Checks names, labels and the schema before any file is opened.
+    pub fn validate(&self) -> Result<(), DataError> {
+        self.schema.resolve()?;
+        if self.samples.is_empty() {
+            return Err(DataError::Config(format!(
+                "dataset '{}' has no samples",
+                self.name
+            )));
+        }
+        if self.step_size == 0 {
+            return Err(DataError::Config("step_size must be at least 1".into()));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for s in &self.samples {
+            if !names.insert(s.name.as_str()) {
+                return Err(DataError::Config(format!(
+                    "sample '{}' appears twice",
+                    s.name
+                )));
+            }
+            if s.files.is_empty() {
+                return Err(DataError::Config(format!(
+                    "sample '{}' lists no files",
+                    s.name
+                )));
+            }
+            if s.tree.is_none() && self.tree.is_none() {
+                return Err(DataError::Config(format!(
+                    "sample '{}' has no tree, and the dataset sets no default `tree`",
+                    s.name
+                )));
+            }
+            if !s.scale.is_finite() {
+                return Err(DataError::Config(format!(
+                    "sample '{}': scale must be finite",
+                    s.name
+                )));
+            }
+            if let LabelSpec::Multi(v) = &s.label
+                && v.iter().any(|x| *x > 1)
+            {
+                return Err(DataError::Config(format!(
+                    "sample '{}': a multilabel label holds only 0 and 1",
+                    s.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The files of `sample`, globs expanded (sorted) relative to `base_dir`.
+    pub fn sample_files(
+        &self,
+        sample: &SampleConfig,
+        base_dir: &Path,
+    ) -> Result<Vec<PathBuf>, DataError> {
+        let mut out = Vec::new();
+        for pattern in &sample.files {
+            let full = if Path::new(pattern).is_absolute() {
+                PathBuf::from(pattern)
+            } else {
+                base_dir.join(pattern)
+            };
+            let is_glob = pattern.contains(['*', '?', '[']);
+            if !is_glob {
+                if !full.is_file() {
+                    return Err(DataError::FileNotFound { path: full });
+                }
+                out.push(full);
+                continue;
+            }
+            let text = full.to_string_lossy().into_owned();
+            let paths = glob::glob(&text).map_err(|e| {
+                DataError::Config(format!(
+                    "sample '{}': bad glob '{pattern}': {e}",
+                    sample.name
+                ))
+            })?;
+            let mut matched: Vec<PathBuf> = paths
+                .filter_map(Result::ok)
+                .filter(|p| p.is_file())
+                .collect();
+            if matched.is_empty() {
+                return Err(DataError::NoFileMatches {
+                    sample: sample.name.clone(),
+                    pattern: text,
+                });
+            }
+            matched.sort();
+            out.extend(matched);
+        }
+        Ok(out)
+    }
+
+    /// Reads every file of `sample`, handing events on in chunks of at most `step_size`.
+    pub fn read_sample(
+        &self,
+        sample: &SampleConfig,
+        base_dir: &Path,
+        on_events: &mut dyn FnMut(&[EventSample]) -> Result<(), DataError>,
+    ) -> Result<SampleReport, DataError> {
+        let schema = self.schema.resolve()?;
+        let tree = sample
+            .tree
+            .as_deref()
+            .or(self.tree.as_deref())
+            .unwrap_or_default();
+        let meta = SampleMeta {
+            name: Arc::from(sample.name.as_str()),
+            label: Label::from(&sample.label),
+            weight_branch: sample.weight.clone(),
+            scale: sample.scale,
+        };
+        let range = EntryRange {
+            entry_start: sample.entry_start,
+            entry_stop: sample.entry_stop.unwrap_or(u64::MAX),
+            step_size: self.step_size,
+        };
+        let mut report = SampleReport::default();
+        for path in self.sample_files(sample, base_dir)? {
+            let r = read_file_events(&path, tree, &schema, &meta, range, on_events)?;
+            report.files.push((path, r));
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,183 @@
+//! `DataError`: everything that can go wrong reading or writing a file, with what a physicist needs
+//! to find the problem.
+
+use std::path::PathBuf;
+
+/// An error from reading or writing data files, or from a dataset config.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DataError {
+    /// The file does not exist.
+    #[error("file not found: {path}")]
+    FileNotFound {
+        /// The path looked at.
+        path: PathBuf,
+    },
+    /// A glob in a sample's file list matched nothing.
+    #[error("sample '{sample}': no file matches '{pattern}'")]
+    NoFileMatches {
+        /// Sample name.
+        sample: String,
+        /// The glob pattern.
+        pattern: String,
+    },
+    /// The file uses a feature the ROOT reader cannot read.
+    #[error("{path}: unsupported ROOT file: {limit}")]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// What it uses that cannot be read, and what to do instead.
+        limit: String,
+    },
+    /// The tree is not in the file.
+    #[error(
+        "{path}: no tree '{tree}'{}",
+        did_you_mean(closest, "trees in the file")
+    )]
+    TreeNotFound {
+        /// The file.
+        path: PathBuf,
+        /// The tree asked for.
+        tree: String,
+        /// The trees the file has, closest first.
+        closest: Vec<String>,
+    },
+    /// A branch the schema needs is not in the tree.
+    #[error(
+        "{path}: tree '{tree}' has no branch '{branch}' (needed for {needed_for}){}",
+        did_you_mean(closest, "closest branches")
+    )]
+    BranchNotFound {
+        /// The file.
+        path: PathBuf,
+        /// The tree.
+        tree: String,
+        /// The missing branch.
+        branch: String,
+        /// The schema field that needs it (`jets.pt`, `weight`, …).
+        needed_for: String,
+        /// The closest existing branch names.
+        closest: Vec<String>,
+    },
+    /// A branch has a type the schema cannot use.
+    #[error("{path}: tree '{tree}', branch '{branch}' has type '{found}', expected {expected}")]
+    BranchType {
+        /// The file.
+        path: PathBuf,
+        /// The tree.
+        tree: String,
+        /// The branch.
+        branch: String,
+        /// The C++ type found.
+        found: String,
+        /// What would have worked.
+        expected: String,
+    },
+    /// Array lengths disagree with their counter (or with each other) in an entry.
+    #[error("{path}: tree '{tree}', branch '{branch}': {detail}")]
+    CounterMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The tree.
+        tree: String,
+        /// The branch whose values do not line up.
+        branch: String,
+        /// Entry and counts.
+        detail: String,
+    },
+    /// The ROOT library failed (an error or a caught panic) reading this file.
+    #[error("{path}: {context}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What was being done: `opening the file`, `reading branch 'Jet_pt' of tree 'Events'`, ….
+        context: String,
+        /// The underlying message.
+        message: String,
+    },
+    /// A dataset config or schema is invalid.
+    #[error("invalid dataset config: {0}")]
+    Config(String),
+    /// An I/O error on a path.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Writing a ROOT file failed.
+    #[error("{path}: writing failed: {message}")]
+    Write {
+        /// The file being written (its final name).
+        path: PathBuf,
+        /// The underlying message.
+        message: String,
+    },
+}
+
+fn did_you_mean(closest: &[String], what: &str) -> String {
+    if closest.is_empty() {
+        String::new()
+    } else {
+        format!("; {what}: {}", closest.join(", "))
+    }
+}
+
+/// Up to `n` names from `candidates` closest to `name` (edit distance, ignoring case), closest first.
+///
+/// Used for every "no such X" error so the user sees what they probably meant.
+pub fn closest_names<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    n: usize,
+) -> Vec<String> {
+    let lower = name.to_lowercase();
+    let mut scored: Vec<(usize, &str)> = candidates
+        .into_iter()
+        .map(|c| {
+            let d = edit_distance(&lower, &c.to_lowercase());
+            // A candidate that contains the name (or the reverse) is a good guess whatever its length.
+            let bonus = if c.to_lowercase().contains(&lower) || lower.contains(&c.to_lowercase()) {
+                0
+            } else {
+                1
+            };
+            (d * 2 + bonus, c)
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored
+        .into_iter()
+        .take(n)
+        .map(|(_, c)| c.to_owned())
+        .collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_names_prefers_small_edits() {
+        let got = closest_names("Jet_Pt", ["Jet_Px", "Jet_Py", "Muon_Px", "NJet"], 2);
+        assert_eq!(got, vec!["Jet_Px", "Jet_Py"]);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+}

@@ -1,0 +1,34 @@
+//! Data: every file format the tool reads or writes, and the dataset configs that name the files.
+//!
+//! Owns ROOT input through our own [`TreeReader`] trait (implemented with oxyroot 0.1.25: counter-
+//! driven leaf-count reads, panics caught at the boundary, clear errors for unsupported files),
+//! schemas ([`SchemaSpec`]: which branch holds which field, built-ins `delphes_flat`, `nanoaod`,
+//! `hzz`, `vector`), event assembly into `gnn4c_events::EventSample` ([`read_file_events`]),
+//! dataset configs ([`DatasetConfig`]), the seeded demo dataset ([`write_demo`]) and file
+//! inspection ([`inspect_file`]). Later: the Parquet cache, folds, NPZ and friend-tree writers.
+//!
+//! Must not depend on Burn or on any model, task or training crate. Start at `assemble.rs`.
+
+mod assemble;
+mod config;
+mod demo;
+mod error;
+mod inspect;
+mod root;
+mod schema;
+
+pub use assemble::{FileReport, SampleMeta, read_file_events, read_tree_events};
+pub use config::{DatasetConfig, LabelSpec, SampleConfig, SampleReport, SchemaRef};
+pub use demo::{
+    DEMO_TREE, DemoFile, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, ToyColumns, ToyProcess,
+    toy_events, write_demo,
+};
+pub use error::{DataError, closest_names};
+pub use inspect::{TreeInspection, inspect_file};
+pub use root::{
+    BranchInfo, BranchKind, Column, ColumnChunk, ColumnRequest, ColumnValues, ElemType, EntryRange,
+    TreeReader, WriteColumn, list_trees, open_tree, write_tree,
+};
+pub use schema::{
+    BUILTIN_SCHEMAS, HZZ_BTAG_THRESHOLD, MetSpec, NANOAOD_DEEPCSV_MEDIUM, ObjectSpec, SchemaSpec,
+};

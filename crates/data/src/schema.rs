@@ -1,0 +1,403 @@
+//! Schemas: which branches hold which collection fields, in what units; the built-in ones
+//! (`delphes_flat`, `nanoaod`, `hzz`, `vector`) and user-written ones from a config.
+
+use serde::{Deserialize, Serialize};
+
+use crate::DataError;
+
+/// How to read one object collection. Give either `pt`, `eta`, `phi` (plus `mass` or `e` for jets)
+/// or cartesian `px`, `py`, `pz`, `e`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectSpec {
+    /// Counter branch of leaf-count arrays; inferred when absent (`X_size`, `nX`, `NX` for a
+    /// branch `X.y` or `X_y`). Unused for `std::vector` branches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter: Option<String>,
+    /// Transverse momentum branch (energy units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pt: Option<String>,
+    /// Pseudorapidity branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta: Option<String>,
+    /// Azimuth branch (rad).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phi: Option<String>,
+    /// Mass branch (energy units; jets only, leptons use the PDG mass, photons 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mass: Option<String>,
+    /// Energy branch (energy units): jets' mass from (pt, eta, E), or the cartesian E.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e: Option<String>,
+    /// Cartesian px branch (energy units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub px: Option<String>,
+    /// Cartesian py branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub py: Option<String>,
+    /// Cartesian pz branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pz: Option<String>,
+    /// B-tag branch (jets): a flag, or a discriminant compared with `btag_threshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub btag: Option<String>,
+    /// B-tagged when the discriminant is strictly above this; without it, when non-zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub btag_threshold: Option<f64>,
+    /// Charge branch (leptons); its sign is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charge: Option<String>,
+    /// When true, a tree without this collection's branches reads it as empty instead of failing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// How to read the missing transverse momentum: `pt` + `phi`, or `px` + `py`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetSpec {
+    /// Magnitude branch (energy units). Scalars, or one-element arrays (Delphes `MissingET.MET`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pt: Option<String>,
+    /// Azimuth branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phi: Option<String>,
+    /// Cartesian x component branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub px: Option<String>,
+    /// Cartesian y component branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub py: Option<String>,
+    /// Counter of one-element arrays; inferred when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter: Option<String>,
+}
+
+/// A schema: which branches hold the event's fields, and the unit of energies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaSpec {
+    /// Name shown in reports (`nanoaod`, `custom`, …).
+    #[serde(default = "custom_name")]
+    pub name: String,
+    /// Multiplies every energy-like value to get GeV (1 for GeV files, 0.001 for MeV).
+    #[serde(default = "unit_scale")]
+    pub energy_scale: f64,
+    /// Event-number branch (any integer type); the entry index when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_number: Option<String>,
+    /// Default weight branch when a sample names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<String>,
+    /// Jets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jets: Option<ObjectSpec>,
+    /// Electrons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub electrons: Option<ObjectSpec>,
+    /// Muons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub muons: Option<ObjectSpec>,
+    /// Photons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub photons: Option<ObjectSpec>,
+    /// Missing transverse momentum; (0, 0) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub met: Option<MetSpec>,
+}
+
+fn custom_name() -> String {
+    "custom".to_owned()
+}
+
+fn unit_scale() -> f64 {
+    1.0
+}
+
+/// The names of the built-in schemas.
+pub const BUILTIN_SCHEMAS: [&str; 4] = ["delphes_flat", "nanoaod", "hzz", "vector"];
+
+/// DeepCSV medium working point (CMS 2016), used by the built-in `nanoaod` schema.
+pub const NANOAOD_DEEPCSV_MEDIUM: f64 = 0.6321;
+
+/// `Jet_btag` threshold of the CMS open-data H→ZZ tutorial files (the `hzz` schema).
+pub const HZZ_BTAG_THRESHOLD: f64 = 1.74;
+
+fn s(x: &str) -> Option<String> {
+    Some(x.to_owned())
+}
+
+fn polar(prefix: &str, sep: &str, names: [&str; 3]) -> ObjectSpec {
+    ObjectSpec {
+        pt: s(&format!("{prefix}{sep}{}", names[0])),
+        eta: s(&format!("{prefix}{sep}{}", names[1])),
+        phi: s(&format!("{prefix}{sep}{}", names[2])),
+        ..ObjectSpec::default()
+    }
+}
+
+fn cartesian(prefix: &str) -> ObjectSpec {
+    ObjectSpec {
+        px: s(&format!("{prefix}_Px")),
+        py: s(&format!("{prefix}_Py")),
+        pz: s(&format!("{prefix}_Pz")),
+        e: s(&format!("{prefix}_E")),
+        ..ObjectSpec::default()
+    }
+}
+
+impl SchemaSpec {
+    /// A built-in schema by name, or `None`.
+    pub fn builtin(name: &str) -> Option<SchemaSpec> {
+        let base = SchemaSpec {
+            name: name.to_owned(),
+            energy_scale: 1.0,
+            event_number: None,
+            weight: None,
+            jets: None,
+            electrons: None,
+            muons: None,
+            photons: None,
+            met: None,
+        };
+        Some(match name {
+            // Delphes branch names as flat leaf-count arrays (uproot-flattened Delphes output).
+            "delphes_flat" => {
+                let delphes = ["PT", "Eta", "Phi"];
+                SchemaSpec {
+                    weight: s("Event.Weight"),
+                    jets: Some(ObjectSpec {
+                        mass: s("Jet.Mass"),
+                        btag: s("Jet.BTag"),
+                        ..polar("Jet", ".", delphes)
+                    }),
+                    electrons: Some(ObjectSpec {
+                        charge: s("Electron.Charge"),
+                        ..polar("Electron", ".", delphes)
+                    }),
+                    muons: Some(ObjectSpec {
+                        charge: s("Muon.Charge"),
+                        ..polar("Muon", ".", delphes)
+                    }),
+                    photons: Some(ObjectSpec {
+                        optional: true,
+                        ..polar("Photon", ".", delphes)
+                    }),
+                    met: Some(MetSpec {
+                        pt: s("MissingET.MET"),
+                        phi: s("MissingET.Phi"),
+                        ..MetSpec::default()
+                    }),
+                    ..base
+                }
+            }
+            "nanoaod" => {
+                let nano = ["pt", "eta", "phi"];
+                SchemaSpec {
+                    event_number: s("event"),
+                    weight: s("genWeight"),
+                    jets: Some(ObjectSpec {
+                        mass: s("Jet_mass"),
+                        btag: s("Jet_btagDeepB"),
+                        btag_threshold: Some(NANOAOD_DEEPCSV_MEDIUM),
+                        ..polar("Jet", "_", nano)
+                    }),
+                    electrons: Some(ObjectSpec {
+                        charge: s("Electron_charge"),
+                        ..polar("Electron", "_", nano)
+                    }),
+                    muons: Some(ObjectSpec {
+                        charge: s("Muon_charge"),
+                        ..polar("Muon", "_", nano)
+                    }),
+                    photons: Some(polar("Photon", "_", nano)),
+                    met: Some(MetSpec {
+                        pt: s("MET_pt"),
+                        phi: s("MET_phi"),
+                        ..MetSpec::default()
+                    }),
+                    ..base
+                }
+            }
+            // CMS open-data H→ZZ tutorial ntuples: cartesian four-vectors.
+            "hzz" => SchemaSpec {
+                weight: s("EventWeight"),
+                jets: Some(ObjectSpec {
+                    btag: s("Jet_btag"),
+                    btag_threshold: Some(HZZ_BTAG_THRESHOLD),
+                    ..cartesian("Jet")
+                }),
+                electrons: Some(ObjectSpec {
+                    charge: s("Electron_Charge"),
+                    ..cartesian("Electron")
+                }),
+                muons: Some(ObjectSpec {
+                    charge: s("Muon_Charge"),
+                    ..cartesian("Muon")
+                }),
+                photons: Some(cartesian("Photon")),
+                met: Some(MetSpec {
+                    px: s("MET_px"),
+                    py: s("MET_py"),
+                    ..MetSpec::default()
+                }),
+                ..base
+            },
+            // Legacy-style flat `std::vector` ntuple (tree `output`); the demo dataset's layout.
+            "vector" => {
+                let v = ["pt", "eta", "phi"];
+                SchemaSpec {
+                    event_number: s("event_number"),
+                    weight: s("weight"),
+                    jets: Some(ObjectSpec {
+                        e: s("jet_e"),
+                        btag: s("jet_btag"),
+                        ..polar("jet", "_", v)
+                    }),
+                    electrons: Some(ObjectSpec {
+                        charge: s("el_charge"),
+                        ..polar("el", "_", v)
+                    }),
+                    muons: Some(ObjectSpec {
+                        charge: s("mu_charge"),
+                        ..polar("mu", "_", v)
+                    }),
+                    photons: Some(polar("ph", "_", v)),
+                    met: Some(MetSpec {
+                        pt: s("met"),
+                        phi: s("met_phi"),
+                        ..MetSpec::default()
+                    }),
+                    ..base
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// Checks the spec is complete and unambiguous (before any file is opened).
+    pub fn validate(&self) -> Result<(), DataError> {
+        if !(self.energy_scale.is_finite() && self.energy_scale > 0.0) {
+            return Err(DataError::Config(format!(
+                "schema '{}': energy_scale must be a positive number, got {}",
+                self.name, self.energy_scale
+            )));
+        }
+        for (field, spec) in self.collections() {
+            let Some(spec) = spec else { continue };
+            let polar = spec.pt.is_some() && spec.eta.is_some() && spec.phi.is_some();
+            let cart = spec.px.is_some() && spec.py.is_some() && spec.pz.is_some();
+            if polar == cart {
+                return Err(DataError::Config(format!(
+                    "schema '{}', {field}: give either pt, eta and phi or px, py, pz and e",
+                    self.name
+                )));
+            }
+            if cart && spec.e.is_none() && field == "jets" {
+                return Err(DataError::Config(format!(
+                    "schema '{}', jets: cartesian jets need e (energy) for the mass",
+                    self.name
+                )));
+            }
+            if field != "jets" && (spec.btag.is_some() || spec.btag_threshold.is_some()) {
+                return Err(DataError::Config(format!(
+                    "schema '{}', {field}: btag is a jet field",
+                    self.name
+                )));
+            }
+            if !matches!(field, "electrons" | "muons") && spec.charge.is_some() {
+                return Err(DataError::Config(format!(
+                    "schema '{}', {field}: charge is a lepton field",
+                    self.name
+                )));
+            }
+        }
+        if let Some(met) = &self.met {
+            let polar = met.pt.is_some() && met.phi.is_some();
+            let cart = met.px.is_some() && met.py.is_some();
+            if polar == cart {
+                return Err(DataError::Config(format!(
+                    "schema '{}', met: give either pt and phi or px and py",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `(field name, spec)` for the four object collections, in node order.
+    pub fn collections(&self) -> [(&'static str, Option<&ObjectSpec>); 4] {
+        [
+            ("jets", self.jets.as_ref()),
+            ("electrons", self.electrons.as_ref()),
+            ("muons", self.muons.as_ref()),
+            ("photons", self.photons.as_ref()),
+        ]
+    }
+
+    /// Every branch the schema names (for `inspect`'s "which schema would read it").
+    pub fn required_branches(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        for (_, spec) in self.collections() {
+            let Some(spec) = spec else { continue };
+            if spec.optional {
+                continue;
+            }
+            for b in [
+                &spec.pt,
+                &spec.eta,
+                &spec.phi,
+                &spec.mass,
+                &spec.e,
+                &spec.px,
+                &spec.py,
+                &spec.pz,
+                &spec.btag,
+                &spec.charge,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                out.push(b.as_str());
+            }
+        }
+        if let Some(met) = &self.met {
+            out.extend(
+                [&met.pt, &met.phi, &met.px, &met.py]
+                    .into_iter()
+                    .flatten()
+                    .map(String::as_str),
+            );
+        }
+        out.extend(self.event_number.as_deref());
+        out.extend(self.weight.as_deref());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_are_valid() {
+        for name in BUILTIN_SCHEMAS {
+            let spec = SchemaSpec::builtin(name).expect("built-in exists");
+            spec.validate().expect("built-in validates");
+            assert!(!spec.required_branches().is_empty());
+        }
+        assert!(SchemaSpec::builtin("nope").is_none());
+    }
+
+    #[test]
+    fn ambiguous_kinematics_are_rejected() {
+        let mut spec = SchemaSpec::builtin("nanoaod").expect("exists");
+        if let Some(j) = spec.jets.as_mut() {
+            j.px = Some("Jet_px".into());
+            j.py = Some("Jet_py".into());
+            j.pz = Some("Jet_pz".into());
+        }
+        let err = spec.validate().expect_err("both polar and cartesian");
+        assert!(err.to_string().contains("jets"), "{err}");
+    }
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Layering invariants of docs/architecture.md, checked on the normal (non-dev) dependency graph.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+deps() { cargo tree -q -p "$1" -e normal --prefix none --no-dedupe 2>/dev/null | sed 's/ .*//' | sort -u; }
+forbid() { # crate, description, regex of forbidden dependency names
+  local crate=$1 what=$2 re=$3 bad
+  bad=$(deps "$crate" | grep -E "$re" | grep -vx "$crate" || true)
+  if [ -n "$bad" ]; then
+    echo "layering: $crate must not depend on $what, but its tree has: $(echo $bad)"; fail=1
+  fi
+}
+formats='^(oxyroot|parquet|arrow.*|ndarray-npy|zip)$'
+burn='^burn(-.*)?$'
+backends='^burn-(flex|ndarray|cuda|cubecl|wgpu|tch|candle|cpu)$|^cubecl.*'
+cli_only='^(clap|clap_.*|anyhow|figment)$'
+forbid gnn4c-events "Burn, Arrow, Parquet or oxyroot" "$formats|$burn|^arrow|^parquet"
+forbid gnn4c-features "Burn, Arrow, Parquet or oxyroot" "$formats|$burn|^arrow|^parquet"
+for c in gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-inference gnn4c-distributed; do
+  forbid "$c" "file formats (only gnn4c-data knows them)" "$formats|^gnn4c-data$"
+done
+for c in gnn4c-training gnn4c-inference gnn4c-distributed; do
+  forbid "$c" "a graph or model crate (generic over traits)" '^gnn4c-(graphs|root-gnn)$'
+done
+for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference; do
+  forbid "$c" "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
+  forbid "$c" "a concrete Burn backend (cli and benchmarks choose it)" "$backends"
+done
+# No crate re-exports another workspace crate's items.
+if grep -rnE 'pub use (::)?gnn4c_' crates benchmarks --include='*.rs'; then
+  echo "layering: the lines above re-export another workspace crate"; fail=1
+fi
+[ $fail = 0 ] && echo "layering: ok"
+exit $fail
