@@ -1,4 +1,5 @@
-//! `gnn4colliders scan`: read a dataset end to end and report what was kept and skipped.
+//! `gnn4colliders scan`: read a dataset end to end, select objects and build graphs, and report
+//! what was kept and skipped (a cut flow per sample).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,12 +9,14 @@ use anyhow::Context;
 use figment::Figment;
 use figment::providers::{Format, Yaml};
 use gnn4c_data::DatasetConfig;
-use gnn4c_events::EventSample;
+use gnn4c_events::{EventSample, SkipCounts};
+use gnn4c_features::{D_NODE, EventFeatures, NODE_FEATURE_NAMES, SelectionConfig, build_features};
+use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache, build_graph};
 
 /// Arguments of `scan`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders scan configs/data/demo_pretrain.yaml\n  gnn4colliders scan configs/data/nanoaod.yaml --sample ttbar"
+    after_help = "Uses the contract's default object selection (contract §2).\n\nExamples:\n  gnn4colliders scan configs/data/demo_pretrain.yaml\n  gnn4colliders scan configs/data/hzz.yaml --show 1"
 )]
 pub(crate) struct Args {
     /// Dataset config (YAML).
@@ -21,6 +24,9 @@ pub(crate) struct Args {
     /// Only this sample.
     #[arg(long)]
     sample: Option<String>,
+    /// Print the node and edge features of the first N graphs of each sample.
+    #[arg(long, default_value_t = 0)]
+    show: usize,
 }
 
 /// Loads a dataset config, naming the file and the key on any error.
@@ -36,22 +42,38 @@ pub(crate) fn load_dataset(path: &Path) -> anyhow::Result<DatasetConfig> {
     Ok(cfg)
 }
 
+/// Per-sample running totals.
 #[derive(Default)]
 struct Totals {
-    events: u64,
+    read: u64,
+    graphs: u64,
+    nodes: u64,
+    edges: u64,
     objects: [u64; 4],
     weight: f64,
+    skipped: SkipCounts,
+    shown: Vec<GraphSample>,
 }
 
 impl Totals {
-    fn add(&mut self, evs: &[EventSample]) {
-        for e in evs {
-            self.events += 1;
-            self.objects[0] += e.jets.len() as u64;
-            self.objects[1] += e.electrons.len() as u64;
-            self.objects[2] += e.muons.len() as u64;
-            self.objects[3] += e.photons.len() as u64;
-            self.weight += f64::from(e.weight);
+    fn add(&mut self, ev: &EventSample, g: &GraphSample, show: usize) {
+        self.graphs += 1;
+        self.nodes += g.n_nodes() as u64;
+        self.edges += g.n_edges() as u64;
+        for (k, n) in [
+            ev.jets.len(),
+            ev.electrons.len(),
+            ev.muons.len(),
+            ev.photons.len(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            self.objects[k] += n as u64;
+        }
+        self.weight += f64::from(g.weight);
+        if self.shown.len() < show {
+            self.shown.push(g.clone());
         }
     }
 }
@@ -63,23 +85,40 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(name) = &args.sample
         && !cfg.samples.iter().any(|s| &s.name == name)
     {
-        {
-            let names: Vec<&str> = cfg.samples.iter().map(|s| s.name.as_str()).collect();
-            anyhow::bail!(
-                "no sample '{name}' in {}; samples: {}",
-                args.config.display(),
-                names.join(", ")
-            );
-        }
+        let names: Vec<&str> = cfg.samples.iter().map(|s| s.name.as_str()).collect();
+        anyhow::bail!(
+            "no sample '{name}' in {}; samples: {}",
+            args.config.display(),
+            names.join(", ")
+        );
     }
-    writeln!(out, "dataset '{}' ({})", cfg.name, args.config.display())?;
+    let selection = SelectionConfig::default();
+    let mut cache = TopologyCache::new(selection.max_nodes());
+    let mut features = EventFeatures::default();
     writeln!(
         out,
-        "  {:<14} {:>6} {:>10} {:>8} {:>7} {:>7} {:>7} {:>7} {:>12}  skipped",
-        "sample", "files", "events", "kept", "jets", "el", "mu", "ph", "Σ weight"
+        "dataset '{}' ({}), contract default selection",
+        cfg.name,
+        args.config.display()
+    )?;
+    writeln!(
+        out,
+        "  {:<14} {:>5} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>12}  skipped",
+        "sample",
+        "files",
+        "entries",
+        "graphs",
+        "jets",
+        "el",
+        "mu",
+        "ph",
+        "nodes",
+        "edges",
+        "Σ weight"
     )?;
     let start = Instant::now();
     let mut grand = 0u64;
+    let mut all_shown = Vec::new();
     for s in cfg
         .samples
         .iter()
@@ -88,7 +127,21 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let mut t = Totals::default();
         let report = cfg
             .read_sample(s, &base, &mut |evs| {
-                t.add(evs);
+                for ev in evs {
+                    match build_features(ev, &selection, &mut features) {
+                        Ok(()) => {
+                            let g = build_graph(
+                                &features,
+                                ev.id.clone(),
+                                ev.label.clone(),
+                                ev.weight,
+                                &mut cache,
+                            );
+                            t.add(ev, &g, args.show);
+                        }
+                        Err(reason) => t.skipped.add(reason),
+                    }
+                }
                 Ok(())
             })
             .with_context(|| {
@@ -99,29 +152,70 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 };
                 format!("reading sample '{}'{hint}", s.name)
             })?;
-        let read: u64 = report.files.iter().map(|(_, r)| r.entries_read).sum();
-        let per = |n: u64| n as f64 / t.events.max(1) as f64;
+        t.read = report.files.iter().map(|(_, r)| r.entries_read).sum();
+        t.skipped.merge(&report.skipped());
+        let per = |n: u64| n as f64 / t.graphs.max(1) as f64;
         writeln!(
             out,
-            "  {:<14} {:>6} {:>10} {:>8} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>12.4}  {}",
+            "  {:<14} {:>5} {:>9} {:>9} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>7.1} {:>12.4}  {}",
             s.name,
             report.files.len(),
-            read,
-            t.events,
+            t.read,
+            t.graphs,
             per(t.objects[0]),
             per(t.objects[1]),
             per(t.objects[2]),
             per(t.objects[3]),
+            per(t.nodes),
+            per(t.edges),
             t.weight,
-            report.skipped()
+            t.skipped
         )?;
-        grand += read;
+        grand += t.read;
+        all_shown.extend(t.shown);
     }
     let secs = start.elapsed().as_secs_f64();
     writeln!(
         out,
-        "read {grand} entries in {secs:.2} s ({:.0} entries/s); object columns are means per kept event",
+        "read {grand} entries in {secs:.2} s ({:.0} entries/s); object, node and edge columns are means per graph (objects before selection)",
         grand as f64 / secs
     )?;
+    for g in &all_shown {
+        show_graph(&mut out, g)?;
+    }
+    Ok(())
+}
+
+fn show_graph(out: &mut impl Write, g: &GraphSample) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "\n{} entry {} (event {}): {} nodes, {} edges, globals {:?}, weight {}",
+        g.id.sample,
+        g.id.entry,
+        g.id.event_number,
+        g.n_nodes(),
+        g.n_edges(),
+        g.global_features,
+        g.weight
+    )?;
+    writeln!(
+        out,
+        "  node  {}",
+        NODE_FEATURE_NAMES.map(|n| format!("{n:>9}")).join("")
+    )?;
+    for (i, row) in g.node_features.chunks(D_NODE).enumerate() {
+        let cells: Vec<String> = row.iter().map(|x| format!("{x:>9.4}")).collect();
+        writeln!(out, "  {i:>4}  {}", cells.join(""))?;
+    }
+    let shown = g.n_edges().min(6);
+    writeln!(out, "  first {shown} edges (src → dst: deta, dphi, dR)")?;
+    for k in 0..shown {
+        let f = &g.edge_features[k * D_EDGE..(k + 1) * D_EDGE];
+        writeln!(
+            out,
+            "  {:>4} → {:<4} {:>9.4} {:>9.4} {:>9.4}",
+            g.topology.edge_src[k], g.topology.edge_dst[k], f[0], f[1], f[2]
+        )?;
+    }
     Ok(())
 }

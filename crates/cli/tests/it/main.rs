@@ -147,6 +147,26 @@ fn real_files_and_bad_input_from_the_cli() {
         "{err}"
     );
 
+    // The right tree: read, select, build graphs; 5 HZZ events have fewer than 2 nodes.
+    std::fs::write(
+        dir.path().join("h.yaml"),
+        std::fs::read_to_string(dir.path().join("h.yaml"))
+            .expect("read")
+            .replace("Events", "events"),
+    )
+    .expect("write");
+    let o = run(dir.path(), &["scan", "h.yaml", "--show", "1"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("2416") && out.contains("too_few_nodes: 5"),
+        "{out}"
+    );
+    assert!(
+        out.contains("h entry 0 (event 0): 3 nodes, 6 edges"),
+        "{out}"
+    );
+
     let o = run(dir.path(), &["scan", "missing.yaml"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).1.contains("missing.yaml"));
