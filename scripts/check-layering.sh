@@ -13,7 +13,7 @@ forbid() { # crate, description, regex of forbidden dependency names
 }
 formats='^(oxyroot|parquet|arrow.*|ndarray-npy|zip)$'
 burn='^burn(-.*)?$'
-backends='^burn-(flex|ndarray|cuda|cubecl|wgpu|tch|candle|cpu)$|^cubecl.*'
+backends='^burn-(flex|ndarray|cuda|wgpu|tch|candle|cpu|rocm)$|^cubecl-(cuda|wgpu|hip|cpu)$'
 cli_only='^(clap|clap_.*|anyhow|figment)$'
 forbid gnn4c-events "Burn, Arrow, Parquet or oxyroot" "$formats|$burn|^arrow|^parquet"
 forbid gnn4c-features "Burn, Arrow, Parquet or oxyroot" "$formats|$burn|^arrow|^parquet"

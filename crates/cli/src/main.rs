@@ -6,6 +6,7 @@
 
 mod generate;
 mod inspect;
+mod preprocess;
 mod scan;
 
 use std::process::ExitCode;
@@ -28,6 +29,8 @@ enum Command {
     Inspect(inspect::Args),
     /// Read a dataset config end to end: events per sample, skipped events by reason, objects.
     Scan(scan::Args),
+    /// Build (or validate) the Parquet graph cache of a dataset.
+    Preprocess(preprocess::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => generate::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Scan(args) => scan::run(&args),
+        Command::Preprocess(args) => preprocess::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -106,6 +106,14 @@ pub enum DataError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A graph cache is missing, half-written, stale, truncated or corrupted.
+    #[error("cache {path}: {message}")]
+    Cache {
+        /// The cache folder or the file in it.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// Writing a ROOT file failed.
     #[error("{path}: writing failed: {message}")]
     Write {

@@ -5,11 +5,14 @@
 //! schemas ([`SchemaSpec`]: which branch holds which field, built-ins `delphes_flat`, `nanoaod`,
 //! `hzz`, `vector`), event assembly into `gnn4c_events::EventSample` ([`read_file_events`]),
 //! dataset configs ([`DatasetConfig`]), the seeded demo dataset ([`write_demo`]) and file
-//! inspection ([`inspect_file`]). Later: the Parquet cache, folds, NPZ and friend-tree writers.
+//! inspection ([`inspect_file`]), and the sharded Parquet graph cache with its manifest and
+//! fingerprint ([`CacheWriter`], [`read_manifest`], [`read_cache`]) and folds ([`Folds`]). Later:
+//! NPZ and friend-tree writers.
 //!
 //! Must not depend on Burn or on any model, task or training crate. Start at `assemble.rs`.
 
 mod assemble;
+mod cache;
 mod config;
 mod demo;
 mod error;
@@ -18,6 +21,11 @@ mod root;
 mod schema;
 
 pub use assemble::{FileReport, SampleMeta, read_file_events, read_tree_events};
+pub use cache::{
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, Folds, GraphRecord,
+    MANIFEST, SampleCounts, ShardInfo, Split, file_identity, fingerprint_of, first_difference,
+    fold_of, read_cache, read_manifest, read_split,
+};
 pub use config::{DatasetConfig, LabelSpec, SampleConfig, SampleReport, SchemaRef};
 pub use demo::{
     DEMO_TREE, DemoFile, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, ToyColumns, ToyProcess,

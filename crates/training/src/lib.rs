@@ -1,5 +1,13 @@
 //! Training (contract §8–§9): the loop, Adam with exponential decay, early stopping, checkpoints and
-//! exact resume, loader threads.
+//! exact resume, and the data loader.
 //!
 //! Generic over model and batch traits: it never names a graph or a model type, and knows nothing of
-//! ROOT or Parquet. Filled by issue 6.
+//! ROOT or Parquet. Today: the epoch sampler ([`epoch_batches`]: seeded shuffle per epoch,
+//! `drop_last`) and the background [`Loader`] (worker threads, bounded prefetch, deterministic
+//! order). The loop and checkpoints come with issue 6.
+
+mod loader;
+mod sampler;
+
+pub use loader::Loader;
+pub use sampler::{SamplerConfig, epoch_batches};

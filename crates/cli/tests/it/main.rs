@@ -175,3 +175,54 @@ fn real_files_and_bad_input_from_the_cli() {
     assert_eq!(run(dir.path(), &["frobnicate"]).status.code(), Some(2));
     assert!(run(dir.path(), &["generate", "--help"]).status.success());
 }
+
+#[test]
+fn preprocess_builds_validates_and_rebuilds_the_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    assert!(
+        run(cwd, &["generate", "--out", "demo", "--events", "300"])
+            .status
+            .success()
+    );
+    let config = "name: ft\ntree: output\nschema: vector\nsamples:\n  - {name: even, files: [demo/finetune/ttH_CPeven.root], label: 0}\n  - {name: odd, files: [demo/finetune/ttH_CPodd.root], label: 1}\n";
+    std::fs::write(cwd.join("ft.yaml"), config).expect("write config");
+    let pre = |extra: &[&str]| {
+        let mut a = vec!["preprocess", "ft.yaml", "--shard-events", "200"];
+        a.extend_from_slice(extra);
+        run(cwd, &a)
+    };
+    let o = pre(&[]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("cache cache/ft: 599 events in 3 shards"),
+        "{out}"
+    );
+    assert!(out.contains("events per fold"), "{out}");
+    assert!(cwd.join("cache/ft/manifest.json").is_file());
+
+    let o = pre(&[]);
+    assert!(text(&o).0.contains("up to date"), "{}", text(&o).0);
+
+    // A changed input file makes the cache stale: read_only refuses naming the field, auto rebuilds.
+    let f = cwd.join("demo/finetune/ttH_CPodd.root");
+    let bytes = std::fs::read(&f).expect("read");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, bytes).expect("rewrite");
+    let o = pre(&["--mode", "read-only"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("stale") && err.contains("files[1].mtime_ns"),
+        "{err}"
+    );
+    let o = pre(&[]);
+    assert!(text(&o).0.contains("rebuilding"), "{}", text(&o).0);
+
+    // A cache killed half-way (no manifest) is never read.
+    std::fs::remove_file(cwd.join("cache/ft/manifest.json")).expect("rm");
+    let o = pre(&["--mode", "read-only"]);
+    assert!(text(&o).1.contains("half-written"), "{}", text(&o).1);
+    assert!(pre(&[]).status.success());
+}

@@ -4,6 +4,7 @@
 //! (`ak.flatten(tree[branch].array())`, summed in float64) on the same files; sums are compared at
 //! 1e-6 relative, far above f64 summation-order noise (~1e-12) and far below any misplaced value.
 
+mod cache;
 mod demo;
 mod errors;
 mod reading;

@@ -1,0 +1,207 @@
+//! Cache and loader throughput: cold cache build, warm cache read, loader batches/s.
+//!
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_dataloader -- [EVENTS_PER_PROCESS] [REPS]`
+//! Demo pretraining data (12 processes, seed 42) in a temporary folder; batch size 512, CPU
+//! backend (burn-flex) for the host-to-device step. Wall and process CPU time are both reported:
+//! CPU ≪ wall means the stage waits on the filesystem (or on other processes on a shared machine).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::backend::Flex;
+use gnn4c_benchmarks::{Stats, machine};
+use gnn4c_cli::pipeline::build_cache;
+use gnn4c_data::{
+    DatasetConfig, Folds, LabelSpec, SampleConfig, SchemaRef, read_cache, read_manifest, write_demo,
+};
+use gnn4c_features::SelectionConfig;
+use gnn4c_graphs::{GraphSample, Padding, TopologyCache, collate};
+use gnn4c_training::{Loader, SamplerConfig, epoch_batches};
+
+/// Process CPU seconds (user + system) from /proc/self/stat; 0 where unavailable.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0 // utime, stime in clock ticks (100 Hz on Linux)
+}
+
+fn timed(reps: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {
+    f(); // warm-up
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let (t, c) = (std::time::Instant::now(), cpu_seconds());
+        f();
+        wall.push(t.elapsed().as_secs_f64());
+        cpu.push(cpu_seconds() - c);
+    }
+    (wall, cpu)
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
+    let reps: usize = args.next().map_or(Ok(3), |a| a.parse())?;
+    let (cpu_model, cores) = machine();
+    let tmp = tempfile::tempdir()?;
+    let files = write_demo(tmp.path(), n, 42, cores)?;
+    let cfg = DatasetConfig {
+        name: "bench".into(),
+        tree: Some("output".into()),
+        schema: SchemaRef::Builtin("vector".into()),
+        classes: Vec::new(),
+        step_size: 10_000,
+        samples: files
+            .iter()
+            .filter(|f| f.path.starts_with(tmp.path().join("pretrain")))
+            .map(|f| SampleConfig {
+                name: f.sample.into(),
+                files: vec![f.path.display().to_string()],
+                tree: None,
+                label: LabelSpec::Class(f.label),
+                weight: None,
+                scale: 1.0,
+                entry_start: 0,
+                entry_stop: None,
+            })
+            .collect(),
+    };
+    let events = n * cfg.samples.len();
+    let folds = Folds::default();
+    let selection = SelectionConfig::default();
+    let dir = tmp.path().join("cache");
+    let mut sink = std::io::sink();
+    let mut rows: Vec<(String, Stats, Stats, f64)> = Vec::new();
+    let mut report = |name: &str, wall: &[f64], cpu: &[f64], per: f64, unit: &str, bytes: u64| {
+        let (w, c) = (Stats::of(wall), Stats::of(cpu));
+        eprintln!(
+            "{}",
+            serde_json::json!({
+                "benchmark": "dataloader", "measure": name, "median_wall_s": w.median, "median_cpu_s": c.median,
+                "min_wall_s": w.min, "max_wall_s": w.max, "reps": w.n, unit: per / w.median,
+                "mb_per_s": bytes as f64 / 1e6 / w.median, "cpu": cpu_model, "cores": cores,
+                "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+            })
+        );
+        rows.push((format!("{name} ({unit})"), w, c, per / w.median));
+    };
+
+    // Cold build: ROOT → features → graphs → zstd Parquet (one thread).
+    let (wall, cpu) = timed(reps, || {
+        build_cache(
+            &mut sink,
+            &cfg,
+            &dir,
+            &folds,
+            100_000,
+            &selection,
+            serde_json::json!({}),
+            String::new(),
+            Path::new("/"),
+        )
+        .expect("build cache");
+    });
+    let manifest = read_manifest(&dir)?;
+    let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
+    report(
+        "cold_cache_build",
+        &wall,
+        &cpu,
+        events as f64,
+        "events_per_s",
+        bytes,
+    );
+
+    // Warm read of the whole cache (page cache warm after the first run).
+    let (wall, cpu) = timed(reps, || {
+        std::hint::black_box(read_cache(&dir, &manifest, &|_| true).expect("read").len());
+    });
+    report(
+        "warm_cache_read",
+        &wall,
+        &cpu,
+        manifest.events() as f64,
+        "events_per_s",
+        bytes,
+    );
+
+    // Loader: cached records → GraphSample → collate (loader threads) → to_device (consumer).
+    let mut topo = TopologyCache::new(selection.max_nodes());
+    let graphs: Arc<Vec<GraphSample>> = Arc::new(
+        read_cache(&dir, &manifest, &|_| true)?
+            .into_iter()
+            .map(|r| gnn4c_cli::pipeline::from_record(r, &mut topo))
+            .collect::<anyhow::Result<_>>()?,
+    );
+    let sampler = SamplerConfig {
+        batch_size: 512,
+        shuffle: true,
+        drop_last: true,
+        seed: 42,
+    };
+    let device = Default::default();
+    for threads in [1, 2] {
+        for prefetch in [1, 4] {
+            let mut n_batches = 0;
+            let (wall, cpu) = timed(reps, || {
+                let batches = epoch_batches(graphs.len(), 0, &sampler);
+                n_batches = batches.len();
+                let g = graphs.clone();
+                let loader = Loader::new(batches, threads, prefetch, move |idx: &[usize]| {
+                    let refs: Vec<&GraphSample> = idx.iter().map(|&i| &g[i]).collect();
+                    collate(&refs, Padding::None).expect("collate")
+                });
+                for host in loader {
+                    std::hint::black_box(host.to_device::<Flex>(&device));
+                }
+            });
+            report(
+                &format!("loader_t{threads}_p{prefetch}"),
+                &wall,
+                &cpu,
+                n_batches as f64,
+                "batches_per_s",
+                0,
+            );
+        }
+    }
+
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "machine: {cpu_model}, {cores} logical cores; {events} demo events (12 processes x {n}); batch 512"
+    )?;
+    writeln!(
+        out,
+        "cache: {} events, {} shards, {:.1} MB zstd Parquet",
+        manifest.events(),
+        manifest.shards.len(),
+        bytes as f64 / 1e6
+    )?;
+    writeln!(
+        out,
+        "| measure | median wall s | median CPU s | rate (median wall) |"
+    )?;
+    writeln!(out, "|---|---|---|---|")?;
+    for (name, w, c, rate) in rows {
+        writeln!(
+            out,
+            "| {name} | {:.3} | {:.3} | {rate:.0} |",
+            w.median, c.median
+        )?;
+    }
+    Ok(())
+}

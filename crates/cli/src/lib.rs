@@ -1,0 +1,7 @@
+//! The `gnn4colliders` tool's library half: pipeline wiring shared by the binary's commands and
+//! by the benchmarks (`pipeline`: dataset → graphs → Parquet cache, cache → graphs).
+//!
+//! The only crate (with `benchmarks`) that wires the others together, chooses a backend, knows
+//! clap/figment/anyhow and the run-folder layout. Start at `main.rs` for the commands.
+
+pub mod pipeline;

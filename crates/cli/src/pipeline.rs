@@ -1,0 +1,262 @@
+//! The preprocessing pipeline as a library: dataset → graphs → cache, and cache → graphs.
+//!
+//! Shared by the `preprocess` command and the benchmarks; every other stage's wiring stays in the
+//! binary's command modules.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use gnn4c_data::{
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, DatasetConfig, Folds,
+    GraphRecord, SampleCounts, file_identity, fingerprint_of, first_difference, fold_of, open_tree,
+    read_manifest,
+};
+use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
+use gnn4c_graphs::{GraphSample, TopologyCache, build_graph};
+
+/// What to do with an existing cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CacheMode {
+    /// Use it when it matches the config and files, rebuild it otherwise.
+    Auto,
+    /// Always rebuild.
+    Rebuild,
+    /// Use it when it matches; refuse (naming what differs) otherwise.
+    ReadOnly,
+}
+
+/// The resolved inputs of preprocessing: change any of them and the cache is stale.
+pub fn fingerprint_inputs(
+    cfg: &DatasetConfig,
+    selection: &SelectionConfig,
+    n_folds: u32,
+    base: &Path,
+) -> anyhow::Result<serde_json::Value> {
+    let schema = cfg.schema.resolve()?;
+    let mut files = Vec::new();
+    for s in &cfg.samples {
+        let tree = s
+            .tree
+            .as_deref()
+            .or(cfg.tree.as_deref())
+            .unwrap_or_default();
+        for path in cfg.sample_files(s, base)? {
+            let entries = open_tree(&path, tree)?.entries();
+            files.push(file_identity(&path, entries)?);
+        }
+    }
+    Ok(serde_json::json!({
+        "schema_version": CACHE_SCHEMA_VERSION,
+        "contract_version": CONTRACT_VERSION,
+        "dataset": cfg,
+        "resolved_schema": schema,
+        "selection": selection,
+        "n_folds": n_folds,
+        "files": files,
+    }))
+}
+
+/// The cached form of a graph (edge_src/edge_dst are rebuilt from n_nodes when read).
+pub fn to_record(g: GraphSample, n_folds: u32) -> GraphRecord {
+    GraphRecord {
+        fold: fold_of(g.id.event_number, n_folds),
+        n_nodes: g.n_nodes() as u16,
+        id: g.id,
+        label: g.label,
+        weight: g.weight,
+        node_features: g.node_features,
+        edge_features: g.edge_features,
+        global_features: g.global_features.to_vec(),
+    }
+}
+
+/// Back from the cache: the topology comes from `cache`.
+pub fn from_record(r: GraphRecord, cache: &mut TopologyCache) -> anyhow::Result<GraphSample> {
+    let topology = cache.get(usize::from(r.n_nodes));
+    let globals: [f32; 2] = r.global_features.as_slice().try_into().map_err(|_| {
+        anyhow::anyhow!(
+            "cached event {} has {} global features, expected 2",
+            r.id.entry,
+            r.global_features.len()
+        )
+    })?;
+    if r.edge_features.len() != topology.n_edges() * gnn4c_graphs::D_EDGE
+        || r.node_features.len() != usize::from(r.n_nodes) * gnn4c_features::D_NODE
+    {
+        bail!(
+            "cached event {} of {}: feature lengths do not match n_nodes {}",
+            r.id.entry,
+            r.id.source_file.display(),
+            r.n_nodes
+        );
+    }
+    Ok(GraphSample {
+        id: r.id,
+        label: r.label,
+        weight: r.weight,
+        topology,
+        node_features: r.node_features,
+        edge_features: r.edge_features,
+        global_features: globals,
+    })
+}
+
+/// Ensures the cache for `cfg` exists and matches; returns its manifest.
+pub fn ensure_cache(
+    out: &mut impl Write,
+    cfg: &DatasetConfig,
+    dir: &Path,
+    mode: CacheMode,
+    folds: &Folds,
+    shard_events: usize,
+    selection: &SelectionConfig,
+) -> anyhow::Result<CacheManifest> {
+    let base = std::env::current_dir().context("reading the current folder")?;
+    let inputs = fingerprint_inputs(cfg, selection, folds.n_folds, &base)?;
+    let fingerprint = fingerprint_of(&inputs);
+    if mode != CacheMode::Rebuild && dir.exists() {
+        match read_manifest(dir) {
+            Ok(m) if m.fingerprint == fingerprint => {
+                writeln!(
+                    out,
+                    "cache {} is up to date ({} events, fingerprint {})",
+                    dir.display(),
+                    m.events(),
+                    &fingerprint[..12]
+                )?;
+                return Ok(m);
+            }
+            Ok(m) => {
+                let what = first_difference(&m.fingerprint_inputs, &inputs)
+                    .unwrap_or_else(|| "the fingerprint".into());
+                if mode == CacheMode::ReadOnly {
+                    bail!(
+                        "cache {} is stale ({what}) and cache mode is read_only: rebuild it with --mode rebuild",
+                        dir.display()
+                    );
+                }
+                writeln!(out, "cache {} is stale ({what}): rebuilding", dir.display())?;
+            }
+            Err(e) if mode == CacheMode::ReadOnly => {
+                return Err(e).context("cache mode is read_only");
+            }
+            Err(e) => writeln!(out, "{e:#}: rebuilding")?,
+        }
+    }
+    build_cache(
+        out,
+        cfg,
+        dir,
+        folds,
+        shard_events,
+        selection,
+        inputs,
+        fingerprint,
+        &base,
+    )
+}
+
+/// Reads every sample, builds its graphs and writes a new cache (manifest last).
+#[allow(clippy::too_many_arguments)] // two call sites; a struct would only rename these
+pub fn build_cache(
+    out: &mut impl Write,
+    cfg: &DatasetConfig,
+    dir: &Path,
+    folds: &Folds,
+    shard_events: usize,
+    selection: &SelectionConfig,
+    inputs: serde_json::Value,
+    fingerprint: String,
+    base: &Path,
+) -> anyhow::Result<CacheManifest> {
+    let start = Instant::now();
+    let mut writer = CacheWriter::create(dir, shard_events)?;
+    let mut topo = TopologyCache::new(selection.max_nodes());
+    let mut features = EventFeatures::default();
+    let mut samples = BTreeMap::new();
+    let mut per_fold = vec![0u64; folds.n_folds as usize];
+    for s in &cfg.samples {
+        let mut counts = SampleCounts::default();
+        let mut error = None;
+        let report = cfg
+            .read_sample(s, base, &mut |evs| {
+                for ev in evs {
+                    match build_features(ev, selection, &mut features) {
+                        Ok(()) => {
+                            let g = build_graph(
+                                &features,
+                                ev.id.clone(),
+                                ev.label.clone(),
+                                ev.weight,
+                                &mut topo,
+                            );
+                            let r = to_record(g, folds.n_folds);
+                            per_fold[usize::from(r.fold)] += 1;
+                            counts.cached += 1;
+                            if let Err(e) = writer.push(r) {
+                                error = Some(e);
+                                return Err(gnn4c_data::DataError::Config(
+                                    "cache write failed".into(),
+                                ));
+                            }
+                        }
+                        Err(reason) => *counts.skipped.entry(reason.to_owned()).or_default() += 1,
+                    }
+                }
+                Ok(())
+            })
+            .map_err(|e| error.take().unwrap_or(e))
+            .with_context(|| format!("preprocessing sample '{}'", s.name))?;
+        counts.read = report.files.iter().map(|(_, r)| r.entries_read).sum();
+        for (reason, n) in report.skipped().iter() {
+            *counts.skipped.entry(reason.to_owned()).or_default() += n;
+        }
+        samples.insert(s.name.clone(), counts);
+    }
+    let manifest = CacheManifest {
+        schema_version: CACHE_SCHEMA_VERSION,
+        contract_version: CONTRACT_VERSION.to_owned(),
+        fingerprint,
+        fingerprint_inputs: inputs,
+        n_folds: folds.n_folds,
+        shards: Vec::new(),
+        samples,
+        written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
+    };
+    let manifest = writer.finish(manifest)?;
+    let secs = start.elapsed().as_secs_f64();
+    let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
+    writeln!(
+        out,
+        "cache {}: {} events in {} shards, {:.1} MB, {secs:.2} s ({:.0} events/s)",
+        dir.display(),
+        manifest.events(),
+        manifest.shards.len(),
+        bytes as f64 / 1e6,
+        manifest.events() as f64 / secs
+    )?;
+    writeln!(
+        out,
+        "  {:<14} {:>9} {:>9}  skipped",
+        "sample", "read", "cached"
+    )?;
+    for (name, c) in &manifest.samples {
+        let skipped: Vec<String> = c.skipped.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+        let skipped = if skipped.is_empty() {
+            "none".to_owned()
+        } else {
+            skipped.join(", ")
+        };
+        writeln!(out, "  {name:<14} {:>9} {:>9}  {skipped}", c.read, c.cached)?;
+    }
+    let folds_text: Vec<String> = per_fold
+        .iter()
+        .enumerate()
+        .map(|(f, n)| format!("{f}: {n}"))
+        .collect();
+    writeln!(out, "  events per fold: {}", folds_text.join(", "))?;
+    Ok(manifest)
+}

@@ -1,0 +1,697 @@
+//! The Parquet graph cache: sharded zstd Parquet files plus a JSON manifest written last.
+//!
+//! Layout of a cache folder: `part-00000.parquet`, `part-00001.parquet`, … (at most
+//! `shard_events` events each) and `manifest.json` (schema and contract versions, the
+//! preprocessing fingerprint and its inputs, shards with event counts and sizes, per-sample and
+//! per-reason counts). Every file is written under a temporary name and renamed; the manifest
+//! comes last, so a folder without one was never completed and is never read.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    Float32Builder, Int32Builder, ListBuilder, StringBuilder, UInt8Builder, UInt16Builder,
+    UInt64Builder,
+};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int32Type, UInt8Type, UInt16Type, UInt64Type};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use gnn4c_events::{EventId, Label};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
+
+use crate::DataError;
+
+/// Version of the cache's on-disk layout; bump it when columns change.
+pub const CACHE_SCHEMA_VERSION: u32 = 1;
+/// The scientific contract the cached features follow (`../shared/spec/contract.md`).
+pub const CONTRACT_VERSION: &str = "v1";
+/// The manifest's file name.
+pub const MANIFEST: &str = "manifest.json";
+
+/// One event's graph as cached: identity, fold, label, weight and features.
+///
+/// `edge_src`/`edge_dst` are topology and are not stored: they are rebuilt from `n_nodes`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphRecord {
+    /// Identity.
+    pub id: EventId,
+    /// `event_number mod n_folds`.
+    pub fold: u8,
+    /// Training target.
+    pub label: Label,
+    /// Event weight.
+    pub weight: f32,
+    /// Node count.
+    pub n_nodes: u16,
+    /// `[n_nodes, d_node]` row-major.
+    pub node_features: Vec<f32>,
+    /// `[n_nodes (n_nodes − 1), d_edge]` row-major, source-major edge order.
+    pub edge_features: Vec<f32>,
+    /// `[d_global]`.
+    pub global_features: Vec<f32>,
+}
+
+/// One shard in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// File name inside the cache folder.
+    pub file: String,
+    /// Events in it.
+    pub events: u64,
+    /// Size in bytes (a shorter file is truncated).
+    pub bytes: u64,
+}
+
+/// Per-sample counts in the manifest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SampleCounts {
+    /// Entries read.
+    pub read: u64,
+    /// Graphs cached.
+    pub cached: u64,
+    /// Events skipped, by reason.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+/// `manifest.json`: what a cache holds and what made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheManifest {
+    /// [`CACHE_SCHEMA_VERSION`] when written.
+    pub schema_version: u32,
+    /// [`CONTRACT_VERSION`] when written.
+    pub contract_version: String,
+    /// SHA-256 of `fingerprint_inputs` (canonical JSON).
+    pub fingerprint: String,
+    /// The resolved preprocessing config and every input file's identity (path, size, mtime,
+    /// entries); kept so a mismatch can say which field differs.
+    pub fingerprint_inputs: serde_json::Value,
+    /// Number of folds (`fold = event_number mod n_folds`).
+    pub n_folds: u32,
+    /// The shards, in order.
+    pub shards: Vec<ShardInfo>,
+    /// Counts per sample.
+    pub samples: BTreeMap<String, SampleCounts>,
+    /// The tool and version that wrote it.
+    pub written_by: String,
+}
+
+impl CacheManifest {
+    /// Total events cached.
+    pub fn events(&self) -> u64 {
+        self.shards.iter().map(|s| s.events).sum()
+    }
+}
+
+/// SHA-256 (hex) of a JSON value's canonical text (serde_json keeps map keys sorted).
+pub fn fingerprint_of(inputs: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(inputs).unwrap_or_default();
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The first place two JSON values differ, as `path: old → new`, or `None` when equal.
+pub fn first_difference(old: &serde_json::Value, new: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    fn walk(path: &str, a: &Value, b: &Value) -> Option<String> {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                keys.into_iter().find_map(|k| {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(
+                        &p,
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                    )
+                })
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+                .iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (u, v))| walk(&format!("{path}[{i}]"), u, v)),
+            _ if a == b => None,
+            _ => Some(format!("{path}: {a} → {b}")),
+        }
+    }
+    walk("", old, new)
+}
+
+/// The file's identity for the fingerprint: path, size, modification time (ns since the epoch).
+pub fn file_identity(path: &Path, entries: u64) -> Result<serde_json::Value, DataError> {
+    let meta = std::fs::metadata(path).map_err(|source| DataError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    Ok(serde_json::json!({
+        "path": path.display().to_string(),
+        "size": meta.len(),
+        "mtime_ns": mtime,
+        "entries": entries,
+    }))
+}
+
+fn cache_err(path: &Path, message: impl Into<String>) -> DataError {
+    DataError::Cache {
+        path: path.to_owned(),
+        message: message.into(),
+    }
+}
+
+fn arrow_schema() -> Arc<Schema> {
+    let list = |name: &str, item: DataType| {
+        Field::new(
+            name,
+            DataType::List(Arc::new(Field::new("item", item, false))),
+            false,
+        )
+    };
+    Arc::new(Schema::new(vec![
+        Field::new("sample", DataType::Utf8, false),
+        Field::new("source_file", DataType::Utf8, false),
+        Field::new("tree", DataType::Utf8, false),
+        Field::new("entry", DataType::UInt64, false),
+        Field::new("event_number", DataType::UInt64, false),
+        Field::new("fold", DataType::UInt8, false),
+        Field::new("label", DataType::Int32, false),
+        list("multilabel", DataType::UInt8),
+        Field::new("weight", DataType::Float32, false),
+        Field::new("n_nodes", DataType::UInt16, false),
+        list("node_features", DataType::Float32),
+        list("edge_features", DataType::Float32),
+        list("global_features", DataType::Float32),
+    ]))
+}
+
+fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let result = write(&tmp).and_then(|()| {
+        std::fs::rename(&tmp, path).map_err(|source| DataError::Io {
+            path: path.to_owned(),
+            source,
+        })
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Writes graph records into shards of a new cache folder.
+#[derive(Debug)]
+pub struct CacheWriter {
+    dir: PathBuf,
+    shard_events: usize,
+    pending: Vec<GraphRecord>,
+    shards: Vec<ShardInfo>,
+}
+
+impl CacheWriter {
+    /// Starts a cache in `dir`: an existing manifest and shards there are removed first (the
+    /// caller decided to rebuild), so a kill mid-way leaves a folder without a manifest.
+    pub fn create(dir: &Path, shard_events: usize) -> Result<CacheWriter, DataError> {
+        if shard_events == 0 {
+            return Err(DataError::Config(
+                "cache shard_events must be at least 1".into(),
+            ));
+        }
+        std::fs::create_dir_all(dir).map_err(|source| DataError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let _ = std::fs::remove_file(dir.join(MANIFEST));
+        let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("part-") && name.ends_with(".parquet") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        Ok(CacheWriter {
+            dir: dir.to_owned(),
+            shard_events,
+            pending: Vec::with_capacity(shard_events.min(1 << 16)),
+            shards: Vec::new(),
+        })
+    }
+
+    /// Adds one record; writes a shard when `shard_events` are pending.
+    pub fn push(&mut self, record: GraphRecord) -> Result<(), DataError> {
+        self.pending.push(record);
+        if self.pending.len() >= self.shard_events {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), DataError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let file = format!("part-{:05}.parquet", self.shards.len());
+        let path = self.dir.join(&file);
+        let batch = to_batch(&self.pending).map_err(|e| cache_err(&path, e))?;
+        write_atomically(&path, |tmp| {
+            let f = File::create(tmp).map_err(|source| DataError::Io {
+                path: tmp.to_owned(),
+                source,
+            })?;
+            let props = WriterProperties::builder()
+                .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+                .build();
+            let mut w = ArrowWriter::try_new(f, batch.schema(), Some(props))
+                .map_err(|e| cache_err(&path, e.to_string()))?;
+            w.write(&batch)
+                .map_err(|e| cache_err(&path, e.to_string()))?;
+            w.close().map_err(|e| cache_err(&path, e.to_string()))?;
+            Ok(())
+        })?;
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.shards.push(ShardInfo {
+            file,
+            events: self.pending.len() as u64,
+            bytes,
+        });
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Writes the last shard and then the manifest (completing the cache).
+    pub fn finish(mut self, mut manifest: CacheManifest) -> Result<CacheManifest, DataError> {
+        self.flush()?;
+        manifest.shards = std::mem::take(&mut self.shards);
+        let path = self.dir.join(MANIFEST);
+        let text =
+            serde_json::to_string_pretty(&manifest).map_err(|e| cache_err(&path, e.to_string()))?;
+        write_atomically(&path, |tmp| {
+            std::fs::write(tmp, text).map_err(|source| DataError::Io {
+                path: tmp.to_owned(),
+                source,
+            })
+        })?;
+        Ok(manifest)
+    }
+}
+
+fn to_batch(records: &[GraphRecord]) -> Result<RecordBatch, String> {
+    let n = records.len();
+    let mut sample = StringBuilder::new();
+    let mut source = StringBuilder::new();
+    let mut tree = StringBuilder::new();
+    let mut entry = UInt64Builder::with_capacity(n);
+    let mut event_number = UInt64Builder::with_capacity(n);
+    let mut fold = UInt8Builder::with_capacity(n);
+    let mut label = Int32Builder::with_capacity(n);
+    let mut multi = ListBuilder::new(UInt8Builder::new()).with_field(Field::new(
+        "item",
+        DataType::UInt8,
+        false,
+    ));
+    let mut weight = Float32Builder::with_capacity(n);
+    let mut n_nodes = UInt16Builder::with_capacity(n);
+    let item = || Field::new("item", DataType::Float32, false);
+    let mut nodes = ListBuilder::new(Float32Builder::new()).with_field(item());
+    let mut edges = ListBuilder::new(Float32Builder::new()).with_field(item());
+    let mut globals = ListBuilder::new(Float32Builder::new()).with_field(item());
+    for r in records {
+        sample.append_value(&r.id.sample);
+        source.append_value(r.id.source_file.display().to_string());
+        tree.append_value(&r.id.tree);
+        entry.append_value(r.id.entry);
+        event_number.append_value(r.id.event_number);
+        fold.append_value(r.fold);
+        match &r.label {
+            Label::Class(c) => {
+                label.append_value(i32::try_from(*c).map_err(|_| format!("label {c} too large"))?);
+                multi.append(true);
+            }
+            Label::Multi(v) => {
+                label.append_value(-1);
+                multi.values().append_slice(v);
+                multi.append(true);
+            }
+        }
+        weight.append_value(r.weight);
+        n_nodes.append_value(r.n_nodes);
+        nodes.values().append_slice(&r.node_features);
+        nodes.append(true);
+        edges.values().append_slice(&r.edge_features);
+        edges.append(true);
+        globals.values().append_slice(&r.global_features);
+        globals.append(true);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(sample.finish()),
+        Arc::new(source.finish()),
+        Arc::new(tree.finish()),
+        Arc::new(entry.finish()),
+        Arc::new(event_number.finish()),
+        Arc::new(fold.finish()),
+        Arc::new(label.finish()),
+        Arc::new(multi.finish()),
+        Arc::new(weight.finish()),
+        Arc::new(n_nodes.finish()),
+        Arc::new(nodes.finish()),
+        Arc::new(edges.finish()),
+        Arc::new(globals.finish()),
+    ];
+    RecordBatch::try_new(arrow_schema(), columns).map_err(|e| e.to_string())
+}
+
+/// Reads and validates `dir/manifest.json`. A folder with shards but no manifest was left
+/// half-written (a killed `preprocess`): it is reported, never read.
+pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
+    let path = dir.join(MANIFEST);
+    if !path.is_file() {
+        let has_shards = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("part-"))
+            })
+            .unwrap_or(false);
+        let message = if has_shards {
+            "no manifest.json: the cache was left half-written (preprocess was interrupted); \
+             it is not read: rerun preprocess to rebuild it"
+        } else {
+            "no cache here (no manifest.json): run `gnn4colliders preprocess` first"
+        };
+        return Err(cache_err(dir, message));
+    }
+    let text = std::fs::read_to_string(&path).map_err(|source| DataError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let manifest: CacheManifest = serde_json::from_str(&text)
+        .map_err(|e| cache_err(&path, format!("unreadable manifest: {e}")))?;
+    if manifest.schema_version != CACHE_SCHEMA_VERSION {
+        return Err(cache_err(
+            &path,
+            format!(
+                "cache schema version {} but this build reads version {CACHE_SCHEMA_VERSION}: rebuild the cache",
+                manifest.schema_version
+            ),
+        ));
+    }
+    if manifest.contract_version != CONTRACT_VERSION {
+        return Err(cache_err(
+            &path,
+            format!(
+                "cache made under contract {} but this build implements contract {CONTRACT_VERSION}: rebuild the cache",
+                manifest.contract_version
+            ),
+        ));
+    }
+    for s in &manifest.shards {
+        let p = dir.join(&s.file);
+        let bytes = std::fs::metadata(&p)
+            .map_err(|_| cache_err(&p, "shard listed in the manifest is missing"))?
+            .len();
+        if bytes != s.bytes {
+            return Err(cache_err(
+                &p,
+                format!(
+                    "shard is {bytes} bytes but the manifest says {} (truncated or replaced)",
+                    s.bytes
+                ),
+            ));
+        }
+    }
+    Ok(manifest)
+}
+
+/// Reads every record of the cache in `dir` whose fold passes `keep_fold`, in shard order.
+pub fn read_cache(
+    dir: &Path,
+    manifest: &CacheManifest,
+    keep_fold: &dyn Fn(u8) -> bool,
+) -> Result<Vec<GraphRecord>, DataError> {
+    let mut out = Vec::new();
+    let mut names: BTreeMap<String, Arc<str>> = BTreeMap::new();
+    let mut paths: BTreeMap<String, Arc<Path>> = BTreeMap::new();
+    for s in &manifest.shards {
+        let path = dir.join(&s.file);
+        let before = out.len();
+        let mut rows = 0u64;
+        read_shard(
+            &path, &mut names, &mut paths, keep_fold, &mut out, &mut rows,
+        )?;
+        if rows != s.events {
+            return Err(cache_err(
+                &path,
+                format!(
+                    "shard holds {rows} events but the manifest says {}",
+                    s.events
+                ),
+            ));
+        }
+        debug_assert!(out.len() >= before);
+    }
+    Ok(out)
+}
+
+fn read_shard(
+    path: &Path,
+    names: &mut BTreeMap<String, Arc<str>>,
+    paths: &mut BTreeMap<String, Arc<Path>>,
+    keep_fold: &dyn Fn(u8) -> bool,
+    out: &mut Vec<GraphRecord>,
+    rows: &mut u64,
+) -> Result<(), DataError> {
+    let corrupt = |e: &dyn std::fmt::Display| {
+        cache_err(path, format!("truncated or corrupted Parquet shard: {e}"))
+    };
+    let f = File::open(path).map_err(|source| DataError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+        .map_err(|e| corrupt(&e))?
+        .with_batch_size(8192)
+        .build()
+        .map_err(|e| corrupt(&e))?;
+    let want = arrow_schema();
+    for batch in reader {
+        let batch = batch.map_err(|e| corrupt(&e))?;
+        if batch.schema().fields() != want.fields() {
+            return Err(cache_err(
+                path,
+                "columns differ from this build's cache schema: rebuild the cache",
+            ));
+        }
+        decode(&batch, names, paths, keep_fold, out);
+        *rows += batch.num_rows() as u64;
+    }
+    Ok(())
+}
+
+fn intern<T: ?Sized>(
+    map: &mut BTreeMap<String, Arc<T>>,
+    s: &str,
+    make: impl Fn(&str) -> Arc<T>,
+) -> Arc<T> {
+    if let Some(v) = map.get(s) {
+        return v.clone();
+    }
+    let v = make(s);
+    map.insert(s.to_owned(), v.clone());
+    v
+}
+
+fn decode(
+    batch: &RecordBatch,
+    names: &mut BTreeMap<String, Arc<str>>,
+    paths: &mut BTreeMap<String, Arc<Path>>,
+    keep_fold: &dyn Fn(u8) -> bool,
+    out: &mut Vec<GraphRecord>,
+) {
+    let c = |i: usize| batch.column(i);
+    let (sample, source, tree) = (
+        c(0).as_string::<i32>(),
+        c(1).as_string::<i32>(),
+        c(2).as_string::<i32>(),
+    );
+    let entry = c(3).as_primitive::<UInt64Type>();
+    let event_number = c(4).as_primitive::<UInt64Type>();
+    let fold = c(5).as_primitive::<UInt8Type>();
+    let label = c(6).as_primitive::<Int32Type>();
+    let multi = c(7).as_list::<i32>();
+    let weight = c(8).as_primitive::<Float32Type>();
+    let n_nodes = c(9).as_primitive::<UInt16Type>();
+    let (nodes, edges, globals) = (
+        c(10).as_list::<i32>(),
+        c(11).as_list::<i32>(),
+        c(12).as_list::<i32>(),
+    );
+    let floats = |l: &arrow_array::ListArray, i: usize| -> Vec<f32> {
+        l.value(i).as_primitive::<Float32Type>().values().to_vec()
+    };
+    for i in 0..batch.num_rows() {
+        if !keep_fold(fold.value(i)) {
+            continue;
+        }
+        let lab = if label.value(i) >= 0 {
+            Label::Class(label.value(i) as u32)
+        } else {
+            Label::Multi(multi.value(i).as_primitive::<UInt8Type>().values().to_vec())
+        };
+        out.push(GraphRecord {
+            id: EventId {
+                sample: intern(names, sample.value(i), |s| Arc::from(s)),
+                source_file: intern(paths, source.value(i), |s| Arc::from(Path::new(s))),
+                tree: intern(names, tree.value(i), |s| Arc::from(s)),
+                entry: entry.value(i),
+                event_number: event_number.value(i),
+            },
+            fold: fold.value(i),
+            label: lab,
+            weight: weight.value(i),
+            n_nodes: n_nodes.value(i),
+            node_features: floats(nodes, i),
+            edge_features: floats(edges, i),
+            global_features: floats(globals, i),
+        });
+    }
+}
+
+/// The fold of an event: `event_number mod n_folds` (contract §7).
+pub fn fold_of(event_number: u64, n_folds: u32) -> u8 {
+    (event_number % u64::from(n_folds.max(1))) as u8
+}
+
+/// Which folds are train, validation and test (contract §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Folds {
+    /// Number of folds.
+    pub n_folds: u32,
+    /// The test fold.
+    pub test_fold: u8,
+    /// The validation fold.
+    pub validation_fold: u8,
+}
+
+impl Default for Folds {
+    fn default() -> Self {
+        Folds {
+            n_folds: 5,
+            test_fold: 0,
+            validation_fold: 1,
+        }
+    }
+}
+
+/// A split of the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Split {
+    /// Every fold but the validation and test folds.
+    Train,
+    /// The validation fold.
+    Validation,
+    /// The test fold.
+    Test,
+}
+
+impl Folds {
+    /// Checks the folds are distinct and in range (at least 3 folds).
+    pub fn validate(&self) -> Result<(), DataError> {
+        let n = self.n_folds;
+        if !(3..=255).contains(&n) {
+            return Err(DataError::Config(format!(
+                "n_folds must be in 3..=255, got {n}"
+            )));
+        }
+        if u32::from(self.test_fold) >= n || u32::from(self.validation_fold) >= n {
+            return Err(DataError::Config(format!(
+                "test_fold {} and validation_fold {} must be below n_folds {n}",
+                self.test_fold, self.validation_fold
+            )));
+        }
+        if self.test_fold == self.validation_fold {
+            return Err(DataError::Config(
+                "test_fold and validation_fold must differ".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The split fold `fold` belongs to.
+    pub fn split_of(&self, fold: u8) -> Split {
+        if fold == self.test_fold {
+            Split::Test
+        } else if fold == self.validation_fold {
+            Split::Validation
+        } else {
+            Split::Train
+        }
+    }
+}
+
+/// Reads the events of one split from the cache in `dir`, checking the folds match the cache's.
+///
+/// An empty split is an error naming the fold: training on nothing is never what was meant.
+pub fn read_split(
+    dir: &Path,
+    folds: &Folds,
+    split: Split,
+) -> Result<(CacheManifest, Vec<GraphRecord>), DataError> {
+    folds.validate()?;
+    let manifest = read_manifest(dir)?;
+    if manifest.n_folds != folds.n_folds {
+        return Err(cache_err(
+            dir,
+            format!(
+                "the cache was made with n_folds {} but {} were asked for: rebuild the cache",
+                manifest.n_folds, folds.n_folds
+            ),
+        ));
+    }
+    let records = read_cache(dir, &manifest, &|f| folds.split_of(f) == split)?;
+    if records.is_empty() {
+        let which = match split {
+            Split::Train => format!(
+                "the training folds (all but {} and {})",
+                folds.test_fold, folds.validation_fold
+            ),
+            Split::Validation => format!("validation fold {}", folds.validation_fold),
+            Split::Test => format!("test fold {}", folds.test_fold),
+        };
+        return Err(cache_err(
+            dir,
+            format!(
+                "{which} holds no events ({} events in the cache)",
+                manifest.events()
+            ),
+        ));
+    }
+    Ok((manifest, records))
+}

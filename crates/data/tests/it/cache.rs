@@ -1,0 +1,206 @@
+//! The Parquet cache: round trip, manifest validation, and every way a cache can be broken.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use gnn4c_data::{
+    CONTRACT_VERSION, CacheManifest, CacheWriter, DataError, Folds, GraphRecord, MANIFEST, Split,
+    fingerprint_of, first_difference, fold_of, read_cache, read_manifest, read_split,
+};
+use gnn4c_events::{EventId, Label};
+
+fn record(i: u64) -> GraphRecord {
+    let n = 1 + (i % 4) as u16;
+    let e = usize::from(n) * usize::from(n - 1);
+    GraphRecord {
+        id: EventId {
+            sample: if i.is_multiple_of(2) { "even" } else { "odd" }.into(),
+            source_file: Arc::from(Path::new("/data/x.root")),
+            tree: "t".into(),
+            entry: i,
+            event_number: 1000 + i,
+        },
+        fold: fold_of(1000 + i, 5),
+        label: if i == 7 {
+            Label::Multi(vec![1, 0, 1])
+        } else {
+            Label::Class((i % 3) as u32)
+        },
+        weight: i as f32 * 0.5 - 3.0,
+        n_nodes: n,
+        node_features: (0..usize::from(n) * 7)
+            .map(|k| k as f32 + i as f32)
+            .collect(),
+        edge_features: (0..e * 3).map(|k| -(k as f32)).collect(),
+        global_features: vec![f32::from(n) / 10.0, 0.25],
+    }
+}
+
+fn manifest() -> CacheManifest {
+    let inputs = serde_json::json!({"selection": {"min_pt": 25.0}, "files": ["a"]});
+    CacheManifest {
+        schema_version: gnn4c_data::CACHE_SCHEMA_VERSION,
+        contract_version: CONTRACT_VERSION.into(),
+        fingerprint: fingerprint_of(&inputs),
+        fingerprint_inputs: inputs,
+        n_folds: 5,
+        shards: Vec::new(),
+        samples: Default::default(),
+        written_by: "test".into(),
+    }
+}
+
+fn write(dir: &Path, n: u64, shard_events: usize) -> CacheManifest {
+    let mut w = CacheWriter::create(dir, shard_events).expect("create");
+    for i in 0..n {
+        w.push(record(i)).expect("push");
+    }
+    w.finish(manifest()).expect("finish")
+}
+
+#[test]
+fn round_trip_is_exact_and_sharded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = write(dir.path(), 25, 10);
+    assert_eq!(m.shards.len(), 3, "10 + 10 + 5");
+    assert_eq!(m.events(), 25);
+    let again = read_manifest(dir.path()).expect("manifest");
+    assert_eq!(again, m);
+    let got = read_cache(dir.path(), &m, &|_| true).expect("read");
+    let want: Vec<GraphRecord> = (0..25).map(record).collect();
+    assert_eq!(
+        got, want,
+        "identity, label (class and multilabel), weight and features exact"
+    );
+    // Fold filtering (contract §7: event_number mod n_folds).
+    let folds = Folds::default();
+    let (_, val) = read_split(dir.path(), &folds, Split::Validation).expect("validation");
+    assert!(val.iter().all(|r| r.id.event_number % 5 == 1) && !val.is_empty());
+    let (_, train) = read_split(dir.path(), &folds, Split::Train).expect("train");
+    assert!(
+        train
+            .iter()
+            .all(|r| !matches!(r.id.event_number % 5, 0 | 1))
+    );
+    assert_eq!(
+        train.len()
+            + val.len()
+            + read_split(dir.path(), &folds, Split::Test)
+                .expect("test")
+                .1
+                .len(),
+        25
+    );
+}
+
+#[test]
+fn half_written_cache_is_never_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut w = CacheWriter::create(dir.path(), 5).expect("create");
+    for i in 0..12 {
+        w.push(record(i)).expect("push");
+    }
+    drop(w); // killed before finish: shards on disk, no manifest
+    let err = read_manifest(dir.path()).expect_err("half-written");
+    assert!(err.to_string().contains("half-written"), "{err}");
+    let empty = tempfile::tempdir().expect("tempdir");
+    let err = read_manifest(empty.path()).expect_err("no cache");
+    assert!(err.to_string().contains("preprocess"), "{err}");
+}
+
+#[test]
+fn truncated_corrupted_and_missing_shards_are_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = write(dir.path(), 20, 10);
+    let shard = dir.path().join(&m.shards[1].file);
+    let bytes = std::fs::read(&shard).expect("read shard");
+
+    std::fs::write(&shard, &bytes[..bytes.len() / 2]).expect("truncate");
+    let err = read_manifest(dir.path()).expect_err("truncated");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("part-00001.parquet") && msg.contains("truncated"),
+        "{msg}"
+    );
+
+    // Same size, garbage inside: the Parquet reader's error, naming the shard.
+    let mut garbage = bytes.clone();
+    let mid = garbage.len() / 2;
+    garbage[mid..mid + 64].fill(0xAB);
+    garbage.truncate(bytes.len());
+    let tail = garbage.len() - 8;
+    garbage[tail..tail + 4].fill(0); // break the footer length
+    std::fs::write(&shard, &garbage).expect("corrupt");
+    let m2 = read_manifest(dir.path()).expect("sizes match");
+    let err = read_cache(dir.path(), &m2, &|_| true).expect_err("corrupted");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("part-00001.parquet") && msg.contains("corrupted"),
+        "{msg}"
+    );
+
+    std::fs::remove_file(&shard).expect("remove");
+    let err = read_manifest(dir.path()).expect_err("missing");
+    assert!(err.to_string().contains("missing"), "{err}");
+}
+
+#[test]
+fn foreign_contract_empty_fold_and_fold_count_are_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), 3, 10); // event numbers 1000..1003: folds 0, 1, 2 only
+    let folds = Folds {
+        n_folds: 5,
+        test_fold: 0,
+        validation_fold: 4,
+    };
+    let err = read_split(dir.path(), &folds, Split::Validation).expect_err("empty fold");
+    assert!(
+        err.to_string()
+            .contains("validation fold 4 holds no events"),
+        "{err}"
+    );
+    let err = read_split(
+        dir.path(),
+        &Folds {
+            n_folds: 4,
+            ..Folds::default()
+        },
+        Split::Train,
+    )
+    .expect_err("n_folds");
+    assert!(err.to_string().contains("n_folds 5"), "{err}");
+
+    let path = dir.path().join(MANIFEST);
+    let text = std::fs::read_to_string(&path).expect("read");
+    std::fs::write(
+        &path,
+        text.replace(
+            "\"contract_version\": \"v1\"",
+            "\"contract_version\": \"v0\"",
+        ),
+    )
+    .expect("write");
+    let err = read_manifest(dir.path()).expect_err("foreign contract");
+    assert!(matches!(err, DataError::Cache { .. }));
+    assert!(err.to_string().contains("contract v0"), "{err}");
+}
+
+#[test]
+fn fingerprint_difference_names_the_field() {
+    let a =
+        serde_json::json!({"selection": {"min_pt": {"jets": 25.0}}, "files": [{"mtime_ns": 1}]});
+    let b =
+        serde_json::json!({"selection": {"min_pt": {"jets": 30.0}}, "files": [{"mtime_ns": 1}]});
+    assert_eq!(
+        first_difference(&a, &b).as_deref(),
+        Some("selection.min_pt.jets: 25.0 → 30.0")
+    );
+    let c =
+        serde_json::json!({"selection": {"min_pt": {"jets": 25.0}}, "files": [{"mtime_ns": 2}]});
+    assert_eq!(
+        first_difference(&a, &c).as_deref(),
+        Some("files[0].mtime_ns: 1 → 2")
+    );
+    assert_eq!(first_difference(&a, &a), None);
+    assert_ne!(fingerprint_of(&a), fingerprint_of(&b));
+}
