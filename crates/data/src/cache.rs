@@ -225,43 +225,62 @@ fn write_atomically(
 }
 
 /// Writes graph records into shards of a new cache folder.
+///
+/// Everything is written into a sibling folder `.<name>.building-<pid>` and swapped into place
+/// by [`CacheWriter::finish`]: an existing valid cache is only replaced by a complete one, and a
+/// failed or killed build never touches it. Dropping an unfinished writer removes its folder.
 #[derive(Debug)]
 pub struct CacheWriter {
+    target: PathBuf,
     dir: PathBuf,
     shard_events: usize,
     pending: Vec<GraphRecord>,
     shards: Vec<ShardInfo>,
+    done: bool,
 }
 
 impl CacheWriter {
-    /// Starts a cache in `dir`: an existing manifest and shards there are removed first (the
-    /// caller decided to rebuild), so a kill mid-way leaves a folder without a manifest.
-    pub fn create(dir: &Path, shard_events: usize) -> Result<CacheWriter, DataError> {
+    /// Starts building a cache for `target` (one build per cache folder at a time).
+    pub fn create(target: &Path, shard_events: usize) -> Result<CacheWriter, DataError> {
         if shard_events == 0 {
             return Err(DataError::Config(
                 "cache shard_events must be at least 1".into(),
             ));
         }
-        std::fs::create_dir_all(dir).map_err(|source| DataError::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let _ = std::fs::remove_file(dir.join(MANIFEST));
-        let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with("part-") && name.ends_with(".parquet") {
-                let _ = std::fs::remove_file(e.path());
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| DataError::Io { path, source }
+        };
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| {
+                DataError::Config(format!(
+                    "cache path {} has no folder name",
+                    target.display()
+                ))
+            })?;
+        let parent = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+        // Leftovers of killed builds of this cache.
+        let prefix = format!(".{name}.building-");
+        for e in std::fs::read_dir(parent).map_err(io(parent))?.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
             }
         }
+        let dir = parent.join(format!("{prefix}{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         Ok(CacheWriter {
-            dir: dir.to_owned(),
+            target: target.to_owned(),
+            dir,
             shard_events,
             pending: Vec::with_capacity(shard_events.min(1 << 16)),
             shards: Vec::new(),
+            done: false,
         })
     }
 
@@ -306,7 +325,7 @@ impl CacheWriter {
         Ok(())
     }
 
-    /// Writes the last shard and then the manifest (completing the cache).
+    /// Writes the last shard and the manifest, then swaps the finished cache into place.
     pub fn finish(mut self, mut manifest: CacheManifest) -> Result<CacheManifest, DataError> {
         self.flush()?;
         manifest.shards = std::mem::take(&mut self.shards);
@@ -319,7 +338,42 @@ impl CacheWriter {
                 source,
             })
         })?;
+        // Swap: the old cache (if any) moves aside, the new one moves in, the old one goes.
+        let old = self.dir.with_file_name(format!(
+            ".{}.old-{}",
+            self.target
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
+        let had_old = self.target.exists();
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| DataError::Io { path, source }
+        };
+        if had_old {
+            std::fs::rename(&self.target, &old).map_err(io(&self.target))?;
+        }
+        if let Err(e) = std::fs::rename(&self.dir, &self.target) {
+            if had_old {
+                let _ = std::fs::rename(&old, &self.target);
+            }
+            return Err(io(&self.target)(e));
+        }
+        self.done = true;
+        if had_old {
+            let _ = std::fs::remove_dir_all(&old);
+        }
         Ok(manifest)
+    }
+}
+
+impl Drop for CacheWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

@@ -94,14 +94,28 @@ fn round_trip_is_exact_and_sharded() {
 }
 
 #[test]
-fn half_written_cache_is_never_read() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut w = CacheWriter::create(dir.path(), 5).expect("create");
-    for i in 0..12 {
+fn a_killed_rebuild_never_touches_the_valid_cache() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("c");
+    let m = write(&dir, 12, 5);
+    // A rebuild killed half-way (no destructor runs on kill -9): shards in its building folder.
+    let mut w = CacheWriter::create(&dir, 5).expect("create");
+    for i in 100..112 {
         w.push(record(i)).expect("push");
     }
-    drop(w); // killed before finish: shards on disk, no manifest
-    let err = read_manifest(dir.path()).expect_err("half-written");
+    std::mem::forget(w);
+    assert_eq!(read_manifest(&dir).expect("old cache intact"), m);
+    assert_eq!(read_cache(&dir, &m, &|_| true).expect("read").len(), 12);
+    // The next build clears the leftover and replaces the cache only when complete.
+    let m2 = write(&dir, 7, 5);
+    assert_eq!(read_manifest(&dir).expect("new cache").events(), 7);
+    assert_eq!(m2.events(), 7);
+    let leftovers = std::fs::read_dir(root.path()).expect("ls").count();
+    assert_eq!(leftovers, 1, "only the cache folder remains");
+
+    // A folder with shards but no manifest (copied or damaged by hand) is never read.
+    std::fs::remove_file(dir.join(MANIFEST)).expect("rm");
+    let err = read_manifest(&dir).expect_err("half-written");
     assert!(err.to_string().contains("half-written"), "{err}");
     let empty = tempfile::tempdir().expect("tempdir");
     let err = read_manifest(empty.path()).expect_err("no cache");
