@@ -1,5 +1,14 @@
-//! The ROOT-GNN Edge_Network (arXiv:2412.10665; contract §5) as a Burn module generic over the backend.
+//! The ROOT-GNN Edge_Network (arXiv:2412.10665; contract §5) as a Burn module generic over the
+//! backend.
 //!
-//! Owns the MLP blocks, encoders, shared message-passing updates, readouts, decoder and `classify`
-//! head, the backbone/head split, and weight import/export with PyTorch state-dict names.
-//! Must not know files, datasets, tasks or training. Filled by issue 5.
+//! Owns the MLP block ([`Mlp`]), the encoders, the T message-passing steps that share one set of
+//! update blocks, the per-graph mean readouts, the global decoder and the `classify` head
+//! ([`EdgeNetwork`], [`EdgeNetworkConfig`]), and weight import/export with PyTorch state-dict
+//! names ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]). Must not know files other
+//! than weights, datasets, tasks or training. Start at `model.rs`.
+
+mod model;
+mod weights;
+
+pub use model::{EdgeNetwork, EdgeNetworkConfig, Mlp, MlpConfig};
+pub use weights::{WeightsError, load_pytorch_safetensors, save_pytorch_safetensors};

@@ -1,0 +1,282 @@
+//! Edge_Network: encoders, T shared message-passing steps, mean readouts, decoder, head.
+//!
+//! Paper: "Pretrained event classification model for high energy physics analysis"
+//! (arXiv:2412.10665). Legacy implementation: PyTorch + DGL `Edge_Network` (ROOT-GNN), whose
+//! state-dict names we keep (`node_encoder.0.weight` … `classify.bias`). Where ours differs:
+//! nothing numerically; readouts divide by `max(count, 1)` so a graph without edges (or a padding
+//! graph without nodes) reads out zeros, as the contract requires.
+
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::prelude::*;
+use burn::tensor::IndexingUpdateOp;
+use burn::tensor::activation::relu;
+use gnn4c_graphs::GraphBatch;
+
+/// An MLP block: `n_layers` × [Linear → ReLU → Dropout], then LayerNorm (contract §5).
+#[derive(Config, Debug)]
+pub struct MlpConfig {
+    /// Input width.
+    pub d_in: usize,
+    /// Output width.
+    pub d_out: usize,
+    /// Hidden width.
+    #[config(default = 64)]
+    pub d_hidden: usize,
+    /// Linear layers (≥ 1).
+    #[config(default = 4)]
+    pub n_layers: usize,
+    /// Dropout probability after every ReLU.
+    #[config(default = 0.0)]
+    pub dropout: f64,
+}
+
+/// See [`MlpConfig`]. PyTorch names: Linear k at index 3k, LayerNorm at 3·n_layers.
+#[derive(Module, Debug)]
+pub struct Mlp<B: Backend> {
+    /// The linear layers.
+    pub layers: Vec<Linear<B>>,
+    /// Dropout (shared: it has no parameters).
+    pub dropout: Dropout,
+    /// The final LayerNorm (eps 1e-5, affine).
+    pub norm: LayerNorm<B>,
+}
+
+impl MlpConfig {
+    /// Initialises the block on `device`.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Mlp<B> {
+        assert!(self.n_layers >= 1, "an MLP block needs at least one layer");
+        let widths: Vec<(usize, usize)> = (0..self.n_layers)
+            .map(|k| {
+                let d_in = if k == 0 { self.d_in } else { self.d_hidden };
+                let d_out = if k + 1 == self.n_layers {
+                    self.d_out
+                } else {
+                    self.d_hidden
+                };
+                (d_in, d_out)
+            })
+            .collect();
+        Mlp {
+            layers: widths
+                .into_iter()
+                .map(|(i, o)| LinearConfig::new(i, o).init(device))
+                .collect(),
+            dropout: DropoutConfig::new(self.dropout).init(),
+            norm: LayerNormConfig::new(self.d_out)
+                .with_epsilon(1e-5)
+                .init(device),
+        }
+    }
+}
+
+impl<B: Backend> Mlp<B> {
+    /// # Shapes
+    /// `x [n, d_in]` → `[n, d_out]`.
+    pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let mut x = x;
+        for layer in &self.layers {
+            x = self.dropout.forward(relu(layer.forward(x)));
+        }
+        self.norm.forward(x)
+    }
+}
+
+/// Hyperparameters of the Edge_Network (defaults: contract §5).
+#[derive(Config, Debug)]
+pub struct EdgeNetworkConfig {
+    /// Outputs of `classify` (binary 1, K-class K).
+    pub n_out: usize,
+    /// Hidden width H.
+    #[config(default = 64)]
+    pub d_hidden: usize,
+    /// Linear layers per MLP block L.
+    #[config(default = 4)]
+    pub n_layers: usize,
+    /// Message-passing steps T (sharing one set of update blocks).
+    #[config(default = 4)]
+    pub n_steps: usize,
+    /// Dropout probability.
+    #[config(default = 0.0)]
+    pub dropout: f64,
+    /// Node feature width.
+    #[config(default = 7)]
+    pub d_node: usize,
+    /// Edge feature width.
+    #[config(default = 3)]
+    pub d_edge: usize,
+    /// Global feature width.
+    #[config(default = 2)]
+    pub d_global: usize,
+}
+
+/// The ROOT-GNN Edge_Network. Field names are the PyTorch state dict's.
+#[derive(Module, Debug)]
+pub struct EdgeNetwork<B: Backend> {
+    /// mlp(d_node, H).
+    pub node_encoder: Mlp<B>,
+    /// mlp(d_edge, H).
+    pub edge_encoder: Mlp<B>,
+    /// mlp(d_global, H).
+    pub global_encoder: Mlp<B>,
+    /// mlp(4H, H), shared by every step.
+    pub edge_update: Mlp<B>,
+    /// mlp(3H, H), shared by every step.
+    pub node_update: Mlp<B>,
+    /// mlp(3H, H), shared by every step.
+    pub global_update: Mlp<B>,
+    /// mlp(H, H).
+    pub global_decoder: Mlp<B>,
+    /// Linear(H, n_out): the head; everything else is the backbone.
+    pub classify: Linear<B>,
+    /// T.
+    pub n_steps: usize,
+}
+
+impl EdgeNetworkConfig {
+    /// Initialises the network on `device` (Burn's default initialisers; seed the backend first).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> EdgeNetwork<B> {
+        let h = self.d_hidden;
+        let mlp = |d_in: usize, d_out: usize| {
+            MlpConfig::new(d_in, d_out)
+                .with_d_hidden(h)
+                .with_n_layers(self.n_layers)
+                .with_dropout(self.dropout)
+                .init(device)
+        };
+        EdgeNetwork {
+            node_encoder: mlp(self.d_node, h),
+            edge_encoder: mlp(self.d_edge, h),
+            global_encoder: mlp(self.d_global, h),
+            edge_update: mlp(4 * h, h),
+            node_update: mlp(3 * h, h),
+            global_update: mlp(3 * h, h),
+            global_decoder: mlp(h, h),
+            classify: LinearConfig::new(h, self.n_out).init(device),
+            n_steps: self.n_steps,
+        }
+    }
+}
+
+impl<B: Backend> EdgeNetwork<B> {
+    /// Hidden width H.
+    pub fn d_hidden(&self) -> usize {
+        let [d, _] = self.classify.weight.dims();
+        d
+    }
+
+    /// Outputs of the head.
+    pub fn n_out(&self) -> usize {
+        let [_, n] = self.classify.weight.dims();
+        n
+    }
+
+    /// Replaces `classify` with a new `Linear(H, n_out)` for fine-tuning, initialised as PyTorch
+    /// does (weight and bias uniform in ±1/√H) from `seed`; the backbone is kept.
+    pub fn with_new_head(self, n_out: usize, seed: u64, device: &B::Device) -> Self {
+        use burn::module::Param;
+        use rand::{Rng, SeedableRng};
+        let h = self.d_hidden();
+        let bound = 1.0 / (h as f32).sqrt();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut draw =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..bound)).collect() };
+        let weight =
+            Tensor::<B, 2>::from_data(TensorData::new(draw(h * n_out), [h, n_out]), device);
+        let bias = Tensor::<B, 1>::from_data(TensorData::new(draw(n_out), [n_out]), device);
+        let mut classify = LinearConfig::new(h, n_out).init(device);
+        classify.weight = Param::from_tensor(weight);
+        classify.bias = Some(Param::from_tensor(bias));
+        EdgeNetwork { classify, ..self }
+    }
+
+    /// Marks every backbone parameter as not requiring gradients (`frozen_backbone` fine-tuning):
+    /// they receive no gradients, so the optimiser keeps no state for them.
+    pub fn freeze_backbone(self) -> Self {
+        EdgeNetwork {
+            node_encoder: self.node_encoder.no_grad(),
+            edge_encoder: self.edge_encoder.no_grad(),
+            global_encoder: self.global_encoder.no_grad(),
+            edge_update: self.edge_update.no_grad(),
+            node_update: self.node_update.no_grad(),
+            global_update: self.global_update.no_grad(),
+            global_decoder: self.global_decoder.no_grad(),
+            classify: self.classify,
+            n_steps: self.n_steps,
+        }
+    }
+}
+
+/// Sums `values [n_rows, H]` into `n_groups` rows by `group [n_rows]`.
+fn segment_sum<B: Backend>(
+    values: Tensor<B, 2>,
+    group: Tensor<B, 1, Int>,
+    n_groups: usize,
+) -> Tensor<B, 2> {
+    let [_, d] = values.dims();
+    Tensor::zeros([n_groups, d], &values.device()).select_assign(
+        0,
+        group,
+        values,
+        IndexingUpdateOp::Add,
+    )
+}
+
+impl<B: Backend> EdgeNetwork<B> {
+    /// The logits of every graph in the batch.
+    ///
+    /// # Shapes
+    /// `batch.node_features [n_nodes, d_node]`, `edge_features [n_edges, d_edge]`,
+    /// `global_features [n_graphs, d_global]` → `[n_graphs, n_out]`.
+    pub fn forward(&self, batch: &GraphBatch<B>) -> Tensor<B, 2> {
+        let u = self.backbone(batch);
+        self.classify.forward(u) // [n_graphs, n_out]
+    }
+
+    /// Everything but `classify`: the decoded global representation.
+    ///
+    /// # Shapes
+    /// → `[n_graphs, H]`.
+    pub fn backbone(&self, batch: &GraphBatch<B>) -> Tensor<B, 2> {
+        let [n_nodes, _] = batch.node_features.dims();
+        let [n_graphs, _] = batch.global_features.dims();
+        let mut h = self.node_encoder.forward(batch.node_features.clone()); // [n_nodes, H]
+        let mut e = self.edge_encoder.forward(batch.edge_features.clone()); // [n_edges, H]
+        let mut u = self.global_encoder.forward(batch.global_features.clone()); // [n_graphs, H]
+        let inv_nodes = batch
+            .n_nodes
+            .clone()
+            .clamp_min(1.0)
+            .recip()
+            .unsqueeze_dim(1); // [n_graphs, 1]
+        let inv_edges = batch
+            .n_edges
+            .clone()
+            .clamp_min(1.0)
+            .recip()
+            .unsqueeze_dim(1); // [n_graphs, 1]
+        for _ in 0..self.n_steps {
+            let e_in = Tensor::cat(
+                vec![
+                    e,
+                    h.clone().select(0, batch.edge_src.clone()),
+                    h.clone().select(0, batch.edge_dst.clone()),
+                    u.clone().select(0, batch.edge_graph.clone()),
+                ],
+                1,
+            ); // [n_edges, 4H]
+            e = self.edge_update.forward(e_in); // [n_edges, H]
+            let a = segment_sum(e.clone(), batch.edge_dst.clone(), n_nodes); // [n_nodes, H]
+            let h_in = Tensor::cat(vec![h, a, u.clone().select(0, batch.node_graph.clone())], 1); // [n_nodes, 3H]
+            h = self.node_update.forward(h_in); // [n_nodes, H]
+            let node_mean =
+                segment_sum(h.clone(), batch.node_graph.clone(), n_graphs) * inv_nodes.clone(); // [n_graphs, H]
+            let edge_mean =
+                segment_sum(e.clone(), batch.edge_graph.clone(), n_graphs) * inv_edges.clone(); // [n_graphs, H]
+            u = self
+                .global_update
+                .forward(Tensor::cat(vec![u, node_mean, edge_mean], 1)); // [n_graphs, H]
+        }
+        self.global_decoder.forward(u) // [n_graphs, H]
+    }
+}

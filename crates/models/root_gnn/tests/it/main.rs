@@ -1,0 +1,202 @@
+//! Parity with the PyTorch implementation: legacy-named weights in, the fixture's logits out.
+
+use std::fs::File;
+use std::path::PathBuf;
+
+use burn::backend::Flex;
+use burn::prelude::*;
+use gnn4c_graphs::HostBatch;
+use gnn4c_root_gnn::{
+    EdgeNetwork, EdgeNetworkConfig, load_pytorch_safetensors, save_pytorch_safetensors,
+};
+use ndarray::{Array1, Array2};
+use ndarray_npy::NpzReader;
+
+type B = Flex;
+
+fn shared(rel: &str) -> PathBuf {
+    let root = std::env::var_os("GNN4C_SHARED").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../../shared"),
+        PathBuf::from,
+    );
+    let p = root.join(rel);
+    assert!(
+        p.exists(),
+        "test data missing: looked for {} (set GNN4C_SHARED)",
+        p.display()
+    );
+    p
+}
+
+/// `model_inputs.npz` as a host batch (7 HZZ graphs and one single-node graph without edges).
+fn inputs() -> HostBatch {
+    let path = shared("fixtures/model_inputs.npz");
+    let mut z = NpzReader::new(File::open(&path).expect("open")).expect("npz");
+    let x: Array2<f32> = z.by_name("node_features").expect("node_features");
+    let ef: Array2<f32> = z.by_name("edge_features").expect("edge_features");
+    let gf: Array2<f32> = z.by_name("global_features").expect("global_features");
+    let src: Array1<i64> = z.by_name("edge_src").expect("edge_src");
+    let dst: Array1<i64> = z.by_name("edge_dst").expect("edge_dst");
+    let n_nodes: Array1<i64> = z.by_name("n_nodes").expect("n_nodes");
+    let node_graph: Vec<i64> = n_nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(g, &n)| std::iter::repeat_n(g as i64, n as usize))
+        .collect();
+    let edge_graph: Vec<i64> = src.iter().map(|&s| node_graph[s as usize]).collect();
+    let g = n_nodes.len();
+    let n_edges: Vec<u32> = (0..g)
+        .map(|k| edge_graph.iter().filter(|&&x| x == k as i64).count() as u32)
+        .collect();
+    HostBatch {
+        n_real: g,
+        node_features: x.iter().copied().collect(),
+        edge_features: ef.iter().copied().collect(),
+        global_features: gf.iter().copied().collect(),
+        edge_src: src.to_vec(),
+        edge_dst: dst.to_vec(),
+        node_graph,
+        edge_graph,
+        n_nodes: n_nodes.iter().map(|&n| n as u32).collect(),
+        n_edges,
+        labels: vec![0; g],
+        multilabels: Vec::new(),
+        weights: vec![1.0; g],
+        graph_mask: vec![1.0; g],
+        ids: Vec::new(),
+    }
+}
+
+fn expected(name: &str) -> Array2<f32> {
+    let path = shared(&format!("fixtures/expected_logits_{name}.npz"));
+    let mut z = NpzReader::new(File::open(&path).expect("open")).expect("npz");
+    z.by_name("logits").expect("logits")
+}
+
+fn model(n_out: usize, weights: &str) -> EdgeNetwork<B> {
+    let device = Default::default();
+    let mut m = EdgeNetworkConfig::new(n_out).init::<B>(&device);
+    load_pytorch_safetensors(&mut m, &shared(&format!("fixtures/{weights}")))
+        .expect("load weights");
+    m
+}
+
+/// The fixture's tolerance: f32 forward vs PyTorch's f32 forward (both within 6e-7 of f64).
+const TOL: f32 = 1e-5;
+
+fn check(n_out: usize, name: &str) {
+    let m = model(n_out, &format!("edge_network_{name}.safetensors"));
+    assert_eq!(
+        m.num_params(),
+        134_528 + 65 * n_out,
+        "contract §5 parameter count"
+    );
+    let batch = inputs().to_device::<B>(&Default::default());
+    let logits: Vec<f32> = m.forward(&batch).into_data().to_vec().expect("f32");
+    let want = expected(name);
+    assert_eq!(logits.len(), want.len());
+    for (k, (g, w)) in logits.iter().zip(want.iter()).enumerate() {
+        assert!(
+            (g - w).abs() <= TOL,
+            "{name} logit {k} (graph {}): got {g}, PyTorch says {w}",
+            k / n_out
+        );
+    }
+}
+
+#[test]
+fn binary_logits_match_pytorch() {
+    check(1, "binary");
+}
+
+#[test]
+fn multiclass_logits_match_pytorch_including_the_edgeless_graph() {
+    check(12, "multiclass");
+}
+
+#[test]
+fn export_and_reimport_is_exact() {
+    let m = model(12, "edge_network_multiclass.safetensors");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("out.safetensors");
+    save_pytorch_safetensors(&m, &path).expect("save");
+    let mut again = EdgeNetworkConfig::new(12).init::<B>(&Default::default());
+    load_pytorch_safetensors(&mut again, &path).expect("reload");
+    let batch = inputs().to_device::<B>(&Default::default());
+    let a: Vec<f32> = m.forward(&batch).into_data().to_vec().expect("f32");
+    let b: Vec<f32> = again.forward(&batch).into_data().to_vec().expect("f32");
+    assert_eq!(a, b, "round trip is exact");
+    // The exported names are PyTorch's.
+    let bytes = std::fs::read(&path).expect("read");
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header = String::from_utf8_lossy(&bytes[8..8 + header_len]);
+    for key in [
+        "node_encoder.0.weight",
+        "edge_update.12.bias",
+        "classify.weight",
+    ] {
+        assert!(header.contains(key), "exported header lacks {key}");
+    }
+    // Another shape is refused with a clear error.
+    let mut binary = EdgeNetworkConfig::new(1).init::<B>(&Default::default());
+    let err = load_pytorch_safetensors(&mut binary, &path)
+        .expect_err("12-class weights into a binary model");
+    assert!(err.to_string().contains("classify"), "{err}");
+}
+
+#[test]
+fn new_head_and_frozen_backbone_get_no_gradients_and_no_optimizer_state() {
+    use burn::backend::Autodiff;
+    use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+    type AD = Autodiff<Flex>;
+    let device = Default::default();
+    let mut m = EdgeNetworkConfig::new(12).init::<AD>(&device);
+    load_pytorch_safetensors(
+        &mut m,
+        &shared("fixtures/edge_network_multiclass.safetensors"),
+    )
+    .expect("load");
+    let backbone_before: Vec<f32> = m.node_encoder.layers[0]
+        .weight
+        .val()
+        .into_data()
+        .to_vec()
+        .expect("f32");
+    let a = m.clone().with_new_head(1, 11, &device);
+    let b = m.with_new_head(1, 11, &device);
+    assert_eq!(a.n_out(), 1);
+    let (wa, wb): (Vec<f32>, Vec<f32>) = (
+        a.classify.weight.val().into_data().to_vec().expect("f32"),
+        b.classify.weight.val().into_data().to_vec().expect("f32"),
+    );
+    assert_eq!(wa, wb, "seeded head initialisation");
+
+    let frozen = a.freeze_backbone();
+    let batch = inputs().to_device::<AD>(&device);
+    let loss = frozen.forward(&batch).powf_scalar(2.0).mean();
+    let grads = GradientsParams::from_grads(loss.backward(), &frozen);
+    let n_with_grads = grads.len();
+    assert_eq!(
+        n_with_grads, 2,
+        "only classify.weight and classify.bias get gradients"
+    );
+    let mut adam = AdamConfig::new()
+        .with_epsilon(1e-8)
+        .init::<AD, EdgeNetwork<AD>>();
+    let stepped = adam.step(1e-3, frozen, grads);
+    assert_eq!(
+        adam.to_record().len(),
+        2,
+        "optimiser state only for the head"
+    );
+    let backbone_after: Vec<f32> = stepped.node_encoder.layers[0]
+        .weight
+        .val()
+        .into_data()
+        .to_vec()
+        .expect("f32");
+    assert_eq!(
+        backbone_before, backbone_after,
+        "the frozen backbone did not move"
+    );
+}
