@@ -1,4 +1,12 @@
-//! Tasks (contract §6): binary, multiclass and multilabel losses, score transforms and metrics
-//! (weighted loss, accuracy, ROC AUC in f64).
+//! Tasks (contract §6): binary, multiclass and multilabel losses, score transforms and metrics.
 //!
-//! Must not know models, graphs or file formats. Filled by issue 6.
+//! Owns [`Task`], the weighted loss Σ wᵢℓᵢ / Σ|wᵢ| on device tensors ([`weighted_loss`]), the
+//! negative-weight policies ([`NegativeWeights`]) and class balancing, and the host-side metrics
+//! in f64 over a whole split ([`roc_auc`], [`accuracy`], [`evaluate`]) with exact tie handling.
+//! Must not know models, graphs or file formats. Start at `loss.rs`.
+
+mod loss;
+mod metrics;
+
+pub use loss::{NegativeWeights, Task, class_balance_scales, per_event_loss, weighted_loss};
+pub use metrics::{Metrics, accuracy, evaluate, roc_auc};

@@ -1,0 +1,173 @@
+//! Metrics over a whole split, on the host, in f64 (contract §6).
+
+use crate::Task;
+
+/// ROC AUC of `scores` for `labels` (1 = positive) with optional event `weights` (negative
+/// weights kept as they are).
+///
+/// Exactly scikit-learn's `roc_curve(..., drop_intermediate=False)` integrated with the trapezoid
+/// rule: events sorted by score, one ROC point per distinct score (ties together), cumulative
+/// signed weights normalised by their totals; the curve may be non-monotonic with negative
+/// weights. Returns NaN when a class has zero total weight.
+pub fn roc_auc(labels: &[bool], scores: &[f64], weights: Option<&[f64]>) -> f64 {
+    let n = scores.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+    let (mut tp, mut fp) = (0.0f64, 0.0f64);
+    let mut points = vec![(0.0f64, 0.0f64)];
+    for (k, &i) in order.iter().enumerate() {
+        let w = weights.map_or(1.0, |w| w[i]);
+        if labels[i] {
+            tp += w;
+        } else {
+            fp += w;
+        }
+        let last_of_tie = k + 1 == n || scores[order[k + 1]] != scores[i];
+        if last_of_tie {
+            points.push((fp, tp));
+        }
+    }
+    let (fp_total, tp_total) = (fp, tp);
+    if fp_total == 0.0 || tp_total == 0.0 {
+        return f64::NAN;
+    }
+    points
+        .windows(2)
+        .map(|p| {
+            let (x0, y0) = (p[0].0 / fp_total, p[0].1 / tp_total);
+            let (x1, y1) = (p[1].0 / fp_total, p[1].1 / tp_total);
+            (x1 - x0) * (y0 + y1) / 2.0
+        })
+        .sum()
+}
+
+/// Fraction of events whose prediction is right: argmax for multiclass, score ≥ 0.5 otherwise
+/// (per label for multilabel). `scores` is `[n_events, n_out]` row-major.
+pub fn accuracy(task: &Task, scores: &[f64], targets: &[Vec<u8>]) -> f64 {
+    let k = task.n_out();
+    let n = scores.len() / k.max(1);
+    if n == 0 {
+        return f64::NAN;
+    }
+    let mut right = 0usize;
+    let mut total = 0usize;
+    for i in 0..n {
+        let row = &scores[i * k..(i + 1) * k];
+        match task {
+            Task::Multiclass { .. } => {
+                let arg = row
+                    .iter()
+                    .enumerate()
+                    .fold((0, f64::NEG_INFINITY), |best, (j, &s)| {
+                        if s > best.1 { (j, s) } else { best }
+                    })
+                    .0;
+                right += usize::from(targets[i].get(arg) == Some(&1));
+                total += 1;
+            }
+            Task::Binary | Task::Multilabel { .. } => {
+                for (j, &s) in row.iter().enumerate() {
+                    right += usize::from((s >= 0.5) == (targets[i][j] == 1));
+                    total += 1;
+                }
+            }
+        }
+    }
+    right as f64 / total as f64
+}
+
+/// Metrics of one split.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Metrics {
+    /// Σ wᵢℓᵢ / Σ|wᵢ| over the split.
+    pub loss: f64,
+    /// Accuracy.
+    pub accuracy: f64,
+    /// AUC per output (binary: one; multiclass: one-vs-rest per class; multilabel: per label).
+    pub auc: Vec<f64>,
+    /// The same, weighted.
+    pub auc_weighted: Vec<f64>,
+    /// Mean of `auc` over outputs with a defined AUC.
+    pub auc_macro: f64,
+    /// Mean of `auc_weighted`.
+    pub auc_macro_weighted: f64,
+}
+
+fn mean_defined(v: &[f64]) -> f64 {
+    let d: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if d.is_empty() {
+        f64::NAN
+    } else {
+        d.iter().sum::<f64>() / d.len() as f64
+    }
+}
+
+/// Every metric of a split from per-event scores `[n, n_out]`, one-hot / multi-hot `targets`,
+/// `weights` and per-event losses.
+pub fn evaluate(
+    task: &Task,
+    scores: &[f64],
+    targets: &[Vec<u8>],
+    weights: &[f64],
+    per_event_loss: &[f64],
+) -> Metrics {
+    let k = task.n_out();
+    let n = targets.len();
+    let sum_abs: f64 = weights.iter().map(|w| w.abs()).sum();
+    let loss = if sum_abs > 0.0 {
+        per_event_loss
+            .iter()
+            .zip(weights)
+            .map(|(l, w)| l * w)
+            .sum::<f64>()
+            / sum_abs
+    } else {
+        0.0
+    };
+    let mut auc = Vec::with_capacity(k);
+    let mut auc_w = Vec::with_capacity(k);
+    for j in 0..k {
+        let labels: Vec<bool> = targets.iter().map(|t| t[j] == 1).collect();
+        let s: Vec<f64> = (0..n).map(|i| scores[i * k + j]).collect();
+        auc.push(roc_auc(&labels, &s, None));
+        auc_w.push(roc_auc(&labels, &s, Some(weights)));
+    }
+    Metrics {
+        loss,
+        accuracy: accuracy(task, scores, targets),
+        auc_macro: mean_defined(&auc),
+        auc_macro_weighted: mean_defined(&auc_w),
+        auc,
+        auc_weighted: auc_w,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auc_of_simple_cases() {
+        let l = [true, false, true, false];
+        assert_eq!(roc_auc(&l, &[0.9, 0.1, 0.8, 0.2], None), 1.0);
+        assert_eq!(roc_auc(&l, &[0.1, 0.9, 0.2, 0.8], None), 0.0);
+        // All tied: the diagonal.
+        assert_eq!(roc_auc(&l, &[0.5; 4], None), 0.5);
+        // A class absent from the split: undefined, not a panic.
+        assert!(roc_auc(&[true, true], &[0.2, 0.3], None).is_nan());
+    }
+
+    #[test]
+    fn large_and_negative_weights() {
+        let l = [true, false, true, false];
+        let s = [0.9, 0.8, 0.7, 0.1];
+        // Scaling every weight leaves the AUC unchanged.
+        let w1 = [1.0, 2.0, 3.0, 4.0];
+        let w2 = [1e12, 2e12, 3e12, 4e12];
+        assert!((roc_auc(&l, &s, Some(&w1)) - roc_auc(&l, &s, Some(&w2))).abs() < 1e-12);
+        // A negative weight is kept as is.
+        let wn = [1.0, -0.5, 1.0, 1.0];
+        let a = roc_auc(&l, &s, Some(&wn));
+        assert!(a.is_finite() && a != roc_auc(&l, &s, None));
+    }
+}
