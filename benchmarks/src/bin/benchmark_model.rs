@@ -1,29 +1,100 @@
-//! Edge_Network forward and forward + backward on CPU (burn-flex), per batch of demo events.
+//! Edge_Network forward and forward + backward per batch of demo events, with a per-block split.
 //!
-//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_model -- [BATCH] [REPS]`
-//! Batches of BATCH (default 512) graphs of the demo pretraining data (seed 42), contract-default
-//! model (H 64, L 4, T 4, 12 outputs). Forward runs on the inner backend (no autodiff); the
-//! training pass is forward + mean logit² + backward on Autodiff<Flex>. Setup (first batch) is
-//! reported apart from the steady state.
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_model -- [BATCH] [REPS] [--device cpu|cuda[:N]]`
+//! (`--features cuda` for CUDA). Batches of BATCH (default 512) graphs of the demo pretraining data
+//! (seed 42), contract-default model (H 64, L 4, T 4, 12 outputs). Forward runs on the inner backend
+//! (no autodiff); the training pass is forward + mean logit² + backward on `Autodiff<B>`. Setup
+//! (first batch) is reported apart from the steady state; the device is synchronised around every
+//! timed region. The per-block split comes from the model's tracing spans (CPU only: on CUDA the
+//! spans would time kernel launches, not kernels).
 
+use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
 use gnn4c_benchmarks::{Stats, machine, time_reps};
+use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_data::{
     EntryRange, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, read_file_events, write_demo,
 };
 use gnn4c_events::Label;
 use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
-use gnn4c_graphs::{GraphSample, Padding, TopologyCache, build_graph, collate};
+use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, build_graph, collate};
 use gnn4c_root_gnn::EdgeNetworkConfig;
+use tracing::span::{Attributes, Id};
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::registry::LookupSpan;
 
-fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let batch: usize = args.next().map_or(Ok(512), |a| a.parse())?;
-    let reps: usize = args.next().map_or(Ok(10), |a| a.parse())?;
-    let (cpu, cores) = machine();
+/// Accumulates wall time per span name (and `step` field) while enabled.
+#[derive(Clone, Default)]
+struct SpanTimer {
+    enabled: Arc<Mutex<bool>>,
+    times: Arc<Mutex<BTreeMap<String, f64>>>,
+}
+
+struct Label_(String);
+struct Entered(Instant);
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanTimer {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        struct Step(Option<u64>);
+        impl tracing::field::Visit for Step {
+            fn record_u64(&mut self, f: &tracing::field::Field, v: u64) {
+                if f.name() == "step" {
+                    self.0 = Some(v);
+                }
+            }
+            fn record_i64(&mut self, f: &tracing::field::Field, v: i64) {
+                if f.name() == "step" {
+                    self.0 = Some(v as u64);
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        let mut step = Step(None);
+        attrs.record(&mut step);
+        let name = match step.0 {
+            Some(s) => format!("step {s} {}", attrs.metadata().name()),
+            None => attrs.metadata().name().to_owned(),
+        };
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Label_(name));
+        }
+    }
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Entered(Instant::now()));
+        }
+    }
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut ext = span.extensions_mut();
+        let Some(Entered(t)) = ext.remove::<Entered>() else {
+            return;
+        };
+        if *self
+            .enabled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            let name = ext
+                .get_mut::<Label_>()
+                .map_or_else(|| span.name().to_owned(), |l| l.0.clone());
+            *self
+                .times
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(name)
+                .or_default() += t.elapsed().as_secs_f64();
+        }
+    }
+}
+
+fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
     let tmp = tempfile::tempdir()?;
     let files = write_demo(
         tmp.path(),
@@ -66,44 +137,72 @@ fn main() -> anyhow::Result<()> {
     // Interleave processes so the batch mixes them, then take BATCH graphs.
     graphs.sort_by_key(|g| (g.id.entry, g.id.sample.clone()));
     let refs: Vec<&GraphSample> = graphs.iter().take(batch).collect();
-    let host = collate(&refs, Padding::None).map_err(anyhow::Error::msg)?;
-    let (n_nodes, n_edges) = (host.total_nodes(), host.total_edges());
+    collate(&refs, Padding::None).map_err(anyhow::Error::msg)
+}
 
-    let device = Default::default();
-    type B = Flex;
-    type AD = Autodiff<Flex>;
-    let model = EdgeNetworkConfig::new(12).init::<B>(&device);
+fn bench<B: Backend>(
+    device: &B::Device,
+    name: &str,
+    host: &HostBatch,
+    reps: usize,
+    timer: &SpanTimer,
+) -> anyhow::Result<()> {
+    let (cpu, cores) = machine();
+    let batch = host.n_real;
+    let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));
+    let model = EdgeNetworkConfig::new(12).init::<B>(device);
     let params = model.num_params();
-    let gb = host.to_device::<B>(&device);
-    let t0 = std::time::Instant::now();
+    let t0 = Instant::now();
+    let gb = host.to_device::<B>(device);
     let _ = model.forward(&gb).into_data();
-    let first_forward = t0.elapsed().as_secs_f64();
+    sync()?;
+    let first = t0.elapsed().as_secs_f64();
+    let to_device = time_reps(2, reps, || {
+        let _ = host.to_device::<B>(device);
+        let _ = B::sync(device);
+    });
     let fwd = time_reps(2, reps, || {
         let _ = model.forward(&gb).into_data();
     });
-    let model_ad = EdgeNetworkConfig::new(12).init::<AD>(&device);
-    let gb_ad = host.to_device::<AD>(&device);
+    // One more pass of forwards with the span timer on, for the per-block split.
+    *timer
+        .enabled
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+    let split_t = Instant::now();
+    for _ in 0..reps {
+        let _ = model.forward(&gb).into_data();
+    }
+    let split_total = split_t.elapsed().as_secs_f64();
+    *timer
+        .enabled
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = false;
+    let model_ad = EdgeNetworkConfig::new(12).init::<Autodiff<B>>(device);
+    let gb_ad = host.to_device::<Autodiff<B>>(device);
     let train = time_reps(2, reps, || {
         let loss = model_ad.forward(&gb_ad).powf_scalar(2.0).mean();
-        let grads = loss.backward();
-        std::hint::black_box(grads);
-    });
-    let to_device = time_reps(2, reps, || {
-        let _ = host.to_device::<B>(&device);
+        std::hint::black_box(loss.backward());
+        let _ = B::sync(device);
     });
 
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "machine: {cpu}, {cores} logical cores; burn 0.21.0 flex (f32); batch {batch} demo graphs: {n_nodes} nodes, {n_edges} edges; {params} parameters"
+        "machine: {cpu}, {cores} logical cores; burn 0.21.0 {name} (f32); batch {batch} demo graphs: {} nodes, {} edges; {params} parameters",
+        host.total_nodes(),
+        host.total_edges()
     )?;
-    writeln!(out, "first forward (setup): {first_forward:.4} s")?;
+    writeln!(
+        out,
+        "first batch (setup: upload + first forward): {first:.4} s"
+    )?;
     writeln!(
         out,
         "| measure | median s | min s | max s | events/s (median) |"
     )?;
     writeln!(out, "|---|---|---|---|---|")?;
-    for (name, secs) in [
+    for (measure, secs) in [
         ("to_device", &to_device),
         ("forward (no autodiff)", &fwd),
         ("forward + backward", &train),
@@ -111,7 +210,7 @@ fn main() -> anyhow::Result<()> {
         let s = Stats::of(secs);
         writeln!(
             out,
-            "| {name} | {:.4} | {:.4} | {:.4} | {:.0} |",
+            "| {measure} | {:.4} | {:.4} | {:.4} | {:.0} |",
             s.median,
             s.min,
             s.max,
@@ -119,10 +218,70 @@ fn main() -> anyhow::Result<()> {
         )?;
         eprintln!(
             "{}",
-            serde_json::json!({"benchmark": "model", "measure": name, "batch": batch, "nodes": n_nodes, "edges": n_edges,
-                "params": params, "median_s": s.median, "min_s": s.min, "max_s": s.max, "std_s": s.std, "reps": s.n,
-                "events_per_s": batch as f64 / s.median, "backend": "flex", "dtype": "f32", "cpu": cpu, "cores": cores})
+            serde_json::json!({"benchmark": "model", "measure": measure, "batch": batch, "nodes": host.total_nodes(),
+                "edges": host.total_edges(), "params": params, "median_s": s.median, "min_s": s.min, "max_s": s.max,
+                "std_s": s.std, "reps": s.n, "events_per_s": batch as f64 / s.median, "backend": name, "dtype": "f32",
+                "first_batch_s": first, "cpu": cpu, "cores": cores})
         );
     }
+    let times = timer
+        .times
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    if !times.is_empty() {
+        writeln!(
+            out,
+            "\nforward split over {reps} forwards ({split_total:.3} s in all):"
+        )?;
+        writeln!(out, "| block | share of forward | ms per forward |")?;
+        writeln!(out, "|---|---|---|")?;
+        let mut rows: Vec<(String, f64)> = times.into_iter().collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (block, t) in rows {
+            writeln!(
+                out,
+                "| {block} | {:.1} % | {:.2} |",
+                100.0 * t / split_total,
+                1e3 * t / reps as f64
+            )?;
+        }
+    }
     Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut positional = Vec::new();
+    let mut device = DeviceChoice::Cpu;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--device" {
+            device = args
+                .next()
+                .unwrap_or_default()
+                .parse()
+                .map_err(anyhow::Error::msg)?;
+        } else {
+            positional.push(a);
+        }
+    }
+    let batch: usize = positional.first().map_or(Ok(512), |a| a.parse())?;
+    let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
+    check_device(device).map_err(anyhow::Error::msg)?;
+    let timer = SpanTimer::default();
+    tracing_subscriber::registry().with(timer.clone()).init();
+    let host = demo_batch(batch, machine().1)?;
+    match device {
+        DeviceChoice::Cpu => bench::<Flex>(&Default::default(), "flex", &host, reps, &timer),
+        #[cfg(feature = "cuda")]
+        DeviceChoice::Cuda(i) => bench::<burn::backend::Cuda>(
+            &burn::backend::cuda::CudaDevice::new(i),
+            "cuda",
+            &host,
+            reps,
+            &SpanTimer::default(),
+        ),
+        #[cfg(not(feature = "cuda"))]
+        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+    }
 }

@@ -240,9 +240,12 @@ impl<B: Backend> EdgeNetwork<B> {
     pub fn backbone(&self, batch: &GraphBatch<B>) -> Tensor<B, 2> {
         let [n_nodes, _] = batch.node_features.dims();
         let [n_graphs, _] = batch.global_features.dims();
+        // Spans cost nothing without a subscriber; benchmark_model uses them for the per-block split.
+        let encoders = tracing::trace_span!("encoders").entered();
         let mut h = self.node_encoder.forward(batch.node_features.clone()); // [n_nodes, H]
         let mut e = self.edge_encoder.forward(batch.edge_features.clone()); // [n_edges, H]
         let mut u = self.global_encoder.forward(batch.global_features.clone()); // [n_graphs, H]
+        drop(encoders);
         let inv_nodes = batch
             .n_nodes
             .clone()
@@ -255,7 +258,8 @@ impl<B: Backend> EdgeNetwork<B> {
             .clamp_min(1.0)
             .recip()
             .unsqueeze_dim(1); // [n_graphs, 1]
-        for _ in 0..self.n_steps {
+        for step in 0..self.n_steps {
+            let span = tracing::trace_span!("edge_update", step).entered();
             let e_in = Tensor::cat(
                 vec![
                     e,
@@ -266,9 +270,13 @@ impl<B: Backend> EdgeNetwork<B> {
                 1,
             ); // [n_edges, 4H]
             e = self.edge_update.forward(e_in); // [n_edges, H]
+            drop(span);
+            let span = tracing::trace_span!("node_update", step).entered();
             let a = segment_sum(e.clone(), batch.edge_dst.clone(), n_nodes); // [n_nodes, H]
             let h_in = Tensor::cat(vec![h, a, u.clone().select(0, batch.node_graph.clone())], 1); // [n_nodes, 3H]
             h = self.node_update.forward(h_in); // [n_nodes, H]
+            drop(span);
+            let _span = tracing::trace_span!("global_update", step).entered();
             let node_mean =
                 segment_sum(h.clone(), batch.node_graph.clone(), n_graphs) * inv_nodes.clone(); // [n_graphs, H]
             let edge_mean =
@@ -277,6 +285,7 @@ impl<B: Backend> EdgeNetwork<B> {
                 .global_update
                 .forward(Tensor::cat(vec![u, node_mean, edge_mean], 1)); // [n_graphs, H]
         }
+        let _span = tracing::trace_span!("decoder").entered();
         self.global_decoder.forward(u) // [n_graphs, H]
     }
 }

@@ -265,7 +265,7 @@ fn train_step(name: &str, task: Task) {
             "{name} per-event loss {i}: {g} vs {w}"
         );
     }
-    let loss = weighted_loss(per_event, batch.weights.clone());
+    let loss = weighted_loss(per_event, batch.weights);
     let got = f64::from(loss.clone().into_data().to_vec::<f32>().expect("f32")[0]);
     // Loss tolerance 1e-6 relative (README).
     assert!(

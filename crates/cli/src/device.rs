@@ -1,0 +1,121 @@
+//! Device selection: `cpu`, `cuda`, `cuda:N`, and a clear error where CUDA cannot run.
+//!
+//! burn-cuda panics deep inside when no NVIDIA driver is installed, so the driver library is
+//! looked for first and its absence reported as an error naming where we looked.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Where a run's tensors live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// The CPU backend (burn-flex).
+    Cpu,
+    /// CUDA device with this index.
+    Cuda(usize),
+}
+
+impl FromStr for DeviceChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "cpu" => Ok(DeviceChoice::Cpu),
+            "cuda" | "gpu" => Ok(DeviceChoice::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|i| i.parse().ok())
+                .map(DeviceChoice::Cuda)
+                .ok_or_else(|| format!("unknown device '{other}': use cpu, cuda or cuda:N")),
+        }
+    }
+}
+
+/// Folders where the NVIDIA driver's `libcuda.so.1` is usually found (plus `LD_LIBRARY_PATH`).
+pub fn driver_search_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for d in [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/nvidia/lib64",
+        "/usr/local/nvidia/lib",
+        "/usr/lib/wsl/lib",
+        "/usr/local/cuda/compat",
+        "/opt/cray/pe/lib64",
+    ] {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs
+}
+
+/// Checks the NVIDIA driver library is present in one of `dirs`.
+pub fn find_cuda_driver(dirs: &[PathBuf]) -> Result<PathBuf, String> {
+    dirs.iter()
+        .map(|d| d.join("libcuda.so.1"))
+        .find(|p| p.exists())
+        .ok_or_else(|| {
+            let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            format!(
+                "CUDA was requested but no NVIDIA driver was found (libcuda.so.1 is not in {}); \
+                 run on a GPU node (on Perlmutter: a GPU allocation with srun) or use --device cpu",
+                looked.join(", ")
+            )
+        })
+}
+
+/// Validates `choice` for this binary and machine: CUDA needs the `cuda` build feature and a
+/// driver. Returns the driver library found, for logs.
+pub fn check_device(choice: DeviceChoice) -> Result<Option<PathBuf>, String> {
+    match choice {
+        DeviceChoice::Cpu => Ok(None),
+        DeviceChoice::Cuda(_) if !cfg!(feature = "cuda") => Err(
+            "this gnn4colliders was built without CUDA support: rebuild with \
+             `cargo build --release --features cuda`"
+                .to_owned(),
+        ),
+        DeviceChoice::Cuda(_) => find_cuda_driver(&driver_search_dirs()).map(Some),
+    }
+}
+
+/// True when `path` looks like the driver library (for messages).
+pub fn is_driver(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == "libcuda.so.1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_devices() {
+        assert_eq!("cpu".parse(), Ok(DeviceChoice::Cpu));
+        assert_eq!("cuda".parse(), Ok(DeviceChoice::Cuda(0)));
+        assert_eq!("cuda:3".parse(), Ok(DeviceChoice::Cuda(3)));
+        let err = "tpu".parse::<DeviceChoice>().expect_err("unknown");
+        assert!(err.contains("tpu"), "{err}");
+    }
+
+    #[test]
+    fn missing_driver_is_a_clear_error_and_a_present_one_is_found() {
+        let empty = std::env::temp_dir().join(format!("gnn4c-nodriver-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).expect("dir");
+        let err = find_cuda_driver(std::slice::from_ref(&empty)).expect_err("no driver");
+        assert!(
+            err.contains("libcuda.so.1") && err.contains(&empty.display().to_string()),
+            "{err}"
+        );
+        std::fs::write(empty.join("libcuda.so.1"), b"").expect("fake driver");
+        let found = find_cuda_driver(std::slice::from_ref(&empty)).expect("found");
+        assert!(is_driver(&found));
+        std::fs::remove_dir_all(&empty).expect("cleanup");
+        if !cfg!(feature = "cuda") {
+            let err = check_device(DeviceChoice::Cuda(0)).expect_err("no cuda feature");
+            assert!(err.contains("--features cuda"), "{err}");
+        }
+        assert_eq!(check_device(DeviceChoice::Cpu), Ok(None));
+    }
+}
