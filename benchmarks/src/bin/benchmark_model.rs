@@ -21,8 +21,8 @@ use gnn4c_data::{
     EntryRange, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, read_file_events, write_demo,
 };
 use gnn4c_events::Label;
-use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
-use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, build_graph, collate};
+use gnn4c_features::{EventFeatures, SelectionConfig};
+use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate, graph_of_event};
 use gnn4c_root_gnn::EdgeNetworkConfig;
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer};
@@ -121,14 +121,8 @@ fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
         };
         read_file_events(&f.path, "output", &spec, &meta, range, &mut |evs| {
             for ev in evs {
-                if build_features(ev, &selection, &mut feats).is_ok() {
-                    graphs.push(build_graph(
-                        &feats,
-                        ev.id.clone(),
-                        ev.label.clone(),
-                        ev.weight,
-                        &mut topo,
-                    ));
+                if let Ok(g) = graph_of_event(ev, &selection, &mut feats, &mut topo) {
+                    graphs.push(g);
                 }
             }
             Ok(())

@@ -14,8 +14,8 @@ use gnn4c_data::{
     GraphRecord, SampleCounts, file_identity, fingerprint_of, first_difference, fold_of, open_tree,
     read_manifest,
 };
-use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
-use gnn4c_graphs::{GraphSample, TopologyCache, build_graph};
+use gnn4c_features::{EventFeatures, SelectionConfig};
+use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
 
 /// What to do with an existing cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -184,15 +184,8 @@ pub fn build_cache(
         let report = cfg
             .read_sample(s, base, &mut |evs| {
                 for ev in evs {
-                    match build_features(ev, selection, &mut features) {
-                        Ok(()) => {
-                            let g = build_graph(
-                                &features,
-                                ev.id.clone(),
-                                ev.label.clone(),
-                                ev.weight,
-                                &mut topo,
-                            );
+                    match graph_of_event(ev, selection, &mut features, &mut topo) {
+                        Ok(g) => {
                             let r = to_record(g, folds.n_folds);
                             per_fold[usize::from(r.fold)] += 1;
                             counts.cached += 1;

@@ -10,8 +10,8 @@ use figment::Figment;
 use figment::providers::{Format, Yaml};
 use gnn4c_data::DatasetConfig;
 use gnn4c_events::{EventSample, SkipCounts};
-use gnn4c_features::{D_NODE, EventFeatures, NODE_FEATURE_NAMES, SelectionConfig, build_features};
-use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache, build_graph};
+use gnn4c_features::{D_NODE, EventFeatures, NODE_FEATURE_NAMES, SelectionConfig};
+use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache, graph_of_event};
 
 /// Arguments of `scan`.
 #[derive(Debug, clap::Args)]
@@ -128,15 +128,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let report = cfg
             .read_sample(s, &base, &mut |evs| {
                 for ev in evs {
-                    match build_features(ev, &selection, &mut features) {
-                        Ok(()) => {
-                            let g = build_graph(
-                                &features,
-                                ev.id.clone(),
-                                ev.label.clone(),
-                                ev.weight,
-                                &mut cache,
-                            );
+                    match graph_of_event(ev, &selection, &mut features, &mut cache) {
+                        Ok(g) => {
                             t.add(ev, &g, args.show);
                         }
                         Err(reason) => t.skipped.add(reason),

@@ -3,8 +3,8 @@
 use std::f64::consts::PI;
 use std::sync::Arc;
 
-use gnn4c_events::{EventId, Label};
-use gnn4c_features::{D_GLOBAL, EventFeatures};
+use gnn4c_events::{EventId, EventSample, Label};
+use gnn4c_features::{D_GLOBAL, EventFeatures, SelectionConfig, build_features};
 
 use crate::{Topology, TopologyCache};
 
@@ -83,6 +83,24 @@ pub fn build_graph(
         edge_features: edges,
         global_features: features.global_features,
     }
+}
+
+/// Selection, features and graph of one event in one call: the graph, or the reason the event
+/// is skipped. `features` and `cache` are reused across events.
+pub fn graph_of_event(
+    event: &EventSample,
+    selection: &SelectionConfig,
+    features: &mut EventFeatures,
+    cache: &mut TopologyCache,
+) -> Result<GraphSample, &'static str> {
+    build_features(event, selection, features)?;
+    Ok(build_graph(
+        features,
+        event.id.clone(),
+        event.label.clone(),
+        event.weight,
+        cache,
+    ))
 }
 
 #[cfg(test)]

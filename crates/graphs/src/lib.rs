@@ -12,5 +12,5 @@ mod graph;
 mod topology;
 
 pub use batch::{GraphBatch, HostBatch, Padding, collate};
-pub use graph::{D_EDGE, GraphSample, build_graph, edge_features, wrap_phi};
+pub use graph::{D_EDGE, GraphSample, build_graph, edge_features, graph_of_event, wrap_phi};
 pub use topology::{Topology, TopologyCache};

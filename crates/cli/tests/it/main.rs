@@ -1,6 +1,8 @@
 //! Drives the `gnn4colliders` binary end to end on real files: exit codes, outputs, error texts.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use gnn4c_testkit::shared;
 use std::process::{Command, Output};
 
 fn bin() -> Command {
@@ -20,16 +22,6 @@ fn text(o: &Output) -> (String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
-}
-
-fn shared(rel: &str) -> PathBuf {
-    let root = std::env::var_os("GNN4C_SHARED").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-        PathBuf::from,
-    );
-    let p = root.join(rel);
-    assert!(p.exists(), "test data missing: looked for {}", p.display());
-    p
 }
 
 #[test]

@@ -9,22 +9,7 @@ mod demo;
 mod errors;
 mod reading;
 
-use std::path::PathBuf;
-
-/// `../shared` (or `$GNN4C_SHARED`) joined with `rel`; panics naming the path when it is missing.
-pub(crate) fn shared(rel: &str) -> PathBuf {
-    let root = std::env::var_os("GNN4C_SHARED").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-        PathBuf::from,
-    );
-    let p = root.join(rel);
-    assert!(
-        p.exists(),
-        "test data missing: looked for {} (set GNN4C_SHARED to the shared folder)",
-        p.display()
-    );
-    p
-}
+pub(crate) use gnn4c_testkit::shared;
 
 pub(crate) fn assert_close(got: f64, want: f64, what: &str) {
     let tol = 1e-6 * want.abs().max(1.0);

@@ -2,32 +2,15 @@
 //! `../shared/fixtures/features_{hzz,delphes_flat}.npz`, reproduced through our reader,
 //! selection, features and graphs.
 
-use std::fs::File;
-use std::path::PathBuf;
-
 use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
 use gnn4c_events::{Label, SkipCounts};
 use gnn4c_features::{D_GLOBAL, D_NODE, EventFeatures, SelectionConfig, build_features};
 use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache, build_graph};
+use gnn4c_testkit::{fixture, shared};
 use ndarray::{Array1, Array2};
-use ndarray_npy::NpzReader;
 
 /// The fixtures' tolerance: features are f64 computations rounded to f32 on both sides.
 const TOL: f32 = 1e-6;
-
-fn shared(rel: &str) -> PathBuf {
-    let root = std::env::var_os("GNN4C_SHARED").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-        PathBuf::from,
-    );
-    let p = root.join(rel);
-    assert!(
-        p.exists(),
-        "test data missing: looked for {} (set GNN4C_SHARED)",
-        p.display()
-    );
-    p
-}
 
 struct Expected {
     entry: Array1<i64>,
@@ -42,9 +25,9 @@ struct Expected {
     event_number: Array1<u64>,
 }
 
-fn load(fixture: &str) -> Expected {
-    let path = shared(&format!("fixtures/{fixture}"));
-    let mut z = NpzReader::new(File::open(&path).expect("open fixture")).expect("npz");
+fn load(fixture_name: &str) -> Expected {
+    let path = shared(&format!("fixtures/{fixture_name}"));
+    let mut z = fixture(fixture_name);
     macro_rules! get {
         ($name:literal) => {
             z.by_name($name)

@@ -3,46 +3,28 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::Param;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
-use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{
     EdgeNetwork, EdgeNetworkConfig, Mlp, load_pytorch_safetensors, save_pytorch_safetensors,
 };
 use gnn4c_tasks::{Task, accuracy, per_event_loss, roc_auc, weighted_loss};
+use gnn4c_testkit::{fixture, model_inputs, shared};
 use ndarray::{Array1, Array2};
 use ndarray_npy::NpzReader;
 
 type AD = Autodiff<Flex>;
-
-fn shared(rel: &str) -> PathBuf {
-    let root = std::env::var_os("GNN4C_SHARED").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-        PathBuf::from,
-    );
-    let p = root.join(rel);
-    assert!(
-        p.exists(),
-        "test data missing: looked for {} (set GNN4C_SHARED)",
-        p.display()
-    );
-    p
-}
-
-fn npz(rel: &str) -> NpzReader<File> {
-    NpzReader::new(File::open(shared(rel)).expect("open")).expect("npz")
-}
 
 /// The metrics fixture's tolerance: f64 on both sides, different summation order.
 const METRIC_TOL: f64 = 1e-9;
 
 #[test]
 fn binary_and_multiclass_metrics_match_scikit_learn() {
-    let mut z = npz("fixtures/metrics.npz");
+    let mut z = fixture("metrics.npz");
     let labels: Array1<i64> = z.by_name("binary_labels").expect("labels");
     let scores: Array1<f64> = z.by_name("binary_scores").expect("scores");
     let weights: Array1<f64> = z.by_name("weights").expect("weights");
@@ -86,43 +68,6 @@ fn binary_and_multiclass_metrics_match_scikit_learn() {
     }
     assert!((m.auc_macro - one("multiclass_auc_macro", &mut z)).abs() < METRIC_TOL);
     assert!((m.accuracy - one("multiclass_accuracy", &mut z)).abs() < METRIC_TOL);
-}
-
-/// `model_inputs.npz` as a host batch.
-fn inputs(labels: Vec<i64>, weights: Vec<f32>) -> HostBatch {
-    let mut z = npz("fixtures/model_inputs.npz");
-    let x: Array2<f32> = z.by_name("node_features").expect("x");
-    let ef: Array2<f32> = z.by_name("edge_features").expect("e");
-    let gf: Array2<f32> = z.by_name("global_features").expect("u");
-    let src: Array1<i64> = z.by_name("edge_src").expect("src");
-    let dst: Array1<i64> = z.by_name("edge_dst").expect("dst");
-    let n_nodes: Array1<i64> = z.by_name("n_nodes").expect("n");
-    let node_graph: Vec<i64> = n_nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(g, &n)| std::iter::repeat_n(g as i64, n as usize))
-        .collect();
-    let edge_graph: Vec<i64> = src.iter().map(|&s| node_graph[s as usize]).collect();
-    let g = n_nodes.len();
-    HostBatch {
-        n_real: g,
-        node_features: x.iter().copied().collect(),
-        edge_features: ef.iter().copied().collect(),
-        global_features: gf.iter().copied().collect(),
-        edge_src: src.to_vec(),
-        edge_dst: dst.to_vec(),
-        n_edges: (0..g)
-            .map(|k| edge_graph.iter().filter(|&&x| x == k as i64).count() as u32)
-            .collect(),
-        node_graph,
-        edge_graph,
-        n_nodes: n_nodes.iter().map(|&n| n as u32).collect(),
-        labels,
-        multilabels: Vec::new(),
-        weights,
-        graph_mask: vec![1.0; g],
-        ids: Vec::new(),
-    }
 }
 
 /// A safetensors file as name → (shape, f32 values).
@@ -232,7 +177,7 @@ fn named_grads(
 }
 
 fn train_step(name: &str, task: Task) {
-    let mut z = npz(&format!("fixtures/train_step_{name}.npz"));
+    let mut z = fixture(&format!("train_step_{name}.npz"));
     let labels: Vec<i64> = match task {
         Task::Binary => z
             .by_name::<ndarray::OwnedRepr<f32>, ndarray::Ix1>("labels")
@@ -256,7 +201,7 @@ fn train_step(name: &str, task: Task) {
         &shared(&format!("fixtures/edge_network_{name}.safetensors")),
     )
     .expect("weights");
-    let batch = inputs(labels, weights.to_vec()).to_device::<AD>(&device);
+    let batch = model_inputs(labels, weights.to_vec()).to_device::<AD>(&device);
     let per_event = per_event_loss(&task, m.forward(&batch), batch.labels.clone(), None);
     let per: Vec<f32> = per_event.clone().into_data().to_vec().expect("f32");
     for (i, (g, w)) in per.iter().zip(want_per_event.iter()).enumerate() {

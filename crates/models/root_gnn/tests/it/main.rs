@@ -1,75 +1,17 @@
 //! Parity with the PyTorch implementation: legacy-named weights in, the fixture's logits out.
 
-use std::fs::File;
-use std::path::PathBuf;
-
 use burn::backend::Flex;
 use burn::prelude::*;
-use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{
     EdgeNetwork, EdgeNetworkConfig, load_pytorch_safetensors, save_pytorch_safetensors,
 };
-use ndarray::{Array1, Array2};
-use ndarray_npy::NpzReader;
+use gnn4c_testkit::{fixture, shared};
+use ndarray::Array2;
 
 type B = Flex;
 
-fn shared(rel: &str) -> PathBuf {
-    let root = std::env::var_os("GNN4C_SHARED").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../../shared"),
-        PathBuf::from,
-    );
-    let p = root.join(rel);
-    assert!(
-        p.exists(),
-        "test data missing: looked for {} (set GNN4C_SHARED)",
-        p.display()
-    );
-    p
-}
-
-/// `model_inputs.npz` as a host batch (7 HZZ graphs and one single-node graph without edges).
-fn inputs() -> HostBatch {
-    let path = shared("fixtures/model_inputs.npz");
-    let mut z = NpzReader::new(File::open(&path).expect("open")).expect("npz");
-    let x: Array2<f32> = z.by_name("node_features").expect("node_features");
-    let ef: Array2<f32> = z.by_name("edge_features").expect("edge_features");
-    let gf: Array2<f32> = z.by_name("global_features").expect("global_features");
-    let src: Array1<i64> = z.by_name("edge_src").expect("edge_src");
-    let dst: Array1<i64> = z.by_name("edge_dst").expect("edge_dst");
-    let n_nodes: Array1<i64> = z.by_name("n_nodes").expect("n_nodes");
-    let node_graph: Vec<i64> = n_nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(g, &n)| std::iter::repeat_n(g as i64, n as usize))
-        .collect();
-    let edge_graph: Vec<i64> = src.iter().map(|&s| node_graph[s as usize]).collect();
-    let g = n_nodes.len();
-    let n_edges: Vec<u32> = (0..g)
-        .map(|k| edge_graph.iter().filter(|&&x| x == k as i64).count() as u32)
-        .collect();
-    HostBatch {
-        n_real: g,
-        node_features: x.iter().copied().collect(),
-        edge_features: ef.iter().copied().collect(),
-        global_features: gf.iter().copied().collect(),
-        edge_src: src.to_vec(),
-        edge_dst: dst.to_vec(),
-        node_graph,
-        edge_graph,
-        n_nodes: n_nodes.iter().map(|&n| n as u32).collect(),
-        n_edges,
-        labels: vec![0; g],
-        multilabels: Vec::new(),
-        weights: vec![1.0; g],
-        graph_mask: vec![1.0; g],
-        ids: Vec::new(),
-    }
-}
-
 fn expected(name: &str) -> Array2<f32> {
-    let path = shared(&format!("fixtures/expected_logits_{name}.npz"));
-    let mut z = NpzReader::new(File::open(&path).expect("open")).expect("npz");
+    let mut z = fixture(&format!("expected_logits_{name}.npz"));
     z.by_name("logits").expect("logits")
 }
 
@@ -91,7 +33,8 @@ fn check(n_out: usize, name: &str) {
         134_528 + 65 * n_out,
         "contract §5 parameter count"
     );
-    let batch = inputs().to_device::<B>(&Default::default());
+    let batch =
+        gnn4c_testkit::model_inputs(vec![0; 8], vec![1.0; 8]).to_device::<B>(&Default::default());
     let logits: Vec<f32> = m.forward(&batch).into_data().to_vec().expect("f32");
     let want = expected(name);
     assert_eq!(logits.len(), want.len());
@@ -122,7 +65,8 @@ fn export_and_reimport_is_exact() {
     save_pytorch_safetensors(&m, &path).expect("save");
     let mut again = EdgeNetworkConfig::new(12).init::<B>(&Default::default());
     load_pytorch_safetensors(&mut again, &path).expect("reload");
-    let batch = inputs().to_device::<B>(&Default::default());
+    let batch =
+        gnn4c_testkit::model_inputs(vec![0; 8], vec![1.0; 8]).to_device::<B>(&Default::default());
     let a: Vec<f32> = m.forward(&batch).into_data().to_vec().expect("f32");
     let b: Vec<f32> = again.forward(&batch).into_data().to_vec().expect("f32");
     assert_eq!(a, b, "round trip is exact");
@@ -172,7 +116,7 @@ fn new_head_and_frozen_backbone_get_no_gradients_and_no_optimizer_state() {
     assert_eq!(wa, wb, "seeded head initialisation");
 
     let frozen = a.freeze_backbone();
-    let batch = inputs().to_device::<AD>(&device);
+    let batch = gnn4c_testkit::model_inputs(vec![0; 8], vec![1.0; 8]).to_device::<AD>(&device);
     let loss = frozen.forward(&batch).powf_scalar(2.0).mean();
     let grads = GradientsParams::from_grads(loss.backward(), &frozen);
     let n_with_grads = grads.len();
