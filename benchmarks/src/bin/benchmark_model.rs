@@ -1,6 +1,6 @@
 //! Edge_Network forward and forward + backward per batch of demo events, with a per-block split.
 //!
-//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_model -- [BATCH] [REPS] [--device cpu|cuda[:N]]`
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_model -- [BATCH] [REPS] [--device cpu|cuda[:N]] [--backend flex|ndarray]`
 //! (`--features cuda` for CUDA). Batches of BATCH (default 512) graphs of the demo pretraining data
 //! (seed 42), contract-default model (H 64, L 4, T 4, 12 outputs). Forward runs on the inner backend
 //! (no autodiff); the training pass is forward + mean logit² + backward on `Autodiff<B>`. Setup
@@ -247,6 +247,7 @@ fn bench<B: Backend>(
 fn main() -> anyhow::Result<()> {
     let mut positional = Vec::new();
     let mut device = DeviceChoice::Cpu;
+    let mut ndarray = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "--device" {
@@ -255,6 +256,13 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_default()
                 .parse()
                 .map_err(anyhow::Error::msg)?;
+        } else if a == "--backend" {
+            // CPU backend comparison (the docs' record of why burn-flex is the default).
+            ndarray = match args.next().as_deref() {
+                Some("flex") => false,
+                Some("ndarray") => true,
+                other => anyhow::bail!("--backend flex|ndarray, got {other:?}"),
+            };
         } else {
             positional.push(a);
         }
@@ -266,6 +274,12 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::registry().with(timer.clone()).init();
     let host = demo_batch(batch, machine().1)?;
     match device {
+        #[cfg(feature = "ndarray")]
+        DeviceChoice::Cpu if ndarray => {
+            bench::<burn::backend::NdArray>(&Default::default(), "ndarray", &host, reps, &timer)
+        }
+        #[cfg(not(feature = "ndarray"))]
+        DeviceChoice::Cpu if ndarray => anyhow::bail!("--backend ndarray needs --features ndarray"),
         DeviceChoice::Cpu => bench::<Flex>(&Default::default(), "flex", &host, reps, &timer),
         #[cfg(feature = "cuda")]
         DeviceChoice::Cuda(i) => bench::<burn::backend::Cuda>(
