@@ -4,7 +4,11 @@
 //! The bench crate may depend on every workspace crate and choose a backend; nothing depends on it.
 //! Results are printed as JSON lines plus a table; speed is measured here, never asserted in tests.
 
+use std::path::Path;
 use std::time::Instant;
+
+use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
+use gnn4c_events::{EventSample, Label};
 
 /// Summary statistics of repeated timings, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,6 +83,36 @@ pub fn machine() -> (String, usize) {
         .unwrap_or_else(|| "unknown".to_owned());
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     (model, cores)
+}
+
+/// Every event of `tree` in `path`, read with the built-in `schema` as sample `sample` with
+/// class `label` (benchmarks read their fixed inputs once, untimed).
+pub fn read_events(
+    path: &Path,
+    tree: &str,
+    schema: &str,
+    sample: &str,
+    label: u32,
+) -> anyhow::Result<Vec<EventSample>> {
+    let spec = SchemaSpec::builtin(schema)
+        .ok_or_else(|| anyhow::anyhow!("no built-in schema '{schema}'"))?;
+    let meta = SampleMeta {
+        name: sample.into(),
+        label: Label::Class(label),
+        weight_branch: None,
+        scale: 1.0,
+    };
+    let range = EntryRange {
+        entry_start: 0,
+        entry_stop: u64::MAX,
+        step_size: 10_000,
+    };
+    let mut out = Vec::new();
+    read_file_events(path, tree, &spec, &meta, range, &mut |evs| {
+        out.extend_from_slice(evs);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 #[cfg(test)]

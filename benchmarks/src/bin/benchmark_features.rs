@@ -10,9 +10,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gnn4c_benchmarks::{Stats, machine, time_reps};
-use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
-use gnn4c_events::{EventSample, Label};
+use gnn4c_benchmarks::{Stats, machine, read_events, time_reps};
+use gnn4c_events::EventSample;
 use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
 use gnn4c_graphs::{TopologyCache, build_graph};
 
@@ -48,23 +47,7 @@ fn main() -> anyhow::Result<()> {
     let shared =
         std::env::var_os("GNN4C_SHARED").map_or_else(|| PathBuf::from("../shared"), PathBuf::from);
     let file = shared.join("data/real/uproot-HZZ.root");
-    let spec = SchemaSpec::builtin("hzz").expect("built-in");
-    let meta = SampleMeta {
-        name: "hzz".into(),
-        label: Label::Class(0),
-        weight_branch: None,
-        scale: 1.0,
-    };
-    let range = EntryRange {
-        entry_start: 0,
-        entry_stop: u64::MAX,
-        step_size: 10_000,
-    };
-    let mut base: Vec<EventSample> = Vec::new();
-    read_file_events(&file, "events", &spec, &meta, range, &mut |evs| {
-        base.extend_from_slice(evs);
-        Ok(())
-    })?;
+    let base = read_events(&file, "events", "hzz", "hzz", 0)?;
     let events: Vec<&EventSample> = base.iter().cycle().take(n).collect();
     let selection = SelectionConfig::default();
     let (cpu, cores) = machine();

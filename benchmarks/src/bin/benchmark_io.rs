@@ -5,12 +5,8 @@
 
 use std::path::Path;
 
-use gnn4c_benchmarks::{Stats, machine, time_reps};
-use gnn4c_data::{
-    EntryRange, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, read_file_events,
-    toy_events, write_demo,
-};
-use gnn4c_events::Label;
+use gnn4c_benchmarks::{Stats, machine, read_events, time_reps};
+use gnn4c_data::{FINETUNE_PROCESSES, PRETRAIN_PROCESSES, toy_events, write_demo};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -53,11 +49,10 @@ fn main() -> anyhow::Result<()> {
     }
 
     // Reading back every file through the `vector` schema into EventSamples, one thread.
-    let spec = SchemaSpec::builtin("vector").expect("built-in");
     let files = write_demo(dir.path(), n, 42, cores)?;
     let read = time_reps(1, reps, || {
         for f in &files {
-            read_all(&f.path, &spec);
+            read_all(&f.path);
         }
     });
     record("read_events", 1, &read);
@@ -67,25 +62,9 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read_all(path: &Path, spec: &SchemaSpec) {
-    let meta = SampleMeta {
-        name: "bench".into(),
-        label: Label::Class(0),
-        weight_branch: None,
-        scale: 1.0,
-    };
-    let range = EntryRange {
-        entry_start: 0,
-        entry_stop: u64::MAX,
-        step_size: 10_000,
-    };
-    let mut kept = 0usize;
-    read_file_events(path, "output", spec, &meta, range, &mut |evs| {
-        kept += evs.len();
-        Ok(())
-    })
-    .expect("read back");
-    std::hint::black_box(kept);
+fn read_all(path: &Path) {
+    let events = read_events(path, "output", "vector", "bench", 0).expect("read back");
+    std::hint::black_box(events.len());
 }
 
 fn println_table(cpu: &str, cores: usize, n: usize, total: usize, rows: &[(String, usize, Stats)]) {

@@ -15,12 +15,9 @@ use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
-use gnn4c_benchmarks::{Stats, machine, time_reps};
+use gnn4c_benchmarks::{Stats, machine, read_events, time_reps};
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_data::{
-    EntryRange, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, read_file_events, write_demo,
-};
-use gnn4c_events::Label;
+use gnn4c_data::{PRETRAIN_PROCESSES, write_demo};
 use gnn4c_features::{EventFeatures, SelectionConfig};
 use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate, graph_of_event};
 use gnn4c_root_gnn::EdgeNetworkConfig;
@@ -102,31 +99,16 @@ fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
         42,
         cores,
     )?;
-    let spec = SchemaSpec::builtin("vector").expect("built-in");
     let selection = SelectionConfig::default();
     let mut topo = TopologyCache::new(selection.max_nodes());
     let mut feats = EventFeatures::default();
     let mut graphs: Vec<GraphSample> = Vec::new();
     for f in files.iter().take(PRETRAIN_PROCESSES.len()) {
-        let meta = SampleMeta {
-            name: f.sample.into(),
-            label: Label::Class(f.label),
-            weight_branch: None,
-            scale: 1.0,
-        };
-        let range = EntryRange {
-            entry_start: 0,
-            entry_stop: u64::MAX,
-            step_size: 10_000,
-        };
-        read_file_events(&f.path, "output", &spec, &meta, range, &mut |evs| {
-            for ev in evs {
-                if let Ok(g) = graph_of_event(ev, &selection, &mut feats, &mut topo) {
-                    graphs.push(g);
-                }
+        for ev in read_events(&f.path, "output", "vector", f.sample, f.label)? {
+            if let Ok(g) = graph_of_event(&ev, &selection, &mut feats, &mut topo) {
+                graphs.push(g);
             }
-            Ok(())
-        })?;
+        }
     }
     // Interleave processes so the batch mixes them, then take BATCH graphs.
     graphs.sort_by_key(|g| (g.id.entry, g.id.sample.clone()));
