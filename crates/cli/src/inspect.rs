@@ -25,10 +25,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let trees = inspect_file(path)?;
         writeln!(out, "{}", path.display())?;
         for t in trees {
-            let schemas = if t.matching_schemas.is_empty() {
-                "none of the built-ins (write a schema in the dataset config)".to_owned()
-            } else {
-                t.matching_schemas.join(", ")
+            let schemas = match (&t.closest_schema, t.matching_schemas.is_empty()) {
+                (Some((s, gone)), true) => format!(
+                    "none of the built-ins; closest is {s}, which lacks {} (write a schema in the dataset config)",
+                    gone.join(", ")
+                ),
+                (None, true) => {
+                    "none of the built-ins (write a schema in the dataset config)".to_owned()
+                }
+                _ => t.matching_schemas.join(", "),
             };
             writeln!(
                 out,

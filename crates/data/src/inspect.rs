@@ -16,6 +16,8 @@ pub struct TreeInspection {
     pub branches: Vec<BranchInfo>,
     /// Built-in schemas whose every required branch is present.
     pub matching_schemas: Vec<&'static str>,
+    /// When none matches: the built-in schema missing the fewest branches, and those branches.
+    pub closest_schema: Option<(&'static str, Vec<String>)>,
 }
 
 /// Lists the trees of `path` with their branches, types, entries and matching schemas.
@@ -24,21 +26,35 @@ pub fn inspect_file(path: &Path) -> Result<Vec<TreeInspection>, DataError> {
     for (name, entries) in list_trees(path)? {
         let reader = open_tree(path, &name)?;
         let branches = reader.branches().to_vec();
-        let matching_schemas = BUILTIN_SCHEMAS
+        let missing: Vec<(&'static str, Vec<String>)> = BUILTIN_SCHEMAS
             .into_iter()
-            .filter(|s| {
-                SchemaSpec::builtin(s).is_some_and(|spec| {
-                    spec.required_branches()
-                        .iter()
-                        .all(|b| branches.iter().any(|x| x.name == *b))
-                })
+            .filter_map(|s| SchemaSpec::builtin(s).map(|spec| (s, spec)))
+            .map(|(s, spec)| {
+                let gone = spec
+                    .required_branches()
+                    .into_iter()
+                    .filter(|b| !branches.iter().any(|x| x.name == *b))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>();
+                (s, gone)
             })
             .collect();
+        let matching_schemas = missing
+            .iter()
+            .filter(|(_, gone)| gone.is_empty())
+            .map(|(s, _)| *s)
+            .collect::<Vec<_>>();
+        let closest_schema = if matching_schemas.is_empty() {
+            missing.into_iter().min_by_key(|(_, gone)| gone.len())
+        } else {
+            None
+        };
         out.push(TreeInspection {
             name,
             entries,
             branches,
             matching_schemas,
+            closest_schema,
         });
     }
     Ok(out)

@@ -105,7 +105,16 @@ fn inspect_recognises_the_schemas() {
     ] {
         let trees = inspect_file(&crate::shared(file)).expect("inspect");
         assert_eq!(trees[0].matching_schemas, vec![schema], "{file}");
+        assert_eq!(trees[0].closest_schema, None);
     }
+    // A NanoAOD-like skim without leptons' charge, b-tags or weights: the closest schema and what
+    // it lacks are named.
+    let dy = inspect_file(&crate::shared("data/real/uproot-small-dy-withoffsets.root"))
+        .expect("inspect");
+    assert!(dy[0].matching_schemas.is_empty());
+    let (closest, gone) = dy[0].closest_schema.clone().expect("a closest schema");
+    assert_eq!(closest, "nanoaod");
+    assert!(gone.iter().any(|b| b == "genWeight"), "{gone:?}");
 }
 
 #[test]
