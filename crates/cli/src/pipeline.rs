@@ -180,7 +180,6 @@ pub fn build_cache(
     let mut per_fold = vec![0u64; folds.n_folds as usize];
     for s in &cfg.samples {
         let mut counts = SampleCounts::default();
-        let mut error = None;
         let report = cfg
             .read_sample(s, base, &mut |evs| {
                 for ev in evs {
@@ -189,19 +188,13 @@ pub fn build_cache(
                             let r = to_record(g, folds.n_folds);
                             per_fold[usize::from(r.fold)] += 1;
                             counts.cached += 1;
-                            if let Err(e) = writer.push(r) {
-                                error = Some(e);
-                                return Err(gnn4c_data::DataError::Config(
-                                    "cache write failed".into(),
-                                ));
-                            }
+                            writer.push(r)?;
                         }
                         Err(reason) => *counts.skipped.entry(reason.to_owned()).or_default() += 1,
                     }
                 }
                 Ok(())
             })
-            .map_err(|e| error.take().unwrap_or(e))
             .with_context(|| format!("preprocessing sample '{}'", s.name))?;
         counts.read = report.files.iter().map(|(_, r)| r.entries_read).sum();
         for (reason, n) in report.skipped().iter() {

@@ -514,7 +514,6 @@ pub fn read_cache(
     let mut paths: BTreeMap<String, Arc<Path>> = BTreeMap::new();
     for s in &manifest.shards {
         let path = dir.join(&s.file);
-        let before = out.len();
         let mut rows = 0u64;
         read_shard(
             &path, &mut names, &mut paths, keep_fold, &mut out, &mut rows,
@@ -528,7 +527,6 @@ pub fn read_cache(
                 ),
             ));
         }
-        debug_assert!(out.len() >= before);
     }
     Ok(out)
 }
