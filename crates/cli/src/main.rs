@@ -8,6 +8,7 @@ mod generate;
 mod inspect;
 mod preprocess;
 mod scan;
+mod train;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,10 @@ enum Command {
     Scan(scan::Args),
     /// Build (or validate) the Parquet graph cache of a dataset.
     Preprocess(preprocess::Args),
+    /// Train an Edge_Network from scratch (pretraining, or a baseline) in a run folder.
+    Train(train::Args),
+    /// Fine-tune a pretrained Edge_Network: a new head, frozen or full backbone.
+    Finetune(train::FinetuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +46,8 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(&args),
         Command::Scan(args) => scan::run(&args),
         Command::Preprocess(args) => preprocess::run(&args),
+        Command::Train(args) => train::run_train(&args),
+        Command::Finetune(args) => train::run_finetune(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

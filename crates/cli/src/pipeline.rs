@@ -246,3 +246,74 @@ pub fn build_cache(
     writeln!(out, "  events per fold: {}", folds_text.join(", "))?;
     Ok(manifest)
 }
+
+/// Reads one split of the cache in `dir` as graphs, checking the folds match.
+pub fn load_split(
+    dir: &Path,
+    folds: &Folds,
+    split: gnn4c_data::Split,
+) -> anyhow::Result<(CacheManifest, Vec<GraphSample>)> {
+    let (manifest, records) = gnn4c_data::read_split(dir, folds, split)?;
+    let mut topo = TopologyCache::new(64);
+    let graphs = records
+        .into_iter()
+        .map(|r| from_record(r, &mut topo))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((manifest, graphs))
+}
+
+/// A seeded random subset of `n` of `graphs` (kept in their original order); all when `n` is
+/// `None` or not smaller.
+pub fn subset(graphs: Vec<GraphSample>, n: Option<usize>, seed: u64) -> Vec<GraphSample> {
+    use rand::SeedableRng;
+    use rand::seq::index::sample;
+    let Some(n) = n.filter(|&n| n < graphs.len()) else {
+        return graphs;
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut keep: Vec<usize> = sample(&mut rng, graphs.len(), n).into_vec();
+    keep.sort_unstable();
+    let mut slots: Vec<Option<GraphSample>> = graphs.into_iter().map(Some).collect();
+    keep.into_iter()
+        .map(|i| slots[i].take().expect("distinct indices"))
+        .collect()
+}
+
+/// Graphs as the trainer's [`gnn4c_training::Dataset`]: batches are collated on loader threads
+/// without padding.
+pub struct GraphSet {
+    /// The events, in order.
+    pub graphs: Vec<GraphSample>,
+}
+
+impl gnn4c_training::Dataset for GraphSet {
+    type Input = gnn4c_graphs::HostBatch;
+
+    fn len(&self) -> usize {
+        self.graphs.len()
+    }
+
+    fn target(&self, index: usize) -> (i64, f32) {
+        let g = &self.graphs[index];
+        let label = match &g.label {
+            gnn4c_events::Label::Class(c) => i64::from(*c),
+            gnn4c_events::Label::Multi(_) => -1,
+        };
+        (label, g.weight)
+    }
+
+    fn batch(&self, indices: &[usize]) -> gnn4c_training::Batch<gnn4c_graphs::HostBatch> {
+        let refs: Vec<&GraphSample> = indices.iter().map(|&i| &self.graphs[i]).collect();
+        // Labels of one dataset are all classes or all multilabels of one length (validated
+        // with the dataset config), so collation cannot fail here.
+        let hb = gnn4c_graphs::collate(&refs, gnn4c_graphs::Padding::None)
+            .unwrap_or_else(|e| panic!("collating a batch: {e}"));
+        gnn4c_training::Batch {
+            labels: hb.labels.clone(),
+            multilabels: hb.multilabels.clone(),
+            weights: hb.weights.clone(),
+            n_events: hb.n_real,
+            input: hb,
+        }
+    }
+}

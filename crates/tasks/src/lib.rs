@@ -9,4 +9,7 @@ mod loss;
 mod metrics;
 
 pub use loss::{NegativeWeights, Task, class_balance_scales, per_event_loss, weighted_loss};
-pub use metrics::{Metrics, accuracy, evaluate, roc_auc};
+pub use metrics::{
+    Metrics, accuracy, evaluate, metrics_from_logits, per_event_loss_host, roc_auc, scores_host,
+    targets_of,
+};

@@ -142,6 +142,102 @@ pub fn evaluate(
     }
 }
 
+/// The per-event loss ℓᵢ in f64 from f32 logits `[n, n_out]` (host side, for metrics): the same
+/// formulas as [`crate::per_event_loss`], computed stably (log-sum-exp, softplus).
+pub fn per_event_loss_host(task: &Task, logits: &[f32], targets: &[Vec<u8>]) -> Vec<f64> {
+    let k = task.n_out().max(1);
+    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
+    logits
+        .chunks(k)
+        .zip(targets)
+        .map(|(row, t)| match task {
+            Task::Multiclass { .. } => {
+                let m = row
+                    .iter()
+                    .fold(f64::NEG_INFINITY, |a, &x| a.max(f64::from(x)));
+                let lse = m + row
+                    .iter()
+                    .map(|&x| (f64::from(x) - m).exp())
+                    .sum::<f64>()
+                    .ln();
+                let y = t.iter().position(|&v| v == 1).unwrap_or(0);
+                lse - f64::from(row[y])
+            }
+            Task::Binary | Task::Multilabel { .. } => {
+                let sum: f64 = row
+                    .iter()
+                    .zip(t)
+                    .map(|(&x, &y)| {
+                        let x = f64::from(x);
+                        softplus(x) - x * f64::from(y)
+                    })
+                    .sum();
+                sum / k as f64
+            }
+        })
+        .collect()
+}
+
+/// Scores in f64 from f32 logits `[n, n_out]`: softmax (multiclass) or sigmoid.
+pub fn scores_host(task: &Task, logits: &[f32]) -> Vec<f64> {
+    let k = task.n_out().max(1);
+    let mut out = Vec::with_capacity(logits.len());
+    for row in logits.chunks(k) {
+        match task {
+            Task::Multiclass { .. } => {
+                let m = row
+                    .iter()
+                    .fold(f64::NEG_INFINITY, |a, &x| a.max(f64::from(x)));
+                let e: Vec<f64> = row.iter().map(|&x| (f64::from(x) - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                out.extend(e.iter().map(|v| v / z));
+            }
+            Task::Binary | Task::Multilabel { .. } => {
+                out.extend(row.iter().map(|&x| 1.0 / (1.0 + (-f64::from(x)).exp())));
+            }
+        }
+    }
+    out
+}
+
+/// One-hot (multiclass), 0/1 (binary) or multi-hot (multilabel) targets per event, from class
+/// indices `labels` or from `multilabels [n, n_labels]` row-major.
+pub fn targets_of(task: &Task, labels: &[i64], multilabels: &[f32]) -> Vec<Vec<u8>> {
+    match *task {
+        Task::Binary => labels.iter().map(|&l| vec![u8::from(l == 1)]).collect(),
+        Task::Multiclass { n_classes } => labels
+            .iter()
+            .map(|&l| {
+                let mut t = vec![0u8; n_classes];
+                if let Some(v) = usize::try_from(l).ok().and_then(|l| t.get_mut(l)) {
+                    *v = 1;
+                }
+                t
+            })
+            .collect(),
+        Task::Multilabel { n_labels } => multilabels
+            .chunks(n_labels.max(1))
+            .map(|r| r.iter().map(|&v| u8::from(v >= 0.5)).collect())
+            .collect(),
+    }
+}
+
+/// Every metric of a split from its f32 logits `[n, n_out]`, class `labels` (or `multilabels`)
+/// and event `weights` (negative weights kept as they are).
+pub fn metrics_from_logits(
+    task: &Task,
+    logits: &[f32],
+    labels: &[i64],
+    multilabels: &[f32],
+    weights: &[f32],
+) -> Metrics {
+    let targets = targets_of(task, labels, multilabels);
+    let scores = scores_host(task, logits);
+    let losses = per_event_loss_host(task, logits, &targets);
+    let w: Vec<f64> = weights.iter().map(|&w| f64::from(w)).collect();
+    evaluate(task, &scores, &targets, &w, &losses)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +265,28 @@ mod tests {
         let wn = [1.0, -0.5, 1.0, 1.0];
         let a = roc_auc(&l, &s, Some(&wn));
         assert!(a.is_finite() && a != roc_auc(&l, &s, None));
+    }
+
+    #[test]
+    fn host_loss_and_scores_match_the_formulas() {
+        let task = Task::Multiclass { n_classes: 3 };
+        let logits = [1.0f32, 2.0, 3.0, 1000.0, 0.0, -1000.0];
+        let t = targets_of(&task, &[2, 1], &[]);
+        let l = per_event_loss_host(&task, &logits, &t);
+        let lse = 3.0 + ((-2.0f64).exp() + (-1.0f64).exp() + 1.0).ln();
+        assert!((l[0] - (lse - 3.0)).abs() < 1e-12);
+        assert!(
+            (l[1] - 1000.0).abs() < 1e-9,
+            "stable for huge logits: {}",
+            l[1]
+        );
+        let s = scores_host(&task, &logits);
+        assert!((s[0] + s[1] + s[2] - 1.0).abs() < 1e-12);
+        let b = per_event_loss_host(&Task::Binary, &[0.0, 50.0], &[vec![1], vec![0]]);
+        assert!((b[0] - std::f64::consts::LN_2).abs() < 1e-12);
+        assert!((b[1] - 50.0).abs() < 1e-9);
+        // A class absent from the split: its AUC is undefined, the macro mean skips it.
+        let m = metrics_from_logits(&task, &logits, &[2, 1], &[], &[1.0, 1.0]);
+        assert!(m.auc[0].is_nan() && m.auc_macro.is_finite());
     }
 }

@@ -75,3 +75,38 @@ pub fn model_inputs(labels: Vec<i64>, weights: Vec<f32>) -> HostBatch {
         ids: Vec::new(),
     }
 }
+
+/// A safetensors file as name → (shape, f32 values).
+pub fn read_safetensors(
+    path: &std::path::Path,
+) -> std::collections::HashMap<String, (Vec<usize>, Vec<f32>)> {
+    let bytes = std::fs::read(path).expect("read safetensors");
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
+    let data = &bytes[8 + n..];
+    let mut out = std::collections::HashMap::new();
+    for (name, v) in header.as_object().expect("object") {
+        if name == "__metadata__" {
+            continue;
+        }
+        assert_eq!(v["dtype"], "F32", "{name}");
+        let shape: Vec<usize> = v["shape"]
+            .as_array()
+            .expect("shape")
+            .iter()
+            .map(|d| d.as_u64().expect("dim") as usize)
+            .collect();
+        let off: Vec<usize> = v["data_offsets"]
+            .as_array()
+            .expect("offsets")
+            .iter()
+            .map(|d| d.as_u64().expect("off") as usize)
+            .collect();
+        let vals = data[off[0]..off[1]]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4")))
+            .collect();
+        out.insert(name.clone(), (shape, vals));
+    }
+    out
+}

@@ -1,16 +1,29 @@
-//! Training (contract §8–§9): the loop, Adam with exponential decay, early stopping, checkpoints and
-//! exact resume, and the data loader.
+//! Training (contract §8–§9): the loop, Adam with exponential decay, early stopping, checkpoints
+//! and exact resume, and the data loader.
 //!
-//! Generic over model and batch traits: it never names a graph or a model type, and knows nothing of
-//! ROOT or Parquet. Today: the epoch sampler ([`epoch_batches`]: seeded shuffle per epoch,
-//! `drop_last`), the background [`Loader`] (worker threads, bounded prefetch, deterministic
-//! order), the learning-rate decay ([`ExponentialLr`]) and early stopping ([`EarlyStopping`]).
-//! The loop and checkpoints come with issue 6.
+//! Generic over two traits ([`Classifier`] for models, [`Dataset`] for data): it never names a
+//! graph or a model type, and knows nothing of ROOT or Parquet. Start at `trainer.rs` ([`fit`]);
+//! `checkpoint.rs` holds the file format, `loader.rs` the worker threads, `sampler.rs` the
+//! seeded epoch order, `schedule.rs` the lr decay and early stopping.
 
+mod checkpoint;
+mod error;
 mod loader;
+mod model;
 mod sampler;
 mod schedule;
+mod trainer;
 
+pub use checkpoint::{
+    CHECKPOINT_FORMAT, Checkpoint, CheckpointState, ParamShape, param_shapes, read_checkpoint,
+    save_checkpoint, write_atomic,
+};
+pub use error::TrainingError;
 pub use loader::Loader;
+pub use model::{Batch, Classifier, Dataset};
 pub use sampler::{SamplerConfig, epoch_batches};
 pub use schedule::{EarlyStopping, ExponentialLr, Verdict};
+pub use trainer::{
+    EpochRecord, FitOptions, FitReport, MetricsRecord, Predictions, RunFiles, TrainConfig, fit,
+    predict,
+};

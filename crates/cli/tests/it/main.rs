@@ -218,3 +218,226 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     assert!(text(&o).1.contains("half-written"), "{}", text(&o).1);
     assert!(pre(&[]).status.success());
 }
+
+/// A pretraining data config over the generated demo files in `demo/`.
+fn write_demo_configs(cwd: &Path) {
+    let names = [
+        "ggF",
+        "VBF",
+        "WH",
+        "ZH",
+        "ttH",
+        "tHq",
+        "single_top",
+        "ttbar",
+        "ttgammagamma",
+        "ttW",
+        "ttt",
+        "tttt",
+    ];
+    let mut pre = format!(
+        "name: pre\ntree: output\nschema: vector\nclasses: [{}]\nsamples:\n",
+        names.join(", ")
+    );
+    for (i, n) in names.iter().enumerate() {
+        pre.push_str(&format!(
+            "  - {{name: {n}, files: [demo/pretrain/{n}.root], label: {i}}}\n"
+        ));
+    }
+    std::fs::write(cwd.join("pre_data.yaml"), pre).expect("write");
+    std::fs::write(
+        cwd.join("ft_data.yaml"),
+        "name: ft\ntree: output\nschema: vector\nclasses: [even, odd]\nsamples:\n  - {name: even, files: [demo/finetune/ttH_CPeven.root], label: 0}\n  - {name: odd, files: [demo/finetune/ttH_CPodd.root], label: 1}\n",
+    )
+    .expect("write");
+    let train = "train: {batch_size: 64, eval_batch_size: 200, max_epochs: 4, lr: 1.0e-3, seed: 5, class_balance: true, loader_threads: 2}\n";
+    std::fs::write(
+        cwd.join("pre.yaml"),
+        format!("name: pre\ndata: pre_data.yaml\ntask: multiclass\n{train}subset: {{train_events: 960, val_events: 300, test_events: 300}}\n"),
+    )
+    .expect("write");
+    std::fs::write(
+        cwd.join("ft.yaml"),
+        "name: ft\ndata: ft_data.yaml\ntask: binary\ntrain: {batch_size: 50, max_epochs: 2, lr: 1.0e-3, seed: 9}\nsubset: {train_events: 200, val_events: 100, test_events: 100}\n",
+    )
+    .expect("write");
+}
+
+/// The weights of a checkpoint as PyTorch-named f32 bit patterns.
+fn checkpoint_bits(path: &Path, n_out: usize) -> Vec<(String, Vec<u32>)> {
+    use burn::backend::Flex;
+    let ck = gnn4c_training::read_checkpoint(path).expect("checkpoint");
+    let device = Default::default();
+    let net = gnn4c_root_gnn::EdgeNetworkConfig::new(n_out).init::<Flex>(&device);
+    let net = ck.load_model(net, &device).expect("load");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("w.safetensors");
+    gnn4c_root_gnn::save_pytorch_safetensors(&net, &f).expect("save");
+    let mut v: Vec<(String, Vec<u32>)> = gnn4c_testkit::read_safetensors(&f)
+        .into_iter()
+        .map(|(k, (_, x))| (k, x.into_iter().map(f32::to_bits).collect()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn train_kill_resume_and_finetune_from_the_cli() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    assert!(
+        run(cwd, &["generate", "--out", "demo", "--events", "150"])
+            .status
+            .success()
+    );
+    write_demo_configs(cwd);
+
+    // Straight: 4 epochs.
+    let o = run(cwd, &["train", "pre.yaml", "--run", "runs/straight"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("epoch   4/4") && out.contains("test (300 events)"),
+        "{out}"
+    );
+    for f in [
+        "config.json",
+        "last.ckpt",
+        "best.ckpt",
+        "history.jsonl",
+        "metrics.json",
+        "best.safetensors",
+    ] {
+        assert!(cwd.join("runs/straight").join(f).is_file(), "{f}");
+    }
+    let history =
+        std::fs::read_to_string(cwd.join("runs/straight/history.jsonl")).expect("history");
+    assert_eq!(history.lines().count(), 4);
+    let first: serde_json::Value =
+        serde_json::from_str(history.lines().next().expect("line")).expect("json");
+    for key in [
+        "epoch",
+        "lr",
+        "train_loss",
+        "val",
+        "events_per_s",
+        "epoch_s",
+    ] {
+        assert!(first.get(key).is_some(), "history has {key}: {first}");
+    }
+
+    // The same run killed (SIGKILL) once two epochs are done, then resumed.
+    let mut child = bin()
+        .current_dir(cwd)
+        .args(["train", "pre.yaml", "--run", "runs/killed"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let hist = cwd.join("runs/killed/history.jsonl");
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&hist).map_or(0, |h| h.lines().count()) < 2 {
+        assert!(start.elapsed().as_secs() < 300, "two epochs in 5 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    let before = gnn4c_training::read_checkpoint(&cwd.join("runs/killed/last.ckpt")).expect("last");
+    assert!(
+        before.state.epoch < 4,
+        "killed mid-run, at epoch {}",
+        before.state.epoch
+    );
+
+    // Starting again in a used run folder, or resuming with another config, is refused.
+    let o = run(cwd, &["train", "pre.yaml", "--run", "runs/killed"]);
+    assert!(text(&o).1.contains("--resume"), "{}", text(&o).1);
+    let changed = std::fs::read_to_string(cwd.join("pre.yaml"))
+        .expect("read")
+        .replace("lr: 1.0e-3", "lr: 2.0e-3");
+    std::fs::write(cwd.join("pre_lr.yaml"), changed).expect("write");
+    let o = run(
+        cwd,
+        &["train", "pre_lr.yaml", "--run", "runs/killed", "--resume"],
+    );
+    assert!(text(&o).1.contains("run.train.lr"), "{}", text(&o).1);
+
+    let o = run(
+        cwd,
+        &["train", "pre.yaml", "--run", "runs/killed", "--resume"],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains(&format!("resuming after epoch {}", before.state.epoch)),
+        "{out}"
+    );
+    assert_eq!(
+        checkpoint_bits(&cwd.join("runs/straight/last.ckpt"), 12),
+        checkpoint_bits(&cwd.join("runs/killed/last.ckpt"), 12),
+        "4 straight epochs and 2 + kill + resume give bitwise-identical weights"
+    );
+    let resumed = std::fs::read_to_string(&hist).expect("history");
+    assert_eq!(resumed.lines().count(), 4);
+
+    // A corrupted checkpoint is refused by name.
+    let last = cwd.join("runs/killed/last.ckpt");
+    let mut bytes = std::fs::read(&last).expect("read");
+    let n = bytes.len();
+    bytes.truncate(n - 100);
+    std::fs::write(&last, bytes).expect("write");
+    let o = run(
+        cwd,
+        &["train", "pre.yaml", "--run", "runs/killed", "--resume"],
+    );
+    assert!(
+        text(&o).1.contains("truncated or corrupted"),
+        "{}",
+        text(&o).1
+    );
+
+    // Fine-tuning: needs a checkpoint; frozen backbone trains only the 65 head parameters and
+    // leaves every backbone weight as pretrained.
+    let o = run(cwd, &["finetune", "ft.yaml"]);
+    assert!(text(&o).1.contains("--from"), "{}", text(&o).1);
+    let o = run(cwd, &["finetune", "ft.yaml", "--from", "pre.yaml"]);
+    assert!(
+        text(&o).1.contains("not a gnn4colliders checkpoint"),
+        "{}",
+        text(&o).1
+    );
+    let o = run(
+        cwd,
+        &["finetune", "ft.yaml", "--from", "runs/straight/best.ckpt"],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("65 trainable of 134593 parameters"), "{out}");
+    let pre = gnn4c_testkit::read_safetensors(&cwd.join("runs/straight/best.safetensors"));
+    let ft = gnn4c_testkit::read_safetensors(&cwd.join("runs/ft_frozen_backbone/best.safetensors"));
+    for (k, v) in &pre {
+        if !k.starts_with("classify") {
+            assert_eq!(&ft[k], v, "{k} is frozen");
+        }
+    }
+    assert_eq!(ft["classify.weight"].0, vec![1, 64]);
+    let o = run(
+        cwd,
+        &[
+            "finetune",
+            "ft.yaml",
+            "--from",
+            "runs/straight/best.ckpt",
+            "--mode",
+            "full",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("134593 trainable of 134593"), "{out}");
+    let full = gnn4c_testkit::read_safetensors(&cwd.join("runs/ft_full/best.safetensors"));
+    assert_ne!(
+        full["node_encoder.0.weight"], pre["node_encoder.0.weight"],
+        "full fine-tuning trains the backbone"
+    );
+}

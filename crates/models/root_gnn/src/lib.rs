@@ -4,8 +4,9 @@
 //! Owns the MLP block ([`Mlp`]), the encoders, the T message-passing steps that share one set of
 //! update blocks, the per-graph mean readouts, the global decoder and the `classify` head
 //! ([`EdgeNetwork`], [`EdgeNetworkConfig`]), and weight import/export with PyTorch state-dict
-//! names ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]). Must not know files other
-//! than weights, datasets, tasks or training. Start at `model.rs`.
+//! names ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]). Implements the trainer's
+//! `Classifier` trait (a host `HostBatch` in, logits out), so training never names this type.
+//! Must not know files other than weights, datasets or tasks. Start at `model.rs`.
 
 mod model;
 mod weights;

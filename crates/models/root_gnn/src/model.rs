@@ -11,7 +11,8 @@ use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, Linea
 use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 use burn::tensor::activation::relu;
-use gnn4c_graphs::GraphBatch;
+use gnn4c_graphs::{GraphBatch, HostBatch};
+use gnn4c_training::Classifier;
 
 /// An MLP block: `n_layers` × [Linear → ReLU → Dropout], then LayerNorm (contract §5).
 #[derive(Config, Debug)]
@@ -287,5 +288,15 @@ impl<B: Backend> EdgeNetwork<B> {
         }
         let _span = tracing::trace_span!("decoder").entered();
         self.global_decoder.forward(u) // [n_graphs, H]
+    }
+}
+
+impl<B: Backend> Classifier<B> for EdgeNetwork<B> {
+    type Input = HostBatch;
+
+    /// Copies the batch to `device` and runs [`EdgeNetwork::forward`].
+    fn logits(&self, input: &HostBatch, device: &B::Device) -> Tensor<B, 2> {
+        let batch = input.to_device::<B>(device);
+        self.forward(&batch) // [n_graphs, n_out]
     }
 }

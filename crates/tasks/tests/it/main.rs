@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::Path;
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::Param;
@@ -13,7 +12,7 @@ use gnn4c_root_gnn::{
     EdgeNetwork, EdgeNetworkConfig, Mlp, load_pytorch_safetensors, save_pytorch_safetensors,
 };
 use gnn4c_tasks::{Task, accuracy, per_event_loss, roc_auc, weighted_loss};
-use gnn4c_testkit::{fixture, model_inputs, shared};
+use gnn4c_testkit::{fixture, model_inputs, read_safetensors, shared};
 use ndarray::{Array1, Array2};
 use ndarray_npy::NpzReader;
 
@@ -68,39 +67,6 @@ fn binary_and_multiclass_metrics_match_scikit_learn() {
     }
     assert!((m.auc_macro - one("multiclass_auc_macro", &mut z)).abs() < METRIC_TOL);
     assert!((m.accuracy - one("multiclass_accuracy", &mut z)).abs() < METRIC_TOL);
-}
-
-/// A safetensors file as name → (shape, f32 values).
-fn read_safetensors(path: &Path) -> HashMap<String, (Vec<usize>, Vec<f32>)> {
-    let bytes = std::fs::read(path).expect("read safetensors");
-    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header");
-    let data = &bytes[8 + n..];
-    let mut out = HashMap::new();
-    for (name, v) in header.as_object().expect("object") {
-        if name == "__metadata__" {
-            continue;
-        }
-        assert_eq!(v["dtype"], "F32", "{name}");
-        let shape: Vec<usize> = v["shape"]
-            .as_array()
-            .expect("shape")
-            .iter()
-            .map(|d| d.as_u64().expect("dim") as usize)
-            .collect();
-        let off: Vec<usize> = v["data_offsets"]
-            .as_array()
-            .expect("offsets")
-            .iter()
-            .map(|d| d.as_u64().expect("off") as usize)
-            .collect();
-        let vals = data[off[0]..off[1]]
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().expect("4")))
-            .collect();
-        out.insert(name.clone(), (shape, vals));
-    }
-    out
 }
 
 /// Every parameter's gradient under its PyTorch name (Linear weights transposed to [out, in]).

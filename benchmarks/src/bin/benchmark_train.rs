@@ -1,0 +1,235 @@
+//! Training steps per second: forward + weighted loss, backward, Adam step, per batch of demo events.
+//!
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_train -- [BATCH] [REPS] [--device cpu|cuda[:N]]`
+//! (`--features cuda` for CUDA). Three set-ups, each on the same BATCH (default 512) demo graphs
+//! (seed 42), contract-default model: multiclass pretraining (12 outputs, everything trained),
+//! binary fine-tuning with a frozen backbone (65 trainable parameters) and with the full
+//! backbone. Each step is split into forward + loss, backward and optimiser step, with the
+//! device synchronised around each part (which costs a little on CUDA; the total is also timed
+//! unsplit). Peak RSS is the process's VmHWM after all three.
+
+use std::io::Write;
+use std::time::Instant;
+
+use burn::backend::Autodiff;
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use gnn4c_benchmarks::{Stats, machine, read_events};
+use gnn4c_cli::device::{DeviceChoice, check_device};
+use gnn4c_data::{PRETRAIN_PROCESSES, write_demo};
+use gnn4c_features::{EventFeatures, SelectionConfig};
+use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate, graph_of_event};
+use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
+use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
+
+fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
+    let tmp = tempfile::tempdir()?;
+    let files = write_demo(
+        tmp.path(),
+        batch.div_ceil(PRETRAIN_PROCESSES.len()) * 2,
+        42,
+        cores,
+    )?;
+    let selection = SelectionConfig::default();
+    let mut topo = TopologyCache::new(selection.max_nodes());
+    let mut feats = EventFeatures::default();
+    let mut graphs: Vec<GraphSample> = Vec::new();
+    for f in files.iter().take(PRETRAIN_PROCESSES.len()) {
+        for ev in read_events(&f.path, "output", "vector", f.sample, f.label)? {
+            if let Ok(g) = graph_of_event(&ev, &selection, &mut feats, &mut topo) {
+                graphs.push(g);
+            }
+        }
+    }
+    graphs.sort_by_key(|g| (g.id.entry, g.id.sample.clone()));
+    let refs: Vec<&GraphSample> = graphs.iter().take(batch).collect();
+    collate(&refs, Padding::None).map_err(anyhow::Error::msg)
+}
+
+struct Split {
+    forward: Vec<f64>,
+    backward: Vec<f64>,
+    step: Vec<f64>,
+    total: Vec<f64>,
+}
+
+fn run_setup<B: AutodiffBackend>(
+    device: &B::Device,
+    task: Task,
+    frozen: bool,
+    host: &HostBatch,
+    reps: usize,
+) -> anyhow::Result<Split> {
+    let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));
+    B::seed(device, 1);
+    let mut model: EdgeNetwork<B> = EdgeNetworkConfig::new(task.n_out()).init(device);
+    if frozen {
+        model = model.freeze_backbone();
+    }
+    let mut optim = AdamConfig::new()
+        .with_epsilon(1e-8)
+        .init::<B, EdgeNetwork<B>>();
+    let mut labels = host.labels.clone();
+    if task == Task::Binary {
+        labels.iter_mut().for_each(|l| *l %= 2);
+    }
+    let n = host.n_graphs();
+    let mut split = Split {
+        forward: Vec::new(),
+        backward: Vec::new(),
+        step: Vec::new(),
+        total: Vec::new(),
+    };
+    for rep in 0..reps + 2 {
+        let t0 = Instant::now();
+        let batch = host.to_device::<B>(device);
+        let y = Tensor::<B, 1, Int>::from_data(TensorData::new(labels.clone(), [n]), device);
+        let logits = model.forward(&batch);
+        let loss = weighted_loss(
+            per_event_loss(&task, logits, y, None),
+            batch.weights.clone(),
+        );
+        sync()?;
+        let t1 = Instant::now();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        sync()?;
+        let t2 = Instant::now();
+        model = optim.step(1e-4, model, grads);
+        sync()?;
+        let t3 = Instant::now();
+        if rep >= 2 {
+            split.forward.push((t1 - t0).as_secs_f64());
+            split.backward.push((t2 - t1).as_secs_f64());
+            split.step.push((t3 - t2).as_secs_f64());
+        }
+    }
+    // The same steps without the intermediate synchronisations.
+    for rep in 0..reps + 1 {
+        let t0 = Instant::now();
+        let batch = host.to_device::<B>(device);
+        let y = Tensor::<B, 1, Int>::from_data(TensorData::new(labels.clone(), [n]), device);
+        let loss = weighted_loss(
+            per_event_loss(&task, model.forward(&batch), y, None),
+            batch.weights.clone(),
+        );
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(1e-4, model, grads);
+        sync()?;
+        if rep >= 1 {
+            split.total.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok(split)
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+fn bench<B: AutodiffBackend>(
+    device: &B::Device,
+    name: &str,
+    host: &HostBatch,
+    reps: usize,
+) -> anyhow::Result<()> {
+    let (cpu, cores) = machine();
+    let batch = host.n_real;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "machine: {cpu}, {cores} logical cores; burn 0.21.0 {name} (f32); batch {batch} demo graphs: {} nodes, {} edges; Adam (eps 1e-8)",
+        host.total_nodes(),
+        host.total_edges()
+    )?;
+    writeln!(
+        out,
+        "| set-up | steps/s | events/s | step median s | forward+loss s | backward s | optimiser s | optimiser share |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    for (setup, task, frozen) in [
+        (
+            "pretrain multiclass (12), full",
+            Task::Multiclass { n_classes: 12 },
+            false,
+        ),
+        ("finetune binary, frozen backbone", Task::Binary, true),
+        ("finetune binary, full", Task::Binary, false),
+    ] {
+        let s = run_setup::<B>(device, task, frozen, host, reps)?;
+        let (f, b, o, t) = (
+            Stats::of(&s.forward),
+            Stats::of(&s.backward),
+            Stats::of(&s.step),
+            Stats::of(&s.total),
+        );
+        let share = o.median / (f.median + b.median + o.median);
+        writeln!(
+            out,
+            "| {setup} | {:.2} | {:.0} | {:.4} | {:.4} | {:.4} | {:.4} | {:.1} % |",
+            1.0 / t.median,
+            batch as f64 / t.median,
+            t.median,
+            f.median,
+            b.median,
+            o.median,
+            100.0 * share
+        )?;
+        eprintln!(
+            "{}",
+            serde_json::json!({"benchmark": "train", "setup": setup, "batch": batch, "backend": name,
+                "steps_per_s": 1.0 / t.median, "events_per_s": batch as f64 / t.median,
+                "step_median_s": t.median, "step_min_s": t.min, "step_max_s": t.max,
+                "forward_loss_median_s": f.median, "backward_median_s": b.median,
+                "optimizer_median_s": o.median, "optimizer_share": share, "reps": t.n,
+                "cpu": cpu, "cores": cores})
+        );
+    }
+    if let Some(mb) = peak_rss_mb() {
+        writeln!(out, "peak RSS (VmHWM): {mb:.0} MB")?;
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut positional = Vec::new();
+    let mut device = DeviceChoice::Cpu;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--device" {
+            device = args
+                .next()
+                .unwrap_or_default()
+                .parse()
+                .map_err(anyhow::Error::msg)?;
+        } else {
+            positional.push(a);
+        }
+    }
+    let batch: usize = positional.first().map_or(Ok(512), |a| a.parse())?;
+    let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
+    check_device(device).map_err(anyhow::Error::msg)?;
+    let host = demo_batch(batch, machine().1)?;
+    match device {
+        DeviceChoice::Cpu => {
+            bench::<Autodiff<burn::backend::Flex>>(&Default::default(), "flex", &host, reps)
+        }
+        #[cfg(feature = "cuda")]
+        DeviceChoice::Cuda(i) => bench::<Autodiff<burn::backend::Cuda>>(
+            &burn::backend::cuda::CudaDevice::new(i),
+            "cuda",
+            &host,
+            reps,
+        ),
+        #[cfg(not(feature = "cuda"))]
+        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+    }
+}

@@ -1,0 +1,563 @@
+//! `gnn4colliders train` and `finetune`: run config → cache → Edge_Network training in a run folder.
+//!
+//! Run folder (default `runs/<name>`, fine-tuning `runs/<name>_<mode>`): `config.json` (the
+//! resolved config), `last.ckpt`, `best.ckpt`, `history.jsonl`, and at the end `best.safetensors`
+//! (PyTorch state-dict names) and `metrics.json` (best model on validation and test).
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use burn::module::AutodiffModule;
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use figment::Figment;
+use figment::providers::{Format, Yaml};
+use gnn4c_cli::device::{DeviceChoice, check_device};
+use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split, subset};
+use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
+use gnn4c_features::SelectionConfig;
+use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig, save_pytorch_safetensors};
+use gnn4c_tasks::Task;
+use gnn4c_training::{
+    Checkpoint, FitOptions, MetricsRecord, RunFiles, TrainConfig, fit, predict, read_checkpoint,
+    write_atomic,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::preprocess::cache_dir;
+use crate::scan::load_dataset;
+
+/// Arguments of `train`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  gnn4colliders train configs/train/demo_pretrain.yaml\n  gnn4colliders train configs/train/demo_pretrain.yaml --resume\n  gnn4colliders train configs/train/demo_finetune.yaml --run runs/scratch"
+)]
+pub(crate) struct Args {
+    /// Run config (YAML).
+    config: PathBuf,
+    /// Run folder [default: runs/<name>].
+    #[arg(long)]
+    run: Option<PathBuf>,
+    /// Continue the run in the run folder from its last checkpoint.
+    #[arg(long, conflicts_with = "overwrite")]
+    resume: bool,
+    /// Start again in a run folder that already holds a run (its checkpoints are replaced).
+    #[arg(long)]
+    overwrite: bool,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: DeviceChoice,
+    /// Override train.max_epochs.
+    #[arg(long)]
+    max_epochs: Option<u64>,
+    /// No progress bar (it is off anyway when standard error is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Arguments of `finetune`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  gnn4colliders finetune configs/train/demo_finetune.yaml --from runs/demo_pretrain/best.ckpt\n  gnn4colliders finetune configs/train/demo_finetune.yaml --from runs/demo_pretrain/best.ckpt --mode full"
+)]
+pub(crate) struct FinetuneArgs {
+    #[command(flatten)]
+    common: Args,
+    /// Pretrained checkpoint whose backbone is loaded [default: the config's finetune.from].
+    #[arg(long)]
+    from: Option<PathBuf>,
+    /// Train only the new head, or everything [default: the config's finetune.mode].
+    #[arg(long, value_enum)]
+    mode: Option<FinetuneMode>,
+}
+
+/// How much of a pretrained model fine-tuning trains (contract §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub(crate) enum FinetuneMode {
+    /// Only the new `classify` head; the backbone gets no gradients and no optimiser state.
+    #[default]
+    FrozenBackbone,
+    /// Everything.
+    Full,
+}
+
+impl FinetuneMode {
+    fn name(self) -> &'static str {
+        match self {
+            FinetuneMode::FrozenBackbone => "frozen_backbone",
+            FinetuneMode::Full => "full",
+        }
+    }
+}
+
+/// The task kind; the number of outputs comes from the dataset's classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TaskKind {
+    Binary,
+    Multiclass,
+    Multilabel,
+}
+
+/// Edge_Network hyperparameters a run may set (contract §5 defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ModelSection {
+    d_hidden: usize,
+    n_layers: usize,
+    n_steps: usize,
+    dropout: f64,
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        ModelSection {
+            d_hidden: 64,
+            n_layers: 4,
+            n_steps: 4,
+            dropout: 0.0,
+        }
+    }
+}
+
+impl ModelSection {
+    fn config(&self, n_out: usize) -> EdgeNetworkConfig {
+        EdgeNetworkConfig::new(n_out)
+            .with_d_hidden(self.d_hidden)
+            .with_n_layers(self.n_layers)
+            .with_n_steps(self.n_steps)
+            .with_dropout(self.dropout)
+    }
+}
+
+/// Seeded random subsets of the splits (small-data studies, quick runs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct SubsetSection {
+    /// Training events to keep [default: all].
+    train_events: Option<usize>,
+    /// Validation events to keep [default: all].
+    val_events: Option<usize>,
+    /// Test events to keep for the final evaluation [default: all].
+    test_events: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FinetuneSection {
+    /// The pretrained checkpoint.
+    from: Option<PathBuf>,
+    #[serde(default)]
+    mode: FinetuneMode,
+}
+
+/// A run config (`configs/train/*.yaml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunConfig {
+    /// Run name (the default run folder is runs/<name>).
+    name: String,
+    /// Dataset config file.
+    data: PathBuf,
+    /// Cache folder [default: cache/<dataset name>].
+    #[serde(default)]
+    cache: Option<PathBuf>,
+    #[serde(default)]
+    folds: Folds,
+    task: TaskKind,
+    #[serde(default)]
+    model: ModelSection,
+    #[serde(default)]
+    train: TrainConfig,
+    #[serde(default)]
+    subset: SubsetSection,
+    #[serde(default)]
+    finetune: Option<FinetuneSection>,
+}
+
+fn load_run_config(path: &Path) -> anyhow::Result<RunConfig> {
+    if !path.is_file() {
+        bail!("run config not found: {}", path.display());
+    }
+    let cfg: RunConfig = Figment::from(Yaml::file_exact(path))
+        .extract()
+        .with_context(|| format!("reading run config {}", path.display()))?;
+    cfg.folds
+        .validate()
+        .with_context(|| format!("in run config {}", path.display()))?;
+    cfg.train
+        .validate()
+        .with_context(|| format!("in run config {}", path.display()))?;
+    Ok(cfg)
+}
+
+fn task_of(kind: TaskKind, data: &DatasetConfig) -> anyhow::Result<Task> {
+    let k = data.classes.len();
+    Ok(match kind {
+        TaskKind::Binary if k == 2 => Task::Binary,
+        TaskKind::Binary => bail!(
+            "task binary needs a dataset with 2 classes, dataset '{}' has {k}: {:?}",
+            data.name,
+            data.classes
+        ),
+        TaskKind::Multiclass if k >= 2 => Task::Multiclass { n_classes: k },
+        TaskKind::Multilabel if k >= 1 => Task::Multilabel { n_labels: k },
+        _ => bail!(
+            "dataset '{}' lists no classes: add `classes: [...]` to it",
+            data.name
+        ),
+    })
+}
+
+/// The resolved config minus what a resume may change.
+fn comparable(v: &serde_json::Value) -> serde_json::Value {
+    let mut v = v.clone();
+    if let Some(o) = v
+        .pointer_mut("/run/train")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for key in [
+            "max_epochs",
+            "loader_threads",
+            "prefetch",
+            "eval_batch_size",
+        ] {
+            o.remove(key);
+        }
+    }
+    v
+}
+
+pub(crate) fn run_train(args: &Args) -> anyhow::Result<()> {
+    let cfg = load_run_config(&args.config)?;
+    if cfg.finetune.is_some() {
+        bail!(
+            "run config {} has a finetune section: run `gnn4colliders finetune {}`, or remove it to train from scratch",
+            args.config.display(),
+            args.config.display()
+        );
+    }
+    let run_dir = args
+        .run
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(&cfg.name));
+    dispatch(args, cfg, &run_dir, None)
+}
+
+pub(crate) fn run_finetune(args: &FinetuneArgs) -> anyhow::Result<()> {
+    let mut cfg = load_run_config(&args.common.config)?;
+    let section = cfg.finetune.get_or_insert(FinetuneSection {
+        from: None,
+        mode: FinetuneMode::default(),
+    });
+    if let Some(f) = &args.from {
+        section.from = Some(f.clone());
+    }
+    if let Some(m) = args.mode {
+        section.mode = m;
+    }
+    let Some(from) = section.from.clone() else {
+        bail!(
+            "finetune needs a pretrained checkpoint: pass --from PATH or set finetune.from in {}",
+            args.common.config.display()
+        );
+    };
+    let mode = section.mode;
+    let run_dir = args
+        .common
+        .run
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(format!("{}_{}", cfg.name, mode.name())));
+    dispatch(&args.common, cfg, &run_dir, Some(&(from, mode)))
+}
+
+fn dispatch(
+    args: &Args,
+    cfg: RunConfig,
+    run_dir: &Path,
+    finetune: Option<&(PathBuf, FinetuneMode)>,
+) -> anyhow::Result<()> {
+    check_device(args.device).map_err(anyhow::Error::msg)?;
+    match args.device {
+        DeviceChoice::Cpu => train_on::<burn::backend::Autodiff<burn::backend::Flex>>(
+            args,
+            cfg,
+            run_dir,
+            finetune,
+            &Default::default(),
+        ),
+        #[cfg(feature = "cuda")]
+        DeviceChoice::Cuda(i) => train_on::<burn::backend::Autodiff<burn::backend::Cuda>>(
+            args,
+            cfg,
+            run_dir,
+            finetune,
+            &burn::backend::cuda::CudaDevice::new(i),
+        ),
+        #[cfg(not(feature = "cuda"))]
+        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+    }
+}
+
+/// The pretrained model: its config comes from the checkpoint's resolved config.
+fn pretrained<B: AutodiffBackend>(
+    ck: &Checkpoint,
+    device: &B::Device,
+) -> anyhow::Result<EdgeNetwork<B>> {
+    let model: ModelSection = serde_json::from_value(
+        ck.state
+            .config
+            .pointer("/run/model")
+            .cloned()
+            .unwrap_or_default(),
+    )
+    .with_context(|| format!("reading the model section of {}", ck.path.display()))?;
+    let n_out = ck
+        .state
+        .parameters
+        .iter()
+        .find(|p| p.name == "classify.weight")
+        .and_then(|p| p.shape.get(1).copied())
+        .with_context(|| {
+            format!(
+                "checkpoint {} holds no Edge_Network (no classify.weight)",
+                ck.path.display()
+            )
+        })?;
+    let net = model.config(n_out).init::<B>(device);
+    ck.check_compatible(&net, CONTRACT_VERSION)?;
+    Ok(ck.load_model(net, device)?)
+}
+
+fn train_on<B: AutodiffBackend>(
+    args: &Args,
+    mut cfg: RunConfig,
+    run_dir: &Path,
+    finetune: Option<&(PathBuf, FinetuneMode)>,
+    device: &B::Device,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if let Some(n) = args.max_epochs {
+        cfg.train.max_epochs = n;
+    }
+    let data = load_dataset(&cfg.data)?;
+    let task = task_of(cfg.task, &data)?;
+    let files = RunFiles {
+        last: run_dir.join("last.ckpt"),
+        best: run_dir.join("best.ckpt"),
+        history: run_dir.join("history.jsonl"),
+    };
+    let resolved = serde_json::json!({
+        "contract_version": CONTRACT_VERSION,
+        "run": &cfg,
+        "dataset": &data,
+        "selection": SelectionConfig::default(),
+        "task": task,
+    });
+
+    // The run folder: never silently replace a run.
+    let resume = if args.resume {
+        let ck = read_checkpoint(&files.last).with_context(|| {
+            format!(
+                "--resume: no checkpoint to resume in {} (start the run without --resume)",
+                run_dir.display()
+            )
+        })?;
+        if let Some(what) = first_difference(&comparable(&ck.state.config), &comparable(&resolved))
+        {
+            bail!(
+                "--resume: the config differs from the checkpoint's ({what}); only max_epochs and loader settings may change on resume"
+            );
+        }
+        Some(ck)
+    } else {
+        if files.last.exists() && !args.overwrite {
+            bail!(
+                "run folder {} already holds a run: pass --resume to continue it or --overwrite to start again",
+                run_dir.display()
+            );
+        }
+        None
+    };
+    std::fs::create_dir_all(run_dir)
+        .with_context(|| format!("creating run folder {}", run_dir.display()))?;
+    if args.overwrite {
+        for f in [&files.best, &files.history] {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+    write_atomic(
+        &run_dir.join("config.json"),
+        serde_json::to_string_pretty(&resolved)?.as_bytes(),
+    )
+    .with_context(|| format!("writing {}", run_dir.join("config.json").display()))?;
+
+    // Data: the cache (built or validated), then the splits.
+    let cache = cache_dir(cfg.cache.as_deref(), &data);
+    let manifest = ensure_cache(
+        &mut out,
+        &data,
+        &cache,
+        CacheMode::Auto,
+        &cfg.folds,
+        100_000,
+        &SelectionConfig::default(),
+    )?;
+    if let Some(ck) = &resume
+        && ck.state.fingerprint != manifest.fingerprint
+    {
+        bail!(
+            "--resume: the cache {} was rebuilt since the checkpoint (fingerprint {} then, {} now)",
+            cache.display(),
+            &ck.state.fingerprint[..12.min(ck.state.fingerprint.len())],
+            &manifest.fingerprint[..12]
+        );
+    }
+    let seed = cfg.train.seed;
+    let (_, train) = load_split(&cache, &cfg.folds, Split::Train)?;
+    let train = Arc::new(GraphSet {
+        graphs: subset(train, cfg.subset.train_events, seed ^ 0x0074_7261_696e),
+    });
+    let (_, val) = load_split(&cache, &cfg.folds, Split::Validation)?;
+    let val = Arc::new(GraphSet {
+        graphs: subset(val, cfg.subset.val_events, seed ^ 0x76_616c),
+    });
+
+    // The model: fresh, or a pretrained backbone with a new head.
+    B::seed(device, seed);
+    let n_out = task.n_out();
+    let model: EdgeNetwork<B> = match (finetune, &resume) {
+        (Some((from, mode)), None) => {
+            let ck = read_checkpoint(from)
+                .with_context(|| format!("loading the pretrained checkpoint {}", from.display()))?;
+            let net = pretrained::<B>(&ck, device)?.with_new_head(n_out, seed, device);
+            writeln!(
+                out,
+                "fine-tuning from {} (epoch {}), new {n_out}-output head, {}",
+                from.display(),
+                ck.state.epoch,
+                mode.name()
+            )?;
+            match mode {
+                FinetuneMode::FrozenBackbone => net.freeze_backbone(),
+                FinetuneMode::Full => net,
+            }
+        }
+        (Some((_, mode)), Some(_)) => {
+            // The run's own checkpoint holds every weight: only the structure is needed here.
+            let net = cfg.model.config(n_out).init::<B>(device);
+            match mode {
+                FinetuneMode::FrozenBackbone => net.freeze_backbone(),
+                FinetuneMode::Full => net,
+            }
+        }
+        (None, _) => cfg.model.config(n_out).init::<B>(device),
+    };
+    let trainable: usize = {
+        let mut n = 0usize;
+        let shapes = gnn4c_training::param_shapes(&model);
+        let frozen = matches!(finetune, Some((_, FinetuneMode::FrozenBackbone)));
+        for p in &shapes {
+            if !frozen || p.name.starts_with("classify") {
+                n += p.shape.iter().product::<usize>();
+            }
+        }
+        n
+    };
+    writeln!(
+        out,
+        "run {}: {} training / {} validation events, task {:?}, {} trainable of {} parameters, device {:?}",
+        run_dir.display(),
+        train.graphs.len(),
+        val.graphs.len(),
+        task,
+        trainable,
+        model.num_params(),
+        args.device
+    )?;
+    if let Some(ck) = &resume {
+        writeln!(
+            out,
+            "resuming after epoch {} (step {})",
+            ck.state.epoch, ck.state.global_step
+        )?;
+    }
+
+    let report = fit::<B, _, _>(
+        model,
+        &train,
+        &val,
+        FitOptions {
+            config: cfg.train.clone(),
+            task,
+            files: files.clone(),
+            resolved_config: resolved,
+            fingerprint: manifest.fingerprint,
+            contract_version: CONTRACT_VERSION.to_owned(),
+            written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
+            resume,
+            progress: !args.no_progress && std::io::stderr().is_terminal(),
+            log: &mut out,
+        },
+        device,
+    )?;
+    drop(train);
+
+    // The best model: exported with PyTorch names, and scored on validation and test.
+    let best = read_checkpoint(&files.best)?;
+    let skeleton = report.model;
+    let best_model = best.load_model(skeleton, device)?.valid();
+    let weights = run_dir.join("best.safetensors");
+    save_pytorch_safetensors(&best_model, &weights)?;
+    let (_, test) = load_split(&cache, &cfg.folds, Split::Test)?;
+    let test = Arc::new(GraphSet {
+        graphs: subset(test, cfg.subset.test_events, seed ^ 0x7465_7374),
+    });
+    let threads = cfg.train.loader_threads;
+    let bs = cfg.train.eval_batch_size;
+    let val_m = predict(&best_model, &val, &task, bs, threads, device).metrics(&task);
+    let test_m = predict(&best_model, &test, &task, bs, threads, device).metrics(&task);
+    let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0);
+    let summary = serde_json::json!({
+        "best_epoch": best_epoch,
+        "epochs_run": report.history.len(),
+        "stopped_early": report.stopped_early,
+        "validation": MetricsRecord::from(&val_m),
+        "test": MetricsRecord::from(&test_m),
+        "test_events": test.graphs.len(),
+    });
+    write_atomic(
+        &run_dir.join("metrics.json"),
+        serde_json::to_string_pretty(&summary)?.as_bytes(),
+    )?;
+    writeln!(
+        out,
+        "best epoch {}: validation loss {:.4} acc {:.4} auc {}; test ({} events) loss {:.4} acc {:.4} auc {}",
+        best_epoch + 1,
+        val_m.loss,
+        val_m.accuracy,
+        fmt_auc(val_m.auc_macro),
+        test.graphs.len(),
+        test_m.loss,
+        test_m.accuracy,
+        fmt_auc(test_m.auc_macro),
+    )?;
+    writeln!(
+        out,
+        "wrote {} (checkpoints, history.jsonl, metrics.json, best.safetensors)",
+        run_dir.display()
+    )?;
+    Ok(())
+}
+
+fn fmt_auc(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.4}")
+    } else {
+        "n/a".into()
+    }
+}

@@ -1,0 +1,45 @@
+//! What can go wrong while training, with the file or step it concerns.
+
+use std::path::PathBuf;
+
+/// A training error.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainingError {
+    /// Reading or writing a run file.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A checkpoint that is not one, is truncated or corrupted.
+    #[error("checkpoint {}: {reason}", path.display())]
+    Checkpoint {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A valid checkpoint that does not fit this run (contract version, model shape).
+    #[error("checkpoint {} cannot be used here: {reason}", path.display())]
+    Incompatible {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A configuration value out of range.
+    #[error("training config: {0}")]
+    Config(String),
+    /// The training loss became NaN or infinite.
+    #[error(
+        "the training loss of epoch {epoch} is {value}: lower the learning rate or check the inputs for extreme values"
+    )]
+    NonFiniteLoss {
+        /// 0-based epoch.
+        epoch: u64,
+        /// The value.
+        value: f64,
+    },
+}

@@ -1,0 +1,933 @@
+//! The training loop (contract §8): Adam, exponential decay per epoch, early stopping, best-model
+//! tracking, checkpoints every epoch, a JSON-lines history and exact resume.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use burn::module::AutodiffModule;
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use gnn4c_tasks::{
+    Metrics, NegativeWeights, Task, class_balance_scales, metrics_from_logits, per_event_loss,
+    weighted_loss,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::{Checkpoint, CheckpointState, param_shapes, save_checkpoint, write_atomic};
+use crate::error::TrainingError;
+use crate::loader::Loader;
+use crate::model::{Batch, Classifier, Dataset};
+use crate::sampler::{SamplerConfig, epoch_batches};
+use crate::schedule::{EarlyStopping, ExponentialLr, Verdict};
+
+/// Training hyperparameters (defaults: contract §8).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// Events per training batch.
+    pub batch_size: usize,
+    /// Events per evaluation batch (results do not depend on it).
+    pub eval_batch_size: usize,
+    /// Upper bound on epochs.
+    pub max_epochs: u64,
+    /// Initial learning rate.
+    pub lr: f64,
+    /// lr × gamma after every epoch.
+    pub gamma: f64,
+    /// Epochs without a better validation loss before stopping.
+    pub patience: u64,
+    /// Seed of shuffling, dropout and (in the CLI) initialisation.
+    pub seed: u64,
+    /// What negative event weights do in the training loss.
+    pub negative_weights: NegativeWeights,
+    /// Give every class the same total |w| in the training split.
+    pub class_balance: bool,
+    /// Loader threads preparing batches.
+    pub loader_threads: usize,
+    /// Ready batches per loader thread.
+    pub prefetch: usize,
+    /// Also report metrics of the training split, from the outputs seen during the epoch.
+    pub train_metrics: bool,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            batch_size: 512,
+            eval_batch_size: 1024,
+            max_epochs: 20,
+            lr: 1e-4,
+            gamma: 0.99,
+            patience: 10,
+            seed: 42,
+            negative_weights: NegativeWeights::Keep,
+            class_balance: false,
+            loader_threads: 2,
+            prefetch: 2,
+            train_metrics: true,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<(), TrainingError> {
+        let bad = |m: String| Err(TrainingError::Config(m));
+        if self.batch_size == 0 || self.eval_batch_size == 0 {
+            return bad("batch_size and eval_batch_size must be at least 1".into());
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return bad(format!("lr must be a positive number, got {}", self.lr));
+        }
+        if !(self.gamma.is_finite() && self.gamma > 0.0 && self.gamma <= 1.0) {
+            return bad(format!("gamma must be in (0, 1], got {}", self.gamma));
+        }
+        if self.patience == 0 {
+            return bad("patience must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Where the loop writes (the CLI decides the run-folder layout).
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    /// The checkpoint of the latest epoch.
+    pub last: PathBuf,
+    /// The checkpoint of the best validation loss.
+    pub best: PathBuf,
+    /// JSON lines, one [`EpochRecord`] per epoch.
+    pub history: PathBuf,
+}
+
+/// Everything about a run but the model and the data.
+pub struct FitOptions<'a> {
+    /// Hyperparameters.
+    pub config: TrainConfig,
+    /// The task.
+    pub task: Task,
+    /// Output files.
+    pub files: RunFiles,
+    /// The resolved configuration, stored in every checkpoint.
+    pub resolved_config: serde_json::Value,
+    /// The training data's preprocessing fingerprint, stored in every checkpoint.
+    pub fingerprint: String,
+    /// Contract version, stored and checked.
+    pub contract_version: String,
+    /// Program and version, stored.
+    pub written_by: String,
+    /// Resume from this checkpoint (its model weights, optimiser state and counters).
+    pub resume: Option<Checkpoint>,
+    /// Draw a progress bar on standard error.
+    pub progress: bool,
+    /// Where the per-epoch lines go.
+    pub log: &'a mut dyn Write,
+}
+
+/// One line of the metrics history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// 0-based epoch.
+    pub epoch: u64,
+    /// Learning rate used in the epoch.
+    pub lr: f64,
+    /// Optimiser steps taken after the epoch.
+    pub global_step: u64,
+    /// Σ wℓ / Σ|w| over the epoch's batches, with the training weights.
+    pub train_loss: f64,
+    /// Metrics of the training split from the outputs seen during the epoch (`train_metrics`).
+    pub train: Option<MetricsRecord>,
+    /// Metrics of the validation split after the epoch.
+    pub val: MetricsRecord,
+    /// A new best validation loss.
+    pub best: bool,
+    /// Training events per second.
+    pub events_per_s: f64,
+    /// Seconds of the training pass.
+    pub train_s: f64,
+    /// Seconds of the whole epoch (training, validation, checkpoints).
+    pub epoch_s: f64,
+}
+
+/// [`Metrics`] as written in the history (NaN, for an undefined AUC, is written as null).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricsRecord {
+    /// Weighted loss.
+    pub loss: f64,
+    /// Accuracy.
+    pub accuracy: f64,
+    /// AUC per output.
+    pub auc: Vec<Option<f64>>,
+    /// Weighted AUC per output.
+    pub auc_weighted: Vec<Option<f64>>,
+    /// Macro mean AUC.
+    pub auc_macro: Option<f64>,
+    /// Macro mean weighted AUC.
+    pub auc_macro_weighted: Option<f64>,
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+impl From<&Metrics> for MetricsRecord {
+    fn from(m: &Metrics) -> Self {
+        MetricsRecord {
+            loss: m.loss,
+            accuracy: m.accuracy,
+            auc: m.auc.iter().copied().map(finite).collect(),
+            auc_weighted: m.auc_weighted.iter().copied().map(finite).collect(),
+            auc_macro: finite(m.auc_macro),
+            auc_macro_weighted: finite(m.auc_macro_weighted),
+        }
+    }
+}
+
+/// What a finished (or stopped) run leaves.
+#[derive(Debug)]
+pub struct FitReport<M> {
+    /// The model after the last epoch.
+    pub model: M,
+    /// Every epoch's record, including those before a resume.
+    pub history: Vec<EpochRecord>,
+    /// Best validation loss and its epoch.
+    pub best: Option<(u64, f64)>,
+    /// True when early stopping ended the run.
+    pub stopped_early: bool,
+}
+
+/// A model's outputs over a whole split, with the targets, in dataset order.
+#[derive(Debug, Clone, Default)]
+pub struct Predictions {
+    /// `[n, n_out]` row-major.
+    pub logits: Vec<f32>,
+    /// Class index per event.
+    pub labels: Vec<i64>,
+    /// `[n, n_labels]` (multilabel only).
+    pub multilabels: Vec<f32>,
+    /// Event weights as stored.
+    pub weights: Vec<f32>,
+}
+
+impl Predictions {
+    /// Every metric of the split.
+    pub fn metrics(&self, task: &Task) -> Metrics {
+        metrics_from_logits(
+            task,
+            &self.logits,
+            &self.labels,
+            &self.multilabels,
+            &self.weights,
+        )
+    }
+
+    fn push_targets<X>(&mut self, b: &Batch<X>, task: &Task) {
+        let n = b.n_events;
+        self.labels.extend_from_slice(&b.labels[..n]);
+        self.weights.extend_from_slice(&b.weights[..n]);
+        if let Task::Multilabel { n_labels } = *task {
+            self.multilabels
+                .extend_from_slice(&b.multilabels[..n * n_labels]);
+        }
+    }
+}
+
+/// Device tensors waiting to be read back in one go (one synchronisation per chunk, not per batch).
+struct Pending<B: Backend> {
+    tensors: Vec<Tensor<B, 2>>,
+    out: Vec<f32>,
+}
+
+impl<B: Backend> Pending<B> {
+    const CHUNK: usize = 64;
+
+    fn new() -> Self {
+        Pending {
+            tensors: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, t: Tensor<B, 2>) {
+        self.tensors.push(t);
+        if self.tensors.len() >= Self::CHUNK {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.tensors.is_empty() {
+            return;
+        }
+        let all = Tensor::cat(std::mem::take(&mut self.tensors), 0);
+        self.out.extend(
+            all.into_data()
+                .convert::<f32>()
+                .to_vec::<f32>()
+                .expect("f32 logits"),
+        );
+    }
+
+    fn finish(mut self) -> Vec<f32> {
+        self.flush();
+        self.out
+    }
+}
+
+/// The logits of every event of `data` (in order), batched by `batch_size` on `threads`
+/// loader threads. Results do not depend on either.
+pub fn predict<B, M, D>(
+    model: &M,
+    data: &Arc<D>,
+    task: &Task,
+    batch_size: usize,
+    threads: usize,
+    device: &B::Device,
+) -> Predictions
+where
+    B: Backend,
+    M: Classifier<B, Input = D::Input>,
+    D: Dataset,
+{
+    let cfg = SamplerConfig {
+        batch_size,
+        shuffle: false,
+        drop_last: false,
+        seed: 0,
+    };
+    let batches = epoch_batches(data.len(), 0, &cfg);
+    let source = data.clone();
+    let loader = Loader::new(batches, threads, 2, move |idx: &[usize]| source.batch(idx));
+    let mut pred = Predictions::default();
+    let mut pending = Pending::<B>::new();
+    for b in loader {
+        let logits = model.logits(&b.input, device); // [n_rows, n_out]
+        let [n_rows, n_out] = logits.dims();
+        let logits = if n_rows == b.n_events {
+            logits
+        } else {
+            logits.slice([0..b.n_events, 0..n_out])
+        };
+        pending.push(logits);
+        pred.push_targets(&b, task);
+    }
+    pred.logits = pending.finish();
+    pred
+}
+
+/// Seed of epoch `epoch`'s dropout: a function of (seed, epoch) only, so resuming at an epoch
+/// boundary continues the same random stream.
+fn epoch_seed(seed: u64, epoch: u64) -> u64 {
+    let mut x = seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(epoch.wrapping_add(1));
+    // splitmix64 finaliser
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn read_history(path: &Path, before_epoch: u64) -> Result<Vec<EpochRecord>, TrainingError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(TrainingError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
+    };
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        // A line cut short by a kill is dropped: the checkpoint, not the history, is the truth.
+        if let Ok(r) = serde_json::from_str::<EpochRecord>(line)
+            && r.epoch < before_epoch
+        {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+fn write_history(path: &Path, history: &[EpochRecord]) -> Result<(), TrainingError> {
+    let mut text = String::new();
+    for r in history {
+        text.push_str(&serde_json::to_string(r).expect("history serialises"));
+        text.push('\n');
+    }
+    write_atomic(path, text.as_bytes()).map_err(|e| TrainingError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })
+}
+
+fn fmt_metric(x: Option<f64>) -> String {
+    x.map_or_else(|| "n/a".into(), |v| format!("{v:.4}"))
+}
+
+fn progress_bar(show: bool, n: usize, epoch: u64, max_epochs: u64) -> indicatif::ProgressBar {
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(n as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos}/{len} batches {per_sec} eta {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("epoch {}/{max_epochs}", epoch + 1));
+    bar
+}
+
+/// Trains `model` on `train`, validating on `val` after every epoch (contract §8–§9).
+///
+/// Writes `files.last` after every epoch and `files.best` on every new best validation loss,
+/// both atomically, and rewrites `files.history` (JSON lines) after every epoch. With
+/// `resume`, continues from that checkpoint: the result is bitwise the uninterrupted run's on
+/// a deterministic backend.
+pub fn fit<B, M, D>(
+    model: M,
+    train: &Arc<D>,
+    val: &Arc<D>,
+    opts: FitOptions<'_>,
+    device: &B::Device,
+) -> Result<FitReport<M>, TrainingError>
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B> + Classifier<B, Input = D::Input>,
+    M::InnerModule: Classifier<B::InnerBackend, Input = D::Input>,
+    D: Dataset,
+{
+    let FitOptions {
+        config: cfg,
+        task,
+        files,
+        resolved_config,
+        fingerprint,
+        contract_version,
+        written_by,
+        resume,
+        progress,
+        log,
+    } = opts;
+    cfg.validate()?;
+    if train.is_empty() || val.is_empty() {
+        return Err(TrainingError::Config(
+            "the training and validation splits must both hold events".into(),
+        ));
+    }
+    let schedule = ExponentialLr {
+        initial: cfg.lr,
+        gamma: cfg.gamma,
+    };
+    // Training weights: the negative-weight policy, then class balancing.
+    let scales: Option<Vec<f64>> = if cfg.class_balance {
+        let n_classes = match task {
+            Task::Binary => 2,
+            Task::Multiclass { n_classes } => n_classes,
+            Task::Multilabel { .. } => {
+                return Err(TrainingError::Config(
+                    "class_balance is defined for binary and multiclass tasks only".into(),
+                ));
+            }
+        };
+        let (labels, weights): (Vec<u32>, Vec<f32>) = (0..train.len())
+            .map(|i| {
+                let (l, w) = train.target(i);
+                (u32::try_from(l).unwrap_or(u32::MAX), w)
+            })
+            .unzip();
+        Some(class_balance_scales(&labels, &weights, n_classes))
+    } else {
+        None
+    };
+    let train_weight = |label: i64, w: f32| -> f32 {
+        let w = cfg.negative_weights.apply(w);
+        match &scales {
+            Some(s) => usize::try_from(label)
+                .ok()
+                .and_then(|l| s.get(l))
+                .map_or(0.0, |f| (f64::from(w) * f) as f32),
+            None => w,
+        }
+    };
+
+    let mut optim = AdamConfig::new()
+        .with_beta_1(0.9)
+        .with_beta_2(0.999)
+        .with_epsilon(1e-8) // contract §8; Burn's default is 1e-5
+        .init::<B, M>();
+    let mut model = model;
+    let mut start_epoch = 0u64;
+    let mut step = 0u64;
+    let mut es = EarlyStopping::new(cfg.patience);
+    let mut stopped = false;
+    if let Some(ck) = &resume {
+        ck.check_compatible(&model, &contract_version)?;
+        model = ck.load_model(model, device)?;
+        optim = optim.load_record(ck.load_optimizer(device)?);
+        start_epoch = ck.state.epoch;
+        step = ck.state.global_step;
+        es = ck.state.early_stopping.clone();
+        es.patience = cfg.patience;
+        stopped = ck.state.stopped;
+    }
+    let mut history = if resume.is_some() {
+        read_history(&files.history, start_epoch)?
+    } else {
+        Vec::new()
+    };
+    write_history(&files.history, &history)?;
+    let parameters = param_shapes(&model);
+    let state_at = |epoch: u64, step: u64, es: &EarlyStopping, stopped: bool| CheckpointState {
+        contract_version: contract_version.clone(),
+        written_by: written_by.clone(),
+        epoch,
+        global_step: step,
+        schedule,
+        early_stopping: es.clone(),
+        seed: cfg.seed,
+        stopped,
+        config: resolved_config.clone(),
+        fingerprint: fingerprint.clone(),
+        parameters: parameters.clone(),
+    };
+
+    let sampler = SamplerConfig {
+        batch_size: cfg.batch_size,
+        shuffle: true,
+        drop_last: false,
+        seed: cfg.seed,
+    };
+    let mut epoch = start_epoch;
+    while epoch < cfg.max_epochs && !stopped {
+        let epoch_start = Instant::now();
+        B::seed(device, epoch_seed(cfg.seed, epoch));
+        let lr = schedule.lr(epoch);
+        let batches = epoch_batches(train.len(), epoch, &sampler);
+        let bar = progress_bar(progress, batches.len(), epoch, cfg.max_epochs);
+        let source = train.clone();
+        let loader = Loader::new(batches, cfg.loader_threads, cfg.prefetch, move |idx| {
+            source.batch(idx)
+        });
+        let mut loss_sum: Option<Tensor<B::InnerBackend, 1>> = None; // Σ_b loss_b · Σ_b|w|
+        let mut abs_sum = 0.0f64;
+        let mut seen = Predictions::default();
+        let mut seen_logits = Pending::<B::InnerBackend>::new();
+        let mut n_events = 0usize;
+        for b in loader {
+            let logits = model.logits(&b.input, device); // [n_rows, n_out]
+            let [n_rows, n_out] = logits.dims();
+            let labels =
+                Tensor::<B, 1, Int>::from_data(TensorData::new(b.labels.clone(), [n_rows]), device);
+            let multilabels = match task {
+                Task::Multilabel { n_labels } => Some(Tensor::<B, 2>::from_data(
+                    TensorData::new(b.multilabels.clone(), [n_rows, n_labels]),
+                    device,
+                )),
+                _ => None,
+            };
+            let w: Vec<f32> = b
+                .labels
+                .iter()
+                .zip(&b.weights)
+                .enumerate()
+                .map(|(i, (&l, &w))| {
+                    if i < b.n_events {
+                        train_weight(l, w)
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let s_b: f64 = w.iter().map(|w| f64::from(w.abs())).sum();
+            let weights = Tensor::<B, 1>::from_data(TensorData::new(w, [n_rows]), device);
+            if cfg.train_metrics {
+                let detached = logits.clone().inner(); // [n_rows, n_out]
+                seen_logits.push(if n_rows == b.n_events {
+                    detached
+                } else {
+                    detached.slice([0..b.n_events, 0..n_out])
+                });
+                seen.push_targets(&b, &task);
+            }
+            let per_event = per_event_loss(&task, logits, labels, multilabels);
+            let loss = weighted_loss(per_event, weights); // [1]
+            let contribution = loss.clone().inner().mul_scalar(s_b);
+            loss_sum = Some(match loss_sum {
+                Some(s) => s + contribution,
+                None => contribution,
+            });
+            abs_sum += s_b;
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optim.step(lr, model, grads);
+            step += 1;
+            n_events += b.n_events;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let train_s = epoch_start.elapsed().as_secs_f64();
+        let train_loss = loss_sum.map_or(0.0, |s| {
+            f64::from(
+                s.into_data()
+                    .convert::<f32>()
+                    .to_vec::<f32>()
+                    .expect("f32 loss")[0],
+            )
+        }) / abs_sum.max(f64::MIN_POSITIVE);
+        if !train_loss.is_finite() {
+            return Err(TrainingError::NonFiniteLoss {
+                epoch,
+                value: train_loss,
+            });
+        }
+        let train_metrics = cfg.train_metrics.then(|| {
+            seen.logits = seen_logits.finish();
+            MetricsRecord::from(&seen.metrics(&task))
+        });
+        let valid = model.valid();
+        let val_metrics = predict(
+            &valid,
+            val,
+            &task,
+            cfg.eval_batch_size,
+            cfg.loader_threads,
+            device,
+        )
+        .metrics(&task);
+        let verdict = es.update(epoch, val_metrics.loss);
+        stopped = verdict == Verdict::Stop;
+        let state = state_at(epoch + 1, step, &es, stopped);
+        if verdict == Verdict::Improved {
+            save_checkpoint::<B, M, _>(&files.best, &state, &model, optim.to_record())?;
+        }
+        save_checkpoint::<B, M, _>(&files.last, &state, &model, optim.to_record())?;
+        let record = EpochRecord {
+            epoch,
+            lr,
+            global_step: step,
+            train_loss,
+            train: train_metrics,
+            val: MetricsRecord::from(&val_metrics),
+            best: verdict == Verdict::Improved,
+            events_per_s: n_events as f64 / train_s.max(1e-9),
+            train_s,
+            epoch_s: epoch_start.elapsed().as_secs_f64(),
+        };
+        let _ = writeln!(
+            log,
+            "epoch {:>3}/{}  lr {:.3e}  train loss {:.4}{}  val loss {:.4}  acc {:.4}  auc {}  {:.0} ev/s  {:.1} s{}",
+            epoch + 1,
+            cfg.max_epochs,
+            lr,
+            train_loss,
+            record
+                .train
+                .as_ref()
+                .map_or_else(String::new, |t| format!(" acc {:.4}", t.accuracy)),
+            record.val.loss,
+            record.val.accuracy,
+            fmt_metric(record.val.auc_macro),
+            record.events_per_s,
+            record.epoch_s,
+            if record.best { "  *best*" } else { "" },
+        );
+        history.push(record);
+        write_history(&files.history, &history)?;
+        epoch += 1;
+    }
+    if stopped {
+        let _ = writeln!(
+            log,
+            "early stopping: no better validation loss in {} epochs (best {} at epoch {})",
+            cfg.patience,
+            fmt_metric(es.best),
+            es.best_epoch.map_or(0, |e| e + 1)
+        );
+    }
+    Ok(FitReport {
+        model,
+        history,
+        best: es.best_epoch.zip(es.best),
+        stopped_early: stopped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::read_checkpoint;
+    use burn::backend::{Autodiff, Flex};
+    use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig};
+    use burn::tensor::activation::relu;
+
+    type AD = Autodiff<Flex>;
+
+    /// The backend's RNG is process-global: tests that seed it and train take turns.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// A small MLP with dropout: enough to exercise every piece of state a resume restores.
+    #[derive(Module, Debug)]
+    struct Toy<B: Backend> {
+        hidden: Linear<B>,
+        out: Linear<B>,
+        dropout: Dropout,
+    }
+
+    fn toy<B: Backend>(n_out: usize, device: &B::Device) -> Toy<B> {
+        B::seed(device, 11);
+        Toy {
+            hidden: LinearConfig::new(4, 16).init(device),
+            out: LinearConfig::new(16, n_out).init(device),
+            dropout: DropoutConfig::new(0.2).init(),
+        }
+    }
+
+    impl<B: Backend> Classifier<B> for Toy<B> {
+        type Input = Vec<f32>;
+        fn logits(&self, input: &Vec<f32>, device: &B::Device) -> Tensor<B, 2> {
+            let n = input.len() / 4;
+            let x = Tensor::<B, 2>::from_data(TensorData::new(input.clone(), [n, 4]), device);
+            self.out
+                .forward(self.dropout.forward(relu(self.hidden.forward(x))))
+        }
+    }
+
+    /// Three Gaussian blobs, labels 0..3, ~10 % negative weights.
+    struct Blobs {
+        x: Vec<[f32; 4]>,
+        y: Vec<i64>,
+        w: Vec<f32>,
+    }
+
+    impl Blobs {
+        fn new(n: usize, seed: u64) -> Arc<Blobs> {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut b = Blobs {
+                x: Vec::new(),
+                y: Vec::new(),
+                w: Vec::new(),
+            };
+            for i in 0..n {
+                let c = (i % 3) as i64;
+                let mut x = [0f32; 4];
+                for (k, v) in x.iter_mut().enumerate() {
+                    *v = rng.random_range(-1.0..1.0) + if k as i64 == c { 1.5 } else { 0.0 };
+                }
+                b.x.push(x);
+                b.y.push(c);
+                b.w.push(if rng.random_range(0.0..1.0) < 0.1 {
+                    -0.5
+                } else {
+                    1.0
+                });
+            }
+            Arc::new(b)
+        }
+    }
+
+    impl Dataset for Blobs {
+        type Input = Vec<f32>;
+        fn len(&self) -> usize {
+            self.y.len()
+        }
+        fn target(&self, i: usize) -> (i64, f32) {
+            (self.y[i], self.w[i])
+        }
+        fn batch(&self, idx: &[usize]) -> Batch<Vec<f32>> {
+            Batch {
+                input: idx.iter().flat_map(|&i| self.x[i]).collect(),
+                labels: idx.iter().map(|&i| self.y[i]).collect(),
+                multilabels: Vec::new(),
+                weights: idx.iter().map(|&i| self.w[i]).collect(),
+                n_events: idx.len(),
+            }
+        }
+    }
+
+    fn files(dir: &Path) -> RunFiles {
+        RunFiles {
+            last: dir.join("last.ckpt"),
+            best: dir.join("best.ckpt"),
+            history: dir.join("history.jsonl"),
+        }
+    }
+
+    fn run(
+        dir: &Path,
+        max_epochs: u64,
+        resume: Option<Checkpoint>,
+        cfg: &TrainConfig,
+    ) -> FitReport<Toy<AD>> {
+        let _turn = SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let device = Default::default();
+        let mut sink = Vec::new();
+        let opts = FitOptions {
+            config: TrainConfig {
+                max_epochs,
+                ..cfg.clone()
+            },
+            task: Task::Multiclass { n_classes: 3 },
+            files: files(dir),
+            resolved_config: serde_json::json!({"toy": true}),
+            fingerprint: "f".into(),
+            contract_version: "v1".into(),
+            written_by: "test".into(),
+            resume,
+            progress: false,
+            log: &mut sink,
+        };
+        fit::<AD, _, _>(
+            toy::<AD>(3, &device),
+            &Blobs::new(600, 1),
+            &Blobs::new(150, 2),
+            opts,
+            &device,
+        )
+        .expect("fit")
+    }
+
+    fn weights(m: &Toy<AD>) -> Vec<u32> {
+        let v = m.valid();
+        [
+            v.hidden.weight.val().into_data(),
+            v.out.weight.val().into_data(),
+            v.out.bias.as_ref().expect("bias").val().into_data(),
+        ]
+        .into_iter()
+        .flat_map(|d| d.to_vec::<f32>().expect("f32"))
+        .map(f32::to_bits)
+        .collect()
+    }
+
+    fn cfg() -> TrainConfig {
+        TrainConfig {
+            batch_size: 64,
+            lr: 1e-2,
+            loader_threads: 2,
+            ..TrainConfig::default()
+        }
+    }
+
+    #[test]
+    fn resume_after_two_epochs_is_bitwise_the_straight_run() {
+        let straight = tempfile::tempdir().expect("tempdir");
+        let a = run(straight.path(), 4, None, &cfg());
+        assert_eq!(a.history.len(), 4);
+        assert!(
+            a.history[3].val.accuracy > 0.6,
+            "the toy learns: {:?}",
+            a.history[3].val
+        );
+
+        let split = tempfile::tempdir().expect("tempdir");
+        run(split.path(), 2, None, &cfg()); // the "killed" run: stops after epoch 2
+        let ck = read_checkpoint(&split.path().join("last.ckpt")).expect("checkpoint");
+        assert_eq!((ck.state.epoch, ck.state.global_step), (2, 2 * 10));
+        let b = run(split.path(), 4, Some(ck), &cfg());
+        assert_eq!(weights(&a.model), weights(&b.model), "bitwise identical");
+        assert_eq!(b.history.len(), 4, "history keeps the first two epochs");
+        let lines = std::fs::read_to_string(split.path().join("history.jsonl")).expect("history");
+        assert_eq!(lines.lines().count(), 4);
+        assert_eq!(
+            a.history[3].val.loss, b.history[3].val.loss,
+            "same validation loss"
+        );
+        assert!((a.history[3].lr - 1e-2 * 0.99f64.powi(3)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn bad_checkpoints_give_clear_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        run(dir.path(), 1, None, &cfg());
+        let path = dir.path().join("last.ckpt");
+        let ck = read_checkpoint(&path).expect("checkpoint");
+        let device = Default::default();
+        let _turn = SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+
+        // Another model shape: a 5-class head.
+        let other = toy::<AD>(5, &device);
+        let e = ck
+            .check_compatible(&other, "v1")
+            .expect_err("shape")
+            .to_string();
+        assert!(e.contains("out.weight") && e.contains("[16, 3]"), "{e}");
+        // Another contract version.
+        let e = ck
+            .check_compatible(&toy::<AD>(3, &device), "v2")
+            .expect_err("contract");
+        assert!(e.to_string().contains("contract v1"), "{e}");
+
+        // Truncated and corrupted files.
+        let bytes = std::fs::read(&path).expect("read");
+        let cut = dir.path().join("cut.ckpt");
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+        let e = read_checkpoint(&cut).expect_err("truncated").to_string();
+        assert!(
+            e.contains("cut.ckpt") && e.contains("truncated or corrupted"),
+            "{e}"
+        );
+        let mut flipped = bytes;
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x40;
+        std::fs::write(&cut, &flipped).expect("write");
+        assert!(read_checkpoint(&cut).is_err());
+        std::fs::write(&cut, b"PK\x03\x04 a zip, not a checkpoint").expect("write");
+        let e = read_checkpoint(&cut).expect_err("foreign").to_string();
+        assert!(e.contains("not a gnn4colliders checkpoint"), "{e}");
+        let e = read_checkpoint(&dir.path().join("missing.ckpt")).expect_err("missing");
+        assert!(e.to_string().contains("missing.ckpt"), "{e}");
+    }
+
+    #[test]
+    fn weights_policies_and_balance_reach_the_loss() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let balanced = TrainConfig {
+            class_balance: true,
+            negative_weights: NegativeWeights::Drop,
+            ..cfg()
+        };
+        let r = run(dir.path(), 1, None, &balanced);
+        assert!(r.history[0].train_loss.is_finite());
+        let plain = run(dir.path(), 1, None, &cfg());
+        assert_ne!(
+            r.history[0].train_loss, plain.history[0].train_loss,
+            "dropping negative weights changes the training loss"
+        );
+        // The validation loss keeps negative weights as they are, whatever the policy.
+        assert!(r.history[0].val.loss.is_finite());
+    }
+
+    #[test]
+    fn early_stopping_ends_the_run_and_a_resume_trains_nothing_more() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // gamma 1e-6: after the first epochs the steps are below f32 resolution, the validation
+        // loss stops changing, and patience 1 ends the run.
+        let c = TrainConfig {
+            gamma: 1e-6,
+            patience: 1,
+            ..cfg()
+        };
+        let r = run(dir.path(), 50, None, &c);
+        assert!(
+            r.stopped_early && r.history.len() < 50,
+            "{}",
+            r.history.len()
+        );
+        let ck = read_checkpoint(&dir.path().join("last.ckpt")).expect("checkpoint");
+        assert!(ck.state.stopped);
+        let again = run(dir.path(), 50, Some(ck), &c);
+        assert_eq!(again.history.len(), r.history.len());
+        let best = read_checkpoint(&dir.path().join("best.ckpt")).expect("best");
+        assert_eq!(best.state.early_stopping.best_epoch, r.best.map(|b| b.0));
+    }
+}
