@@ -6,7 +6,9 @@
 //! binary fine-tuning with a frozen backbone (65 trainable parameters) and with the full
 //! backbone. Each step is split into forward + loss, backward and optimiser step, with the
 //! device synchronised around each part (which costs a little on CUDA; the total is also timed
-//! unsplit). Peak RSS is the process's VmHWM after all three.
+//! unsplit). Peak RSS is the process's VmHWM after all three. `--dump-batch FILE.npz` also
+//! writes the batch for the PyTorch reference (`benchmarks/reference/train_torch.py`), so both
+//! time the same graphs.
 
 use std::io::Write;
 use std::time::Instant;
@@ -123,6 +125,36 @@ fn run_setup<B: AutodiffBackend>(
     Ok(split)
 }
 
+/// The batch as NPZ arrays (the names of the fixtures' `model_inputs.npz`, plus labels and weights).
+fn dump_batch(h: &HostBatch, path: &std::path::Path) -> anyhow::Result<()> {
+    use ndarray::{Array1, Array2};
+    let f = std::fs::File::create(path)?;
+    let mut z = ndarray_npy::NpzWriter::new(f);
+    let n = h.n_graphs();
+    z.add_array(
+        "node_features",
+        &Array2::from_shape_vec((h.total_nodes(), 7), h.node_features.clone())?,
+    )?;
+    z.add_array(
+        "edge_features",
+        &Array2::from_shape_vec((h.total_edges(), 3), h.edge_features.clone())?,
+    )?;
+    z.add_array(
+        "global_features",
+        &Array2::from_shape_vec((n, 2), h.global_features.clone())?,
+    )?;
+    z.add_array("edge_src", &Array1::from_vec(h.edge_src.clone()))?;
+    z.add_array("edge_dst", &Array1::from_vec(h.edge_dst.clone()))?;
+    z.add_array(
+        "n_nodes",
+        &Array1::from_iter(h.n_nodes.iter().map(|&x| i64::from(x))),
+    )?;
+    z.add_array("labels", &Array1::from_vec(h.labels.clone()))?;
+    z.add_array("weights", &Array1::from_vec(h.weights.clone()))?;
+    z.finish()?;
+    Ok(())
+}
+
 fn peak_rss_mb() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb: f64 = s
@@ -202,9 +234,12 @@ fn bench<B: AutodiffBackend>(
 fn main() -> anyhow::Result<()> {
     let mut positional = Vec::new();
     let mut device = DeviceChoice::Cpu;
+    let mut dump: Option<std::path::PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        if a == "--device" {
+        if a == "--dump-batch" {
+            dump = args.next().map(Into::into);
+        } else if a == "--device" {
             device = args
                 .next()
                 .unwrap_or_default()
@@ -218,6 +253,9 @@ fn main() -> anyhow::Result<()> {
     let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
     check_device(device).map_err(anyhow::Error::msg)?;
     let host = demo_batch(batch, machine().1)?;
+    if let Some(path) = &dump {
+        dump_batch(&host, path)?;
+    }
     match device {
         DeviceChoice::Cpu => {
             bench::<Autodiff<burn::backend::Flex>>(&Default::default(), "flex", &host, reps)

@@ -25,7 +25,7 @@ pub(crate) struct Args {
     /// Writer threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Replace a demo dataset generated with other settings.
+    /// Write the demo dataset again even when one is there (with the same or other settings).
     #[arg(long)]
     overwrite: bool,
 }
@@ -36,6 +36,9 @@ struct Manifest {
     events: usize,
     seed: u64,
     generator_version: String,
+    /// The toy process table's version (0: written before versions were recorded).
+    #[serde(default)]
+    demo_version: u32,
     files: Vec<String>,
 }
 
@@ -49,11 +52,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         events: args.events,
         seed: args.seed,
         generator_version: env!("CARGO_PKG_VERSION").to_owned(),
+        demo_version: gnn4c_data::DEMO_VERSION,
         files,
     };
     if let Some(existing) = read_manifest(&manifest_path) {
         let complete = existing.files.iter().all(|f| args.out.join(f).is_file());
-        if complete && existing == wanted(existing.files.clone()) {
+        if complete && existing == wanted(existing.files.clone()) && !args.overwrite {
             writeln!(
                 out,
                 "demo dataset already in {} ({} events per process, seed {}): nothing to do",
@@ -65,11 +69,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         }
         if !args.overwrite {
             bail!(
-                "{} holds a demo dataset generated with other settings ({} events, seed {}); \
-                 pass --overwrite to replace it",
+                "{} holds a demo dataset generated with other settings ({} events, seed {}, demo \
+                 version {}; this build writes version {}); pass --overwrite to replace it",
                 args.out.display(),
                 existing.events,
-                existing.seed
+                existing.seed,
+                existing.demo_version,
+                gnn4c_data::DEMO_VERSION
             );
         }
     }

@@ -73,6 +73,10 @@ const fn p(
     }
 }
 
+/// Version of the toy process table: bump it when a process changes, so `generate` knows an
+/// existing demo dataset is stale. 2: the CP-odd toy's differences enlarged.
+pub const DEMO_VERSION: u32 = 2;
+
 /// ttH: the pretraining process and the fine-tuning task's CP-even sample.
 const TTH: ToyProcess = p(
     "ttH",
@@ -108,8 +112,9 @@ pub const PRETRAIN_PROCESSES: [ToyProcess; 12] = [
 
 /// The downstream fine-tuning pair: ttH CP-even (label 0) vs a CP-odd-like toy (label 1).
 ///
-/// The CP-odd toy has slightly harder, more forward jets and more MET: the difference a real
-/// CP analysis sees in angular and energy observables, made small so the task is not trivial.
+/// The CP-odd toy has harder, more forward jets and more MET: the kind of difference a real CP
+/// analysis sees in angular and energy observables, large enough to learn from a few thousand
+/// events and small enough that the task is not trivial.
 pub const FINETUNE_PROCESSES: [ToyProcess; 2] = [
     ToyProcess {
         name: "ttH_CPeven",
@@ -117,9 +122,9 @@ pub const FINETUNE_PROCESSES: [ToyProcess; 2] = [
     },
     ToyProcess {
         name: "ttH_CPodd",
-        jet_pt: 62.0,
-        jet_eta: 1.7,
-        met: 50.0,
+        jet_pt: 75.0,
+        jet_eta: 2.0,
+        met: 60.0,
         ..TTH
     },
 ];

@@ -28,8 +28,8 @@ pub use cache::{
 };
 pub use config::{DatasetConfig, LabelSpec, SampleConfig, SampleReport, SchemaRef};
 pub use demo::{
-    DEMO_TREE, DemoFile, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, ToyColumns, ToyProcess,
-    toy_events, write_demo,
+    DEMO_TREE, DEMO_VERSION, DemoFile, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, ToyColumns,
+    ToyProcess, toy_events, write_demo,
 };
 pub use error::{DataError, closest_names};
 pub use inspect::{TreeInspection, inspect_file};

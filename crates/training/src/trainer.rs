@@ -140,8 +140,11 @@ pub struct EpochRecord {
     pub train_loss: f64,
     /// Metrics of the training split from the outputs seen during the epoch (`train_metrics`).
     pub train: Option<MetricsRecord>,
-    /// Metrics of the validation split after the epoch.
+    /// Metrics of the validation split after the epoch (weights as stored, contract §6).
     pub val: MetricsRecord,
+    /// The validation loss early stopping watches: weighted like the training loss (class
+    /// balance factors applied, negative weights kept). Equals `val.loss` without class balance.
+    pub val_objective: f64,
     /// A new best validation loss.
     pub best: bool,
     /// Training events per second.
@@ -222,6 +225,23 @@ impl Predictions {
             &self.multilabels,
             &self.weights,
         )
+    }
+
+    /// Σ fᵢwᵢℓᵢ / Σ|fᵢwᵢ| with class factors `scales` (negative weights kept).
+    pub fn balanced_loss(&self, task: &Task, scales: &[f64]) -> f64 {
+        let targets = gnn4c_tasks::targets_of(task, &self.labels, &self.multilabels);
+        let losses = gnn4c_tasks::per_event_loss_host(task, &self.logits, &targets);
+        let (mut num, mut den) = (0.0f64, 0.0f64);
+        for ((l, &w), &y) in losses.iter().zip(&self.weights).zip(&self.labels) {
+            let f = usize::try_from(y)
+                .ok()
+                .and_then(|y| scales.get(y))
+                .copied()
+                .unwrap_or(0.0);
+            num += f * f64::from(w) * l;
+            den += (f * f64::from(w)).abs();
+        }
+        if den > 0.0 { num / den } else { 0.0 }
     }
 
     fn push_targets<X>(&mut self, b: &Batch<X>, task: &Task) {
@@ -590,16 +610,20 @@ where
             MetricsRecord::from(&seen.metrics(&task))
         });
         let valid = model.valid();
-        let val_metrics = predict(
+        let val_pred = predict(
             &valid,
             val,
             &task,
             cfg.eval_batch_size,
             cfg.loader_threads,
             device,
-        )
-        .metrics(&task);
-        let verdict = es.update(epoch, val_metrics.loss);
+        );
+        let val_metrics = val_pred.metrics(&task);
+        let val_objective = match &scales {
+            Some(s) => val_pred.balanced_loss(&task, s),
+            None => val_metrics.loss,
+        };
+        let verdict = es.update(epoch, val_objective);
         stopped = verdict == Verdict::Stop;
         let state = state_at(epoch + 1, step, &es, stopped);
         if verdict == Verdict::Improved {
@@ -613,6 +637,7 @@ where
             train_loss,
             train: train_metrics,
             val: MetricsRecord::from(&val_metrics),
+            val_objective,
             best: verdict == Verdict::Improved,
             events_per_s: n_events as f64 / train_s.max(1e-9),
             train_s,
@@ -620,7 +645,7 @@ where
         };
         let _ = writeln!(
             log,
-            "epoch {:>3}/{}  lr {:.3e}  train loss {:.4}{}  val loss {:.4}  acc {:.4}  auc {}  {:.0} ev/s  {:.1} s{}",
+            "epoch {:>3}/{}  lr {:.3e}  train loss {:.4}{}  val loss {:.4}{}  acc {:.4}  auc {}  {:.0} ev/s  {:.1} s{}",
             epoch + 1,
             cfg.max_epochs,
             lr,
@@ -630,6 +655,11 @@ where
                 .as_ref()
                 .map_or_else(String::new, |t| format!(" acc {:.4}", t.accuracy)),
             record.val.loss,
+            if scales.is_some() {
+                format!(" (balanced {:.4})", record.val_objective)
+            } else {
+                String::new()
+            },
             record.val.accuracy,
             fmt_metric(record.val.auc_macro),
             record.events_per_s,
@@ -905,6 +935,10 @@ mod tests {
         );
         // The validation loss keeps negative weights as they are, whatever the policy.
         assert!(r.history[0].val.loss.is_finite());
+        // Early stopping watches the loss weighted like training: with class balance it differs
+        // from the stored-weight metric; without, they are the same number.
+        assert_ne!(r.history[0].val_objective, r.history[0].val.loss);
+        assert_eq!(plain.history[0].val_objective, plain.history[0].val.loss);
     }
 
     #[test]
