@@ -6,6 +6,7 @@
 
 mod generate;
 mod inspect;
+mod predict;
 mod preprocess;
 mod scan;
 mod train;
@@ -36,6 +37,10 @@ enum Command {
     Train(train::Args),
     /// Fine-tune a pretrained Edge_Network: a new head, frozen or full backbone.
     Finetune(train::FinetuneArgs),
+    /// Score events with a run's checkpoint: NPZ table and ROOT friend trees.
+    Predict(predict::Args),
+    /// Score a labelled split and write metrics.json (plus the prediction outputs).
+    Evaluate(predict::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +53,8 @@ fn main() -> ExitCode {
         Command::Preprocess(args) => preprocess::run(&args),
         Command::Train(args) => train::run_train(&args),
         Command::Finetune(args) => train::run_finetune(&args),
+        Command::Predict(args) => predict::run_predict(&args),
+        Command::Evaluate(args) => predict::run_evaluate(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -317,3 +317,9 @@ impl gnn4c_training::Dataset for GraphSet {
         }
     }
 }
+
+impl gnn4c_inference::Identified for GraphSet {
+    fn identity(&self, index: usize) -> gnn4c_events::EventId {
+        self.graphs[index].id.clone()
+    }
+}

@@ -106,7 +106,7 @@ enum TaskKind {
 /// Edge_Network hyperparameters a run may set (contract §5 defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct ModelSection {
+pub(crate) struct ModelSection {
     d_hidden: usize,
     n_layers: usize,
     n_steps: usize,
@@ -125,7 +125,7 @@ impl Default for ModelSection {
 }
 
 impl ModelSection {
-    fn config(&self, n_out: usize) -> EdgeNetworkConfig {
+    pub(crate) fn config(&self, n_out: usize) -> EdgeNetworkConfig {
         EdgeNetworkConfig::new(n_out)
             .with_d_hidden(self.d_hidden)
             .with_n_layers(self.n_layers)

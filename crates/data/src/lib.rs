@@ -6,8 +6,9 @@
 //! `hzz`, `vector`), event assembly into `gnn4c_events::EventSample` ([`read_file_events`]),
 //! dataset configs ([`DatasetConfig`]), the seeded demo dataset ([`write_demo`]) and file
 //! inspection ([`inspect_file`]), and the sharded Parquet graph cache with its manifest and
-//! fingerprint ([`CacheWriter`], [`read_manifest`], [`read_cache`]) and folds ([`Folds`]). Later:
-//! NPZ and friend-tree writers.
+//! fingerprint ([`CacheWriter`], [`read_manifest`], [`read_cache`]) and folds ([`Folds`]), and the
+//! prediction outputs: the NPZ table ([`write_predictions_npz`]) and ROOT friend trees
+//! ([`write_friend_tree`]).
 //!
 //! Must not depend on Burn or on any model, task or training crate. Start at `assemble.rs`.
 
@@ -17,6 +18,7 @@ mod config;
 mod demo;
 mod error;
 mod inspect;
+mod outputs;
 mod root;
 mod schema;
 
@@ -33,6 +35,10 @@ pub use demo::{
 };
 pub use error::{DataError, closest_names};
 pub use inspect::{TreeInspection, inspect_file};
+pub use outputs::{
+    FriendTree, PredictionTable, SAMPLE_NAME_CHARS, check_output_path, read_predictions_npz,
+    write_friend_tree, write_predictions_npz,
+};
 pub use root::{
     BranchInfo, BranchKind, Column, ColumnChunk, ColumnRequest, ColumnValues, ElemType, EntryRange,
     TreeReader, WriteColumn, list_trees, open_tree, write_tree,

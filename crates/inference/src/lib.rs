@@ -1,5 +1,85 @@
-//! Inference (contract §10): the prediction loop without autodiff and output rows that keep every
-//! event's identity.
+//! Inference (contract §10): scoring without autodiff, and output rows that keep every event's
+//! identity.
 //!
-//! Generic over model and batch traits; writers for NPZ and ROOT friend trees live in `gnn4c-data`.
-//! Filled by issue 7.
+//! Generic over the trainer's `Classifier` and `Dataset` traits plus [`Identified`] (which event
+//! each index is): it never names a graph or a model type and knows no file format (the NPZ and
+//! ROOT friend-tree writers live in `gnn4c-data`; the CLI connects the two). Start at [`score`].
+
+use std::sync::Arc;
+
+use burn::prelude::*;
+use gnn4c_events::EventId;
+use gnn4c_tasks::{Task, scores_host};
+use gnn4c_training::{Classifier, Dataset, predict};
+
+/// A dataset whose events have identities.
+pub trait Identified: Dataset {
+    /// The identity of event `index`.
+    fn identity(&self, index: usize) -> EventId;
+}
+
+/// Every event of a dataset, scored, in dataset order.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    /// The task the scores follow.
+    pub task: Task,
+    /// `[n, n_out]` logits.
+    pub logits: Vec<f32>,
+    /// `[n, n_out]` scores (sigmoid or softmax), computed in f64 and rounded to f32.
+    pub scores: Vec<f32>,
+    /// Class index per event (−1 for multilabel).
+    pub labels: Vec<i64>,
+    /// Event weights as stored.
+    pub weights: Vec<f32>,
+    /// Identity per event.
+    pub ids: Vec<EventId>,
+}
+
+impl Scored {
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// True when nothing was scored.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The scores of event `i`.
+    pub fn scores_of(&self, i: usize) -> &[f32] {
+        let k = self.task.n_out();
+        &self.scores[i * k..(i + 1) * k]
+    }
+}
+
+/// Scores every event of `data` with `model` (an inference-mode model: no autodiff), in batches
+/// of `batch_size` on `threads` loader threads. The result does not depend on either (the
+/// forward is per graph; only float summation order inside a batch can move the last bits).
+pub fn score<B, M, D>(
+    model: &M,
+    data: &Arc<D>,
+    task: &Task,
+    batch_size: usize,
+    threads: usize,
+    device: &B::Device,
+) -> Scored
+where
+    B: Backend,
+    M: Classifier<B, Input = D::Input>,
+    D: Identified,
+{
+    let p = predict(model, data, task, batch_size, threads, device);
+    let scores = scores_host(task, &p.logits)
+        .into_iter()
+        .map(|s| s as f32)
+        .collect();
+    Scored {
+        task: *task,
+        scores,
+        logits: p.logits,
+        labels: p.labels,
+        weights: p.weights,
+        ids: (0..data.len()).map(|i| data.identity(i)).collect(),
+    }
+}
