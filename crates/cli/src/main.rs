@@ -6,6 +6,7 @@
 
 mod generate;
 mod inspect;
+mod plots;
 mod predict;
 mod preprocess;
 mod scan;

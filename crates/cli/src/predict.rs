@@ -229,6 +229,9 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
     if want_npz {
         check_output_path(&npz_path, args.overwrite)?;
     }
+    if evaluate {
+        check_output_path(&out_dir.join("metrics.json"), args.overwrite)?;
+    }
     let manifest = ensure_cache(
         &mut out,
         &dataset,
@@ -308,7 +311,6 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
             "metrics": MetricsRecord::from(&m),
         });
         let path = out_dir.join("metrics.json");
-        check_output_path(&path, args.overwrite)?;
         write_atomic(&path, serde_json::to_string_pretty(&summary)?.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
         writeln!(
@@ -320,8 +322,141 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
             m.auc_macro_weighted,
             path.display()
         )?;
+        let pngs = write_plots(&scored, &dataset, &args.run, &out_dir, split.name())?;
+        writeln!(out, "wrote {}", pngs.join(", "))?;
     }
     Ok(())
+}
+
+/// ROC curves, score distributions per class and the run's training curves, as PNG.
+fn write_plots(
+    s: &Scored,
+    dataset: &DatasetConfig,
+    run: &Path,
+    out_dir: &Path,
+    split: &str,
+) -> anyhow::Result<Vec<String>> {
+    let k = s.task.n_out();
+    let name = |c: usize| {
+        dataset
+            .classes
+            .get(c)
+            .cloned()
+            .unwrap_or_else(|| format!("class {c}"))
+    };
+    let col = |j: usize| -> Vec<f64> {
+        (0..s.len())
+            .map(|i| f64::from(s.scores[i * k + j]))
+            .collect()
+    };
+    let weights: Vec<f64> = s.weights.iter().map(|&w| f64::from(w)).collect();
+    let mut written = Vec::new();
+
+    // ROC: binary one curve; otherwise one-vs-rest per output.
+    let mut curves = Vec::new();
+    for j in 0..k {
+        let positive = if s.task == Task::Binary { 1 } else { j as i64 };
+        let labels: Vec<bool> = s.labels.iter().map(|&l| l == positive).collect();
+        let scores = col(j);
+        if let Some(points) = gnn4c_tasks::roc_curve(&labels, &scores, None) {
+            let auc = gnn4c_tasks::roc_auc(&labels, &scores, None);
+            let label = if s.task == Task::Binary {
+                format!("{} vs {}", name(1), name(0))
+            } else {
+                format!("{} vs rest", name(j))
+            };
+            curves.push((label, auc, points));
+        }
+    }
+    let roc = out_dir.join("roc.png");
+    crate::plots::roc_curves(&roc, &format!("ROC, {} ({split})", dataset.name), &curves)?;
+    written.push("roc.png");
+
+    // Score distributions per true class: the binary score, or each event's own-class score.
+    let n_classes = if s.task == Task::Binary { 2 } else { k };
+    let mut classes = Vec::new();
+    for c in 0..n_classes {
+        let rows: Vec<usize> = (0..s.len()).filter(|&i| s.labels[i] == c as i64).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let j = if s.task == Task::Binary { 0 } else { c };
+        classes.push((
+            name(c),
+            rows.iter()
+                .map(|&i| f64::from(s.scores[i * k + j]))
+                .collect(),
+            rows.iter().map(|&i| weights[i]).collect(),
+        ));
+    }
+    let x_desc = if s.task == Task::Binary {
+        format!("score ({})", name(1))
+    } else {
+        "score of the event's own class".to_owned()
+    };
+    crate::plots::score_distributions(
+        &out_dir.join("scores.png"),
+        &format!("Scores by true class, {} ({split})", dataset.name),
+        &x_desc,
+        &classes,
+    )?;
+    written.push("scores.png");
+
+    // Training curves from the run's history, when there is one.
+    if let Ok(text) = std::fs::read_to_string(run.join("history.jsonl")) {
+        let rows: Vec<gnn4c_training::EpochRecord> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if !rows.is_empty() {
+            crate::plots::training_curves(
+                &out_dir.join("training_loss.png"),
+                "Loss per epoch",
+                "weighted loss",
+                &[
+                    (
+                        "train".into(),
+                        rows.iter().map(|r| Some(r.train_loss)).collect(),
+                    ),
+                    (
+                        "validation".into(),
+                        rows.iter().map(|r| Some(r.val.loss)).collect(),
+                    ),
+                    (
+                        "validation, as trained (early stopping)".into(),
+                        rows.iter().map(|r| Some(r.val_objective)).collect(),
+                    ),
+                ],
+            )?;
+            crate::plots::training_curves(
+                &out_dir.join("training_auc.png"),
+                "AUC and accuracy per epoch",
+                "value",
+                &[
+                    (
+                        "validation AUC (macro)".into(),
+                        rows.iter().map(|r| r.val.auc_macro).collect(),
+                    ),
+                    (
+                        "validation accuracy".into(),
+                        rows.iter().map(|r| Some(r.val.accuracy)).collect(),
+                    ),
+                    (
+                        "train accuracy".into(),
+                        rows.iter()
+                            .map(|r| r.train.as_ref().map(|t| t.accuracy))
+                            .collect(),
+                    ),
+                ],
+            )?;
+            written.push("training_loss.png");
+            written.push("training_auc.png");
+        }
+    }
+    Ok(written
+        .into_iter()
+        .map(|p| out_dir.join(p).display().to_string())
+        .collect())
 }
 
 /// The NPZ table: every scored event with its identity.

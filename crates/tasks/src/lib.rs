@@ -10,6 +10,6 @@ mod metrics;
 
 pub use loss::{NegativeWeights, Task, class_balance_scales, per_event_loss, weighted_loss};
 pub use metrics::{
-    Metrics, accuracy, evaluate, metrics_from_logits, per_event_loss_host, roc_auc, scores_host,
-    targets_of,
+    Metrics, accuracy, evaluate, metrics_from_logits, per_event_loss_host, roc_auc, roc_curve,
+    scores_host, targets_of,
 };

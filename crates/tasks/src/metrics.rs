@@ -10,6 +10,22 @@ use crate::Task;
 /// signed weights normalised by their totals; the curve may be non-monotonic with negative
 /// weights. Returns NaN when a class has zero total weight.
 pub fn roc_auc(labels: &[bool], scores: &[f64], weights: Option<&[f64]>) -> f64 {
+    let Some(points) = roc_curve(labels, scores, weights) else {
+        return f64::NAN;
+    };
+    points
+        .windows(2)
+        .map(|p| (p[1].0 - p[0].0) * (p[0].1 + p[1].1) / 2.0)
+        .sum()
+}
+
+/// The ROC curve behind [`roc_auc`]: `(false-positive rate, true-positive rate)` at every
+/// distinct score, from (0, 0) to (1, 1); `None` when a class has zero total weight.
+pub fn roc_curve(
+    labels: &[bool],
+    scores: &[f64],
+    weights: Option<&[f64]>,
+) -> Option<Vec<(f64, f64)>> {
     let n = scores.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
@@ -29,16 +45,14 @@ pub fn roc_auc(labels: &[bool], scores: &[f64], weights: Option<&[f64]>) -> f64 
     }
     let (fp_total, tp_total) = (fp, tp);
     if fp_total == 0.0 || tp_total == 0.0 {
-        return f64::NAN;
+        return None;
     }
-    points
-        .windows(2)
-        .map(|p| {
-            let (x0, y0) = (p[0].0 / fp_total, p[0].1 / tp_total);
-            let (x1, y1) = (p[1].0 / fp_total, p[1].1 / tp_total);
-            (x1 - x0) * (y0 + y1) / 2.0
-        })
-        .sum()
+    Some(
+        points
+            .into_iter()
+            .map(|(f, t)| (f / fp_total, t / tp_total))
+            .collect(),
+    )
 }
 
 /// Fraction of events whose prediction is right: argmax for multiclass, score ≥ 0.5 otherwise

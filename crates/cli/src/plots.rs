@@ -1,0 +1,254 @@
+//! PNG plots for `evaluate`: ROC curves, score distributions per class, training curves.
+//!
+//! Drawn with plotters' bitmap backend and an embedded DejaVu Sans (no system fonts needed).
+
+use std::path::Path;
+
+use anyhow::{Context, anyhow};
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
+fn ensure_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // The embedded font is valid; a failure would only mean text is not drawn.
+        let _ = register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+fn err<E: std::fmt::Debug>(path: &Path) -> impl Fn(E) -> anyhow::Error + '_ {
+    move |e| anyhow!("drawing {}: {e:?}", path.display())
+}
+
+const COLORS: [RGBColor; 12] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 128, 0),
+];
+
+fn color(i: usize) -> RGBColor {
+    COLORS[i % COLORS.len()]
+}
+
+/// One ROC curve: legend name, AUC, (false-positive rate, true-positive rate) points.
+pub(crate) type RocCurve = (String, f64, Vec<(f64, f64)>);
+
+/// One ROC curve per output, written atomically to `path`.
+pub(crate) fn roc_curves(path: &Path, title: &str, curves: &[RocCurve]) -> anyhow::Result<()> {
+    ensure_font();
+    let tmp = tmp_of(path);
+    {
+        let root = BitMapBackend::new(&tmp, (900, 800)).into_drawing_area();
+        root.fill(&WHITE).map_err(err(path))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 24))
+            .margin(15)
+            .x_label_area_size(50)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0f64..1.0, 0.0f64..1.0)
+            .map_err(err(path))?;
+        chart
+            .configure_mesh()
+            .x_desc("background efficiency (false-positive rate)")
+            .y_desc("signal efficiency (true-positive rate)")
+            .label_style(("sans-serif", 15))
+            .draw()
+            .map_err(err(path))?;
+        chart
+            .draw_series(LineSeries::new(
+                [(0.0, 0.0), (1.0, 1.0)],
+                BLACK.mix(0.3).stroke_width(1),
+            ))
+            .map_err(err(path))?;
+        for (i, (name, auc, points)) in curves.iter().enumerate() {
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
+                .map_err(err(path))?
+                .label(format!("{name} (AUC {auc:.4})"))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 15))
+            .draw()
+            .map_err(err(path))?;
+        root.present().map_err(err(path))?;
+    }
+    finish(&tmp, path)
+}
+
+/// Weighted, unit-area score histograms: `(name, scores, weights)` per class, 40 bins on [0, 1].
+pub(crate) fn score_distributions(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    classes: &[(String, Vec<f64>, Vec<f64>)],
+) -> anyhow::Result<()> {
+    ensure_font();
+    const BINS: usize = 40;
+    let hists: Vec<Vec<f64>> = classes
+        .iter()
+        .map(|(_, s, w)| {
+            let mut h = vec![0.0f64; BINS];
+            for (&x, &wi) in s.iter().zip(w) {
+                let b = ((x * BINS as f64) as usize).min(BINS - 1);
+                h[b] += wi;
+            }
+            let total: f64 = h.iter().sum::<f64>().abs().max(f64::MIN_POSITIVE);
+            h.iter().map(|v| v / total * BINS as f64).collect()
+        })
+        .collect();
+    let y_max = hists
+        .iter()
+        .flatten()
+        .fold(0.0f64, |a, &b| a.max(b))
+        .max(1e-9)
+        * 1.15;
+    let tmp = tmp_of(path);
+    {
+        let root = BitMapBackend::new(&tmp, (900, 700)).into_drawing_area();
+        root.fill(&WHITE).map_err(err(path))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 24))
+            .margin(15)
+            .x_label_area_size(50)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0f64..1.0, 0.0f64..y_max)
+            .map_err(err(path))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc("weighted events, unit area")
+            .label_style(("sans-serif", 15))
+            .draw()
+            .map_err(err(path))?;
+        for (i, ((name, _, _), h)) in classes.iter().zip(&hists).enumerate() {
+            let c = color(i);
+            // A step outline per class.
+            let mut pts = Vec::with_capacity(2 * BINS + 2);
+            pts.push((0.0, 0.0));
+            for (b, &v) in h.iter().enumerate() {
+                pts.push((b as f64 / BINS as f64, v));
+                pts.push(((b + 1) as f64 / BINS as f64, v));
+            }
+            pts.push((1.0, 0.0));
+            chart
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .map_err(err(path))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 15))
+            .draw()
+            .map_err(err(path))?;
+        root.present().map_err(err(path))?;
+    }
+    finish(&tmp, path)
+}
+
+/// Curves against the epoch: `(name, values)` per series (`None` where undefined).
+pub(crate) fn training_curves(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    series: &[(String, Vec<Option<f64>>)],
+) -> anyhow::Result<()> {
+    ensure_font();
+    let n = series.iter().map(|s| s.1.len()).max().unwrap_or(0).max(1);
+    let values: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.1.iter().flatten().copied())
+        .collect();
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi.is_finite() {
+        let pad = ((hi - lo) * 0.1).max(1e-3);
+        (lo - pad, hi + pad)
+    } else {
+        (0.0, 1.0)
+    };
+    let tmp = tmp_of(path);
+    {
+        let root = BitMapBackend::new(&tmp, (900, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(err(path))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 24))
+            .margin(15)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.5f64..n as f64 + 0.5, lo..hi)
+            .map_err(err(path))?;
+        chart
+            .configure_mesh()
+            .x_desc("epoch")
+            .y_desc(y_desc)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .label_style(("sans-serif", 15))
+            .draw()
+            .map_err(err(path))?;
+        for (i, (name, v)) in series.iter().enumerate() {
+            let c = color(i);
+            let pts: Vec<(f64, f64)> = v
+                .iter()
+                .enumerate()
+                .filter_map(|(e, x)| x.map(|x| ((e + 1) as f64, x)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(err(path))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                });
+            chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+                .map_err(err(path))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 15))
+            .draw()
+            .map_err(err(path))?;
+        root.present().map_err(err(path))?;
+    }
+    finish(&tmp, path)
+}
+
+fn tmp_of(path: &Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "plot".into(), |n| n.to_string_lossy().into_owned());
+    // Keep the .png extension: the bitmap encoder picks the format from it.
+    path.with_file_name(format!(".tmp-{}-{name}", std::process::id()))
+}
+
+fn finish(tmp: &Path, path: &Path) -> anyhow::Result<()> {
+    std::fs::rename(tmp, path).with_context(|| format!("writing {}", path.display()))
+}
