@@ -91,7 +91,7 @@ pub(crate) struct Args {
     #[arg(long)]
     overwrite: bool,
     /// Events per batch (results do not depend on it).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 256)]
     batch_size: usize,
     /// Loader threads (results do not depend on it).
     #[arg(long, default_value_t = 2)]

@@ -1,0 +1,191 @@
+//! Inference throughput by batch size, split into stages, and the output writers.
+//!
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_inference -- [N_EVENTS] [--device cpu|cuda[:N]]`
+//! (`--features cuda` for CUDA). Builds N_EVENTS (default 8,192) demo pretraining graphs in
+//! memory (untimed), then for batch sizes 64, 256, 1024 and 4096 scores them all with the
+//! contract-default 12-class model on the inner backend (no autodiff), timing per stage: host
+//! collation (the loader's work, here on the calling thread), host-to-device transfer, forward
+//! (synchronised), post-processing (logits read back, softmax in f64). Then the writers on the
+//! same N events: the NPZ table and one ROOT friend tree of N entries.
+
+use std::io::Write;
+use std::time::Instant;
+
+use burn::prelude::*;
+use gnn4c_benchmarks::{machine, read_events};
+use gnn4c_cli::device::{DeviceChoice, check_device};
+use gnn4c_data::{
+    FriendTree, PRETRAIN_PROCESSES, PredictionTable, write_demo, write_friend_tree,
+    write_predictions_npz,
+};
+use gnn4c_features::{EventFeatures, SelectionConfig};
+use gnn4c_graphs::{GraphSample, Padding, TopologyCache, collate, graph_of_event};
+use gnn4c_root_gnn::EdgeNetworkConfig;
+use gnn4c_tasks::{Task, scores_host};
+
+fn demo_graphs(n: usize, cores: usize) -> anyhow::Result<Vec<GraphSample>> {
+    let tmp = tempfile::tempdir()?;
+    let files = write_demo(
+        tmp.path(),
+        n.div_ceil(PRETRAIN_PROCESSES.len()) * 11 / 10 + 10,
+        42,
+        cores,
+    )?;
+    let selection = SelectionConfig::default();
+    let mut topo = TopologyCache::new(selection.max_nodes());
+    let mut feats = EventFeatures::default();
+    let mut graphs = Vec::new();
+    for f in files.iter().take(PRETRAIN_PROCESSES.len()) {
+        for ev in read_events(&f.path, "output", "vector", f.sample, f.label)? {
+            if let Ok(g) = graph_of_event(&ev, &selection, &mut feats, &mut topo) {
+                graphs.push(g);
+            }
+        }
+    }
+    graphs.sort_by_key(|g| (g.id.entry, g.id.sample.clone()));
+    graphs.truncate(n);
+    Ok(graphs)
+}
+
+fn bench<B: Backend>(device: &B::Device, name: &str, graphs: &[GraphSample]) -> anyhow::Result<()> {
+    let (cpu, cores) = machine();
+    let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));
+    let task = Task::Multiclass { n_classes: 12 };
+    B::seed(device, 1);
+    let model = EdgeNetworkConfig::new(12).init::<B>(device);
+    let n = graphs.len();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "machine: {cpu}, {cores} logical cores; burn 0.21.0 {name} (f32); {n} demo graphs; 12-class model, inference mode"
+    )?;
+    writeln!(
+        out,
+        "| batch | events/s | collate s | to_device s | forward s | post-process s | total s |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|")?;
+    // One pass over every graph in batches of `batch`: stage times and the scores.
+    let pass = |batch: usize| -> anyhow::Result<([f64; 5], Vec<f64>)> {
+        let mut t = [0.0f64; 5];
+        let mut scores = Vec::with_capacity(n * 12);
+        let start = Instant::now();
+        for chunk in graphs.chunks(batch) {
+            let t0 = Instant::now();
+            let refs: Vec<&GraphSample> = chunk.iter().collect();
+            let host = collate(&refs, Padding::None).map_err(anyhow::Error::msg)?;
+            let t1 = Instant::now();
+            let gb = host.to_device::<B>(device);
+            sync()?;
+            let t2 = Instant::now();
+            let logits = model.forward(&gb);
+            sync()?;
+            let t3 = Instant::now();
+            let v: Vec<f32> = logits.into_data().convert::<f32>().to_vec().expect("f32");
+            scores.extend(scores_host(&task, &v));
+            let t4 = Instant::now();
+            t[0] += (t1 - t0).as_secs_f64();
+            t[1] += (t2 - t1).as_secs_f64();
+            t[2] += (t3 - t2).as_secs_f64();
+            t[3] += (t4 - t3).as_secs_f64();
+        }
+        t[4] = start.elapsed().as_secs_f64();
+        Ok((t, scores))
+    };
+    let mut last_scores = Vec::new();
+    for batch in [64usize, 256, 1024, 4096] {
+        pass(batch)?; // warm-up: allocations, kernels
+        let ([t_col, t_dev, t_fwd, t_post, total], scores) = pass(batch)?;
+        last_scores = scores;
+        writeln!(
+            out,
+            "| {batch} | {:.0} | {t_col:.4} | {t_dev:.4} | {t_fwd:.4} | {t_post:.4} | {total:.4} |",
+            n as f64 / total
+        )?;
+        eprintln!(
+            "{}",
+            serde_json::json!({"benchmark": "inference", "batch": batch, "events": n, "events_per_s": n as f64 / total,
+                "collate_s": t_col, "to_device_s": t_dev, "forward_s": t_fwd, "post_s": t_post, "total_s": total,
+                "backend": name, "cpu": cpu, "cores": cores})
+        );
+    }
+
+    // Writers on the same N events.
+    let dir = tempfile::tempdir()?;
+    let table = PredictionTable {
+        n_out: 12,
+        scores: last_scores.iter().map(|&s| s as f32).collect(),
+        logits: vec![0.0; n * 12],
+        labels: graphs
+            .iter()
+            .map(|g| match &g.label {
+                gnn4c_events::Label::Class(c) => i64::from(*c),
+                gnn4c_events::Label::Multi(_) => -1,
+            })
+            .collect(),
+        weights: graphs.iter().map(|g| g.weight).collect(),
+        entry: graphs.iter().map(|g| g.id.entry).collect(),
+        event_number: graphs.iter().map(|g| g.id.event_number).collect(),
+        fold: graphs
+            .iter()
+            .map(|g| (g.id.event_number % 5) as u8)
+            .collect(),
+        sample_index: graphs.iter().map(|_| 0).collect(),
+        samples: vec!["demo".into()],
+    };
+    let t = Instant::now();
+    write_predictions_npz(&dir.path().join("p.npz"), &table, false)?;
+    let npz_s = t.elapsed().as_secs_f64();
+    let branches: Vec<String> = (0..12).map(|i| format!("score_{i}")).collect();
+    let friend = FriendTree {
+        path: dir.path().join("f.root"),
+        tree: "output".into(),
+        entries: n as u64,
+        branches,
+        scored: (0..n)
+            .map(|i| (i as u64, table.scores[i * 12..(i + 1) * 12].to_vec()))
+            .collect(),
+    };
+    let t = Instant::now();
+    write_friend_tree(&friend, false)?;
+    let root_s = t.elapsed().as_secs_f64();
+    writeln!(
+        out,
+        "writers, {n} events × 12 scores: NPZ {npz_s:.4} s ({:.0} events/s), ROOT friend tree {root_s:.4} s ({:.0} events/s)",
+        n as f64 / npz_s,
+        n as f64 / root_s
+    )?;
+    eprintln!(
+        "{}",
+        serde_json::json!({"benchmark": "inference_writers", "events": n, "npz_s": npz_s, "root_s": root_s})
+    );
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut positional = Vec::new();
+    let mut device = DeviceChoice::Cpu;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--device" {
+            device = args
+                .next()
+                .unwrap_or_default()
+                .parse()
+                .map_err(anyhow::Error::msg)?;
+        } else {
+            positional.push(a);
+        }
+    }
+    let n: usize = positional.first().map_or(Ok(8192), |a| a.parse())?;
+    check_device(device).map_err(anyhow::Error::msg)?;
+    let graphs = demo_graphs(n, machine().1)?;
+    match device {
+        DeviceChoice::Cpu => bench::<burn::backend::Flex>(&Default::default(), "flex", &graphs),
+        #[cfg(feature = "cuda")]
+        DeviceChoice::Cuda(i) => {
+            bench::<burn::backend::Cuda>(&burn::backend::cuda::CudaDevice::new(i), "cuda", &graphs)
+        }
+        #[cfg(not(feature = "cuda"))]
+        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+    }
+}
