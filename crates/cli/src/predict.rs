@@ -70,7 +70,8 @@ pub(crate) enum FormatArg {
     after_help = "Examples:\n  gnn4colliders predict runs/demo_pretrain\n  gnn4colliders predict runs/demo_finetune --data configs/data/other.yaml --format root\n  gnn4colliders evaluate runs/demo_pretrain --split validation"
 )]
 pub(crate) struct Args {
-    /// Run folder (holds config.json and the checkpoints).
+    /// Run folder (holds config.json and the checkpoints), or a checkpoint file (its stored
+    /// config is used).
     run: PathBuf,
     /// Checkpoint: best, last, or a path [default: best].
     #[arg(long, default_value = "best")]
@@ -116,6 +117,11 @@ fn read_run(run: &Path) -> anyhow::Result<RunInfo> {
         .with_context(|| format!("{} is not a run folder (no config.json)", run.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    run_info(&v, &path)
+}
+
+/// The run described by a resolved config (`config.json`, or the copy inside a checkpoint).
+fn run_info(v: &serde_json::Value, path: &Path) -> anyhow::Result<RunInfo> {
     let get = |ptr: &str| {
         v.pointer(ptr)
             .cloned()
@@ -179,12 +185,20 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
-    let info = read_run(&args.run)?;
-    let ck_path = match args.checkpoint.as_str() {
-        "best" | "last" => args.run.join(format!("{}.ckpt", args.checkpoint)),
-        other => PathBuf::from(other),
+    let (info, ck_path, ck, run_dir) = if args.run.is_file() {
+        let ck = read_checkpoint(&args.run)?;
+        let info = run_info(&ck.state.config, &args.run)?;
+        let dir = args.run.parent().unwrap_or(Path::new(".")).to_path_buf();
+        (info, args.run.clone(), ck, dir)
+    } else {
+        let info = read_run(&args.run)?;
+        let ck_path = match args.checkpoint.as_str() {
+            "best" | "last" => args.run.join(format!("{}.ckpt", args.checkpoint)),
+            other => PathBuf::from(other),
+        };
+        let ck = read_checkpoint(&ck_path)?;
+        (info, ck_path, ck, args.run.clone())
     };
-    let ck = read_checkpoint(&ck_path)?;
     let n_out = ck
         .state
         .parameters
@@ -219,7 +233,7 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
         SplitArg::Test
     });
     let out_dir = args.out.clone().unwrap_or_else(|| {
-        args.run
+        run_dir
             .join("predictions")
             .join(format!("{}_{}", dataset.name, split.name()))
     });
@@ -322,7 +336,7 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
             m.auc_macro_weighted,
             path.display()
         )?;
-        let pngs = write_plots(&scored, &dataset, &args.run, &out_dir, split.name())?;
+        let pngs = write_plots(&scored, &dataset, &run_dir, &out_dir, split.name())?;
         writeln!(out, "wrote {}", pngs.join(", "))?;
     }
     Ok(())
