@@ -304,15 +304,11 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
         )?;
     }
     if evaluate {
-        let labelled = scored.labels.iter().any(|&l| l >= 0) || scored.task != Task::Binary;
-        if !labelled {
-            bail!("the events carry no labels: nothing to evaluate");
-        }
         let m = metrics_from_logits(
             &scored.task,
             &scored.logits,
             &scored.labels,
-            &[],
+            &scored.multilabels,
             &scored.weights,
         );
         let summary = serde_json::json!({
@@ -366,18 +362,17 @@ fn write_plots(
     let weights: Vec<f64> = s.weights.iter().map(|&w| f64::from(w)).collect();
     let mut written = Vec::new();
 
-    // ROC: binary one curve; otherwise one-vs-rest per output.
+    // ROC: binary one curve; one-vs-rest per class; per label for multilabel.
     let mut curves = Vec::new();
     for j in 0..k {
-        let positive = if s.task == Task::Binary { 1 } else { j as i64 };
-        let labels: Vec<bool> = s.labels.iter().map(|&l| l == positive).collect();
+        let labels: Vec<bool> = (0..s.len()).map(|i| s.is_positive(i, j)).collect();
         let scores = col(j);
         if let Some(points) = gnn4c_tasks::roc_curve(&labels, &scores, None) {
             let auc = gnn4c_tasks::roc_auc(&labels, &scores, None);
-            let label = if s.task == Task::Binary {
-                format!("{} vs {}", name(1), name(0))
-            } else {
-                format!("{} vs rest", name(j))
+            let label = match s.task {
+                Task::Binary => format!("{} vs {}", name(1), name(0)),
+                Task::Multiclass { .. } => format!("{} vs rest", name(j)),
+                Task::Multilabel { .. } => name(j),
             };
             curves.push((label, auc, points));
         }

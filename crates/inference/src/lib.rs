@@ -29,6 +29,8 @@ pub struct Scored {
     pub scores: Vec<f32>,
     /// Class index per event (−1 for multilabel).
     pub labels: Vec<i64>,
+    /// `[n, n_labels]` 0/1 targets (multilabel only, else empty).
+    pub multilabels: Vec<f32>,
     /// Event weights as stored.
     pub weights: Vec<f32>,
     /// Identity per event.
@@ -44,6 +46,16 @@ impl Scored {
     /// True when nothing was scored.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// Whether event `i` is a positive of output `j`: its class (binary: class 1), or its
+    /// label `j` (multilabel).
+    pub fn is_positive(&self, i: usize, j: usize) -> bool {
+        match self.task {
+            Task::Binary => self.labels[i] == 1,
+            Task::Multiclass { .. } => self.labels[i] == j as i64,
+            Task::Multilabel { n_labels } => self.multilabels[i * n_labels + j] >= 0.5,
+        }
     }
 
     /// The scores of event `i`.
@@ -79,6 +91,7 @@ where
         scores,
         logits: p.logits,
         labels: p.labels,
+        multilabels: p.multilabels,
         weights: p.weights,
         ids: (0..data.len()).map(|i| data.identity(i)).collect(),
     }

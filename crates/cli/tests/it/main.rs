@@ -440,4 +440,228 @@ fn train_kill_resume_and_finetune_from_the_cli() {
         full["node_encoder.0.weight"], pre["node_encoder.0.weight"],
         "full fine-tuning trains the backbone"
     );
+
+    predict_and_evaluate(cwd);
+}
+
+/// `predict`/`evaluate` on the runs trained above.
+fn predict_and_evaluate(cwd: &Path) {
+    use gnn4c_data::{ColumnRequest, EntryRange, open_tree, read_predictions_npz};
+    let predict = |extra: &[&str]| {
+        let mut a = vec!["predict", "runs/straight"];
+        a.extend_from_slice(extra);
+        run(cwd, &a)
+    };
+    // Batch size and loader threads do not change the results.
+    let o = predict(&[
+        "--split",
+        "all",
+        "--out",
+        "p1",
+        "--batch-size",
+        "7",
+        "--threads",
+        "1",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("wrote 12 friend tree(s)"), "{out}");
+    let a = read_predictions_npz(&cwd.join("p1/predictions.npz")).expect("npz");
+    for (dir, bs, th) in [("p2", "500", "1"), ("p3", "7", "3")] {
+        let o = predict(&[
+            "--split",
+            "all",
+            "--out",
+            dir,
+            "--batch-size",
+            bs,
+            "--threads",
+            th,
+            "--format",
+            "npz",
+        ]);
+        assert!(o.status.success(), "{}", text(&o).1);
+        let b = read_predictions_npz(&cwd.join(dir).join("predictions.npz")).expect("npz");
+        assert_eq!(
+            (&a.entry, &a.event_number, &a.sample_index, &a.samples),
+            (&b.entry, &b.event_number, &b.sample_index, &b.samples)
+        );
+        if th == "3" {
+            assert_eq!(a.logits, b.logits, "loader threads: exact");
+        }
+        // Contract §10: results do not depend on the batch size (within 1e-6 on CPU).
+        let worst = a
+            .scores
+            .iter()
+            .zip(&b.scores)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst <= 1e-6, "batch size {bs}: scores differ by {worst}");
+    }
+    // A checkpoint file alone works too (its stored config): the same scores.
+    let o = run(
+        cwd,
+        &[
+            "predict",
+            "runs/straight/best.ckpt",
+            "--split",
+            "all",
+            "--out",
+            "p4",
+            "--batch-size",
+            "7",
+            "--threads",
+            "1",
+            "--format",
+            "npz",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    let c = read_predictions_npz(&cwd.join("p4/predictions.npz")).expect("npz");
+    assert_eq!(c.logits, a.logits);
+    assert_eq!(a.n_out, 12);
+    assert_eq!(a.samples.len(), 12);
+    assert_eq!(a.len(), a.entry.len());
+    let folds: std::collections::BTreeSet<u8> = a.fold.iter().copied().collect();
+    assert_eq!(folds.len(), 5, "every fold scored with --split all");
+    for (row, (&f, &n)) in a.fold.iter().zip(&a.event_number).enumerate() {
+        assert_eq!(u64::from(f), n % 5, "row {row}");
+    }
+    for r in a.scores.chunks(12) {
+        assert!(
+            (r.iter().sum::<f32>() - 1.0).abs() < 1e-5,
+            "softmax rows sum to 1"
+        );
+    }
+
+    // The friend tree of ttbar: one entry per input entry, aligned, NaN and passed 0 where skipped.
+    let friend = open_tree(&cwd.join("p1/friends/ttbar__ttbar.root"), "output").expect("friend");
+    let input = open_tree(&cwd.join("demo/pretrain/ttbar.root"), "output").expect("input");
+    assert_eq!(friend.entries(), input.entries());
+    let req = |b: &str| ColumnRequest {
+        branch: b.into(),
+        counter: None,
+    };
+    let mut passed = Vec::new();
+    let mut ttbar_score = Vec::new();
+    let all = EntryRange {
+        entry_start: 0,
+        entry_stop: u64::MAX,
+        step_size: 1000,
+    };
+    friend
+        .read(&[req("passed"), req("score_ttbar")], all, &mut |c| {
+            for i in 0..c.n_entries {
+                passed.push(c.columns[0].values.f64_at(i));
+                ttbar_score.push(c.columns[1].values.f64_at(i));
+            }
+            Ok(())
+        })
+        .expect("read friend");
+    let si = a.samples.iter().position(|s| s == "ttbar").expect("ttbar") as i64;
+    let rows: Vec<usize> = (0..a.len()).filter(|&i| a.sample_index[i] == si).collect();
+    assert!(!rows.is_empty());
+    assert_eq!(passed.iter().filter(|&&p| p == 1.0).count(), rows.len());
+    for &i in &rows {
+        let e = a.entry[i] as usize;
+        assert_eq!(passed[e], 1.0);
+        assert!(
+            (ttbar_score[e] - f64::from(a.scores[i * 12 + 7])).abs() < 1e-7,
+            "entry {e}"
+        );
+    }
+    for (e, &p) in passed.iter().enumerate() {
+        if p == 0.0 {
+            assert!(ttbar_score[e].is_nan(), "skipped entry {e} has NaN scores");
+        }
+    }
+
+    // Evaluate writes metrics.json and the plots; existing outputs are refused without --overwrite.
+    let o = run(
+        cwd,
+        &[
+            "evaluate",
+            "runs/straight",
+            "--out",
+            "ev",
+            "--format",
+            "npz",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(cwd.join("ev/metrics.json")).expect("metrics"),
+    )
+    .expect("json");
+    assert!(
+        m.pointer("/metrics/auc")
+            .and_then(|v| v.as_array())
+            .is_some_and(|v| v.len() == 12),
+        "{m}"
+    );
+    for png in [
+        "roc.png",
+        "scores.png",
+        "training_loss.png",
+        "training_auc.png",
+    ] {
+        let bytes = std::fs::read(cwd.join("ev").join(png)).expect(png);
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000,
+            "{png}"
+        );
+    }
+    let o = run(
+        cwd,
+        &[
+            "evaluate",
+            "runs/straight",
+            "--out",
+            "ev",
+            "--format",
+            "npz",
+        ],
+    );
+    assert!(text(&o).1.contains("--overwrite"), "{}", text(&o).1);
+
+    // A write cut short (the file-size limit kills the process with SIGXFSZ, or the write fails
+    // with EFBIG where the signal is ignored) leaves no file under the final name.
+    let o = Command::new("sh")
+        .current_dir(cwd)
+        .args(["-c", "ulimit -f 64 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_gnn4colliders"))
+        .args([
+            "predict",
+            "runs/straight",
+            "--split",
+            "all",
+            "--out",
+            "cut",
+            "--format",
+            "npz",
+        ])
+        .output()
+        .expect("sh runs");
+    assert!(!o.status.success(), "the 32 kB limit stops the write");
+    assert!(
+        !cwd.join("cut/predictions.npz").exists(),
+        "no half file under the final name"
+    );
+
+    // A checkpoint from another run (a 1-output head for a 12-class run) is refused by name.
+    let o = predict(&["--checkpoint", "runs/ft_full/best.ckpt", "--out", "bad"]);
+    let e = text(&o).1;
+    assert!(e.contains("1 outputs") && e.contains("another run"), "{e}");
+    // Other files whose schema lacks a branch: the error names it, nothing is written.
+    std::fs::write(
+        cwd.join("bad_data.yaml"),
+        "name: bad\ntree: output\nschema: hzz\nclasses: [a]\nsamples:\n  - {name: a, files: [demo/pretrain/ggF.root], label: 0}\n",
+    )
+    .expect("write");
+    let o = predict(&["--data", "bad_data.yaml", "--out", "bad"]);
+    let e = text(&o).1;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(e.contains("Jet_Px"), "{e}");
+    assert!(!cwd.join("bad/predictions.npz").exists());
 }
