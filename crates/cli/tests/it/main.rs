@@ -649,6 +649,28 @@ fn predict_and_evaluate(cwd: &Path) {
         "no half file under the final name"
     );
 
+    // Other ROOT files with the same schema: every event scored (split all), one friend tree each.
+    let o = predict(&[
+        "--data",
+        "ft_data.yaml",
+        "--out",
+        "other",
+        "--format",
+        "root",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("'ft' (all split)") && out.contains("wrote 2 friend tree(s)"),
+        "{out}"
+    );
+    let f = open_tree(&cwd.join("other/friends/odd__ttH_CPodd.root"), "output").expect("friend");
+    assert_eq!(f.entries(), 150);
+    assert!(
+        !cwd.join("other/predictions.npz").exists(),
+        "--format root writes no NPZ"
+    );
+
     // A checkpoint from another run (a 1-output head for a 12-class run) is refused by name.
     let o = predict(&["--checkpoint", "runs/ft_full/best.ckpt", "--out", "bad"]);
     let e = text(&o).1;
