@@ -32,11 +32,18 @@ use crate::scan::load_dataset;
 /// Arguments of `train`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders train configs/train/demo_pretrain.yaml\n  gnn4colliders train configs/train/demo_pretrain.yaml --resume\n  gnn4colliders train configs/train/demo_finetune.yaml --run runs/scratch"
+    after_help = "Examples:\n  gnn4colliders train configs/train/demo_pretrain.yaml\n  gnn4colliders train configs/train/demo_pretrain.yaml train.max_epochs=2 train.lr=3e-4 --print-config\n  gnn4colliders train configs/train/demo_pretrain.yaml --resume\n  gnn4colliders train configs/train/demo_finetune.yaml --run runs/scratch"
 )]
 pub(crate) struct Args {
     /// Run config (YAML).
     config: PathBuf,
+    /// Hydra-style overrides, applied last: `train.max_epochs=3 model.dropout=0.1 task=binary`.
+    /// Before them, environment variables `GNN4C_<SECTION>__<KEY>` (`GNN4C_TRAIN__LR=1e-4`).
+    #[arg(value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Print the resolved config (after overrides) as JSON and exit.
+    #[arg(long)]
+    print_config: bool,
     /// Run folder [default: runs/<name>].
     #[arg(long)]
     run: Option<PathBuf>,
@@ -179,12 +186,63 @@ struct RunConfig {
     finetune: Option<FinetuneSection>,
 }
 
-fn load_run_config(path: &Path) -> anyhow::Result<RunConfig> {
+/// One `a.b.c=value` override as a YAML document (`a: {b: {c: value}}`); the value is parsed
+/// as YAML, so `3`, `1e-4`, `true`, `[a, b]` and strings all work.
+fn override_yaml(item: &str) -> anyhow::Result<String> {
+    let (key, value) = item.split_once('=').with_context(|| {
+        format!("override '{item}' is not KEY=VALUE (for example train.max_epochs=3)")
+    })?;
+    let parts: Vec<&str> = key.trim().split('.').collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        bail!("override '{item}': '{key}' is not a dotted key like train.max_epochs");
+    }
+    let mut doc = String::new();
+    for (depth, p) in parts.iter().enumerate() {
+        doc.push_str(&"  ".repeat(depth));
+        doc.push_str(p);
+        doc.push(':');
+        doc.push(if depth + 1 == parts.len() { ' ' } else { '\n' });
+    }
+    doc.push_str(value.trim());
+    doc.push('\n');
+    Ok(doc)
+}
+
+/// Figment's errors, each with the closest valid key when a key is unknown.
+fn explain(e: figment::Error) -> String {
+    e.into_iter()
+        .map(|e| {
+            let hint = match &e.kind {
+                figment::error::Kind::UnknownField(found, expected) => {
+                    gnn4c_data::closest_names(found, expected.iter().copied(), 1)
+                        .first()
+                        .map(|c| format!(" (did you mean `{c}`?)"))
+                }
+                _ => None,
+            };
+            format!("{e}{}", hint.unwrap_or_default())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn load_run_config(path: &Path, overrides: &[String]) -> anyhow::Result<RunConfig> {
+    use figment::providers::Env;
     if !path.is_file() {
         bail!("run config not found: {}", path.display());
     }
-    let cfg: RunConfig = Figment::from(Yaml::file_exact(path))
+    // The file, then GNN4C_SECTION__KEY environment variables, then the command line.
+    let mut fig = Figment::from(Yaml::file_exact(path))
+        .merge(Env::prefixed("GNN4C_").ignore(&["SHARED"]).split("__"));
+    for o in overrides {
+        fig = fig.merge(Yaml::string(&override_yaml(o)?));
+    }
+    let cfg: RunConfig = fig
         .extract()
+        .map_err(|e| anyhow::anyhow!("{}", explain(e)))
         .with_context(|| format!("reading run config {}", path.display()))?;
     cfg.folds
         .validate()
@@ -233,7 +291,7 @@ fn comparable(v: &serde_json::Value) -> serde_json::Value {
 }
 
 pub(crate) fn run_train(args: &Args) -> anyhow::Result<()> {
-    let cfg = load_run_config(&args.config)?;
+    let cfg = load_run_config(&args.config, &args.overrides)?;
     if cfg.finetune.is_some() {
         bail!(
             "run config {} has a finetune section: run `gnn4colliders finetune {}`, or remove it to train from scratch",
@@ -249,7 +307,7 @@ pub(crate) fn run_train(args: &Args) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run_finetune(args: &FinetuneArgs) -> anyhow::Result<()> {
-    let mut cfg = load_run_config(&args.common.config)?;
+    let mut cfg = load_run_config(&args.common.config, &args.common.overrides)?;
     let section = cfg.finetune.get_or_insert(FinetuneSection {
         from: None,
         mode: FinetuneMode::default(),
@@ -358,6 +416,10 @@ fn train_on<B: AutodiffBackend>(
         "selection": SelectionConfig::default(),
         "task": task,
     });
+    if args.print_config {
+        writeln!(out, "{}", serde_json::to_string_pretty(&resolved)?)?;
+        return Ok(());
+    }
 
     // The run folder: never silently replace a run.
     let resume = if args.resume {

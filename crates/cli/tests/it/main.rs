@@ -687,3 +687,70 @@ fn predict_and_evaluate(cwd: &Path) {
     assert!(e.contains("Jet_Px"), "{e}");
     assert!(!cwd.join("bad/predictions.npz").exists());
 }
+
+#[test]
+fn run_config_overrides_env_and_print_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    std::fs::write(
+        cwd.join("d.yaml"),
+        "name: d\ntree: output\nschema: vector\nclasses: [a, b]\nsamples:\n  - {name: a, files: [a.root], label: 0}\n  - {name: b, files: [b.root], label: 1}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        cwd.join("r.yaml"),
+        "name: r\ndata: d.yaml\ntask: binary\ntrain: {max_epochs: 5, lr: 1.0e-4}\n",
+    )
+    .expect("write");
+    let resolved = |o: &Output| -> serde_json::Value {
+        let (out, err) = text(o);
+        assert!(o.status.success(), "{out}{err}");
+        serde_json::from_str(&out).expect("--print-config prints JSON")
+    };
+    // File values, then GNN4C_ environment variables, then command-line overrides (last wins).
+    let o = bin()
+        .current_dir(cwd)
+        .env("GNN4C_TRAIN__SEED", "9")
+        .env("GNN4C_TRAIN__LR", "0.5")
+        .args([
+            "train",
+            "r.yaml",
+            "train.max_epochs=2",
+            "train.lr=3e-4",
+            "model.dropout=0.1",
+            "--print-config",
+        ])
+        .output()
+        .expect("runs");
+    let v = resolved(&o);
+    assert_eq!(
+        v.pointer("/run/train/max_epochs"),
+        Some(&serde_json::json!(2))
+    );
+    assert_eq!(v.pointer("/run/train/lr"), Some(&serde_json::json!(3e-4)));
+    assert_eq!(v.pointer("/run/train/seed"), Some(&serde_json::json!(9)));
+    assert_eq!(
+        v.pointer("/run/model/dropout"),
+        Some(&serde_json::json!(0.1))
+    );
+    assert_eq!(v.pointer("/task/kind"), Some(&serde_json::json!("binary")));
+    assert!(!cwd.join("runs").exists(), "--print-config trains nothing");
+    // A typo names the key, where it came from, and the closest valid key.
+    let o = run(
+        cwd,
+        &["train", "r.yaml", "train.max_epoch=2", "--print-config"],
+    );
+    let e = text(&o).1;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        e.contains("max_epoch") && e.contains("did you mean `max_epochs`"),
+        "{e}"
+    );
+    let o = run(
+        cwd,
+        &["train", "r.yaml", "train.max_epochs=many", "--print-config"],
+    );
+    assert!(text(&o).1.contains("train.max_epochs"), "{}", text(&o).1);
+    let o = run(cwd, &["train", "r.yaml", "max_epochs", "--print-config"]);
+    assert!(text(&o).1.contains("KEY=VALUE"), "{}", text(&o).1);
+}
