@@ -4,6 +4,7 @@
 //! and the run-folder layout. Each subcommand lives in its own module; `main` maps errors to exit
 //! codes (0 success, 1 runtime error, 2 usage error) and prints them with their causes.
 
+mod export;
 mod generate;
 mod inspect;
 mod plots;
@@ -42,6 +43,8 @@ enum Command {
     Predict(predict::Args),
     /// Score a labelled split and write metrics.json (plus the prediction outputs).
     Evaluate(predict::Args),
+    /// Write a run's weights as a PyTorch-named safetensors file.
+    Export(export::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Finetune(args) => train::run_finetune(&args),
         Command::Predict(args) => predict::run_predict(&args),
         Command::Evaluate(args) => predict::run_evaluate(&args),
+        Command::Export(args) => export::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

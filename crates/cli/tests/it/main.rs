@@ -671,6 +671,16 @@ fn predict_and_evaluate(cwd: &Path) {
         "--format root writes no NPZ"
     );
 
+    // export: the run's best weights with PyTorch names, equal to best.safetensors.
+    let o = run(cwd, &["export", "runs/straight", "--out", "w.safetensors"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert_eq!(
+        gnn4c_testkit::read_safetensors(&cwd.join("w.safetensors")),
+        gnn4c_testkit::read_safetensors(&cwd.join("runs/straight/best.safetensors"))
+    );
+    let o = run(cwd, &["export", "runs/straight", "--out", "w.safetensors"]);
+    assert!(text(&o).1.contains("--overwrite"), "{}", text(&o).1);
+
     // A checkpoint from another run (a 1-output head for a 12-class run) is refused by name.
     let o = predict(&["--checkpoint", "runs/ft_full/best.ckpt", "--out", "bad"]);
     let e = text(&o).1;

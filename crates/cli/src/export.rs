@@ -1,0 +1,77 @@
+//! `gnn4colliders export`: a run's (or a checkpoint's) weights as a PyTorch-named safetensors file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use gnn4c_data::{CONTRACT_VERSION, check_output_path};
+use gnn4c_root_gnn::{EdgeNetwork, save_pytorch_safetensors};
+use gnn4c_training::read_checkpoint;
+
+use crate::train::ModelSection;
+
+/// Arguments of `export`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  gnn4colliders export runs/demo_pretrain --out pretrain.safetensors\n  gnn4colliders export runs/demo_pretrain/last.ckpt --out last.safetensors"
+)]
+pub(crate) struct Args {
+    /// Run folder (its best.ckpt) or a checkpoint file.
+    run: PathBuf,
+    /// Output safetensors file (PyTorch state-dict names: `node_encoder.0.weight`, …).
+    #[arg(long)]
+    out: PathBuf,
+    /// Replace an existing output.
+    #[arg(long)]
+    overwrite: bool,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let ck_path = if args.run.is_dir() {
+        args.run.join("best.ckpt")
+    } else {
+        args.run.clone()
+    };
+    check_output_path(&args.out, args.overwrite)?;
+    let ck = read_checkpoint(&ck_path)?;
+    let model: ModelSection = serde_json::from_value(
+        ck.state
+            .config
+            .pointer("/run/model")
+            .cloned()
+            .unwrap_or_default(),
+    )
+    .with_context(|| format!("reading the model section of {}", ck_path.display()))?;
+    let Some(n_out) = ck
+        .state
+        .parameters
+        .iter()
+        .find(|p| p.name == "classify.weight")
+        .and_then(|p| p.shape.get(1).copied())
+    else {
+        bail!("checkpoint {} holds no Edge_Network", ck_path.display());
+    };
+    let device = Default::default();
+    let net: EdgeNetwork<burn::backend::Flex> = model.config(n_out).init(&device);
+    ck.check_compatible(&net, CONTRACT_VERSION)?;
+    let net = ck.load_model(net, &device)?;
+    let tmp = temp_of(&args.out);
+    save_pytorch_safetensors(&net, &tmp)?;
+    std::fs::rename(&tmp, &args.out).with_context(|| format!("writing {}", args.out.display()))?;
+    writeln!(
+        std::io::stdout().lock(),
+        "wrote {} ({} parameters, {n_out} outputs, from {} after epoch {})",
+        args.out.display(),
+        burn::module::Module::num_params(&net),
+        ck_path.display(),
+        ck.state.epoch
+    )?;
+    Ok(())
+}
+
+fn temp_of(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "weights".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
