@@ -613,6 +613,11 @@ fn train_on<B: AutodiffBackend>(
         "wrote {} (checkpoints, history.jsonl, metrics.json, best.safetensors)",
         run_dir.display()
     )?;
+    writeln!(
+        out,
+        "next: gnn4colliders evaluate {0} (metrics and PNG plots), gnn4colliders predict {0} (NPZ and ROOT friend trees)",
+        run_dir.display()
+    )?;
     Ok(())
 }
 
