@@ -253,6 +253,17 @@ fn load_run_config(path: &Path, overrides: &[String]) -> anyhow::Result<RunConfi
     Ok(cfg)
 }
 
+/// `data=nanoaod` (Hydra's group form) means `configs/data/nanoaod.yaml` when `nanoaod` is not
+/// itself a file.
+fn resolve_data_group(data: &Path) -> PathBuf {
+    let group = Path::new("configs/data").join(data).with_extension("yaml");
+    if !data.is_file() && data.extension().is_none() && group.is_file() {
+        group
+    } else {
+        data.to_path_buf()
+    }
+}
+
 fn task_of(kind: TaskKind, data: &DatasetConfig) -> anyhow::Result<Task> {
     let k = data.classes.len();
     Ok(match kind {
@@ -402,6 +413,7 @@ fn train_on<B: AutodiffBackend>(
     if let Some(n) = args.max_epochs {
         cfg.train.max_epochs = n;
     }
+    cfg.data = resolve_data_group(&cfg.data);
     let data = load_dataset(&cfg.data)?;
     let task = task_of(cfg.task, &data)?;
     let files = RunFiles {

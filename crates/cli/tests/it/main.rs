@@ -745,6 +745,17 @@ fn run_config_overrides_env_and_print_config() {
     );
     assert_eq!(v.pointer("/task/kind"), Some(&serde_json::json!("binary")));
     assert!(!cwd.join("runs").exists(), "--print-config trains nothing");
+    // Hydra's group form: data=NAME is configs/data/NAME.yaml.
+    std::fs::create_dir_all(cwd.join("configs/data")).expect("mkdir");
+    std::fs::copy(cwd.join("d.yaml"), cwd.join("configs/data/other.yaml")).expect("copy");
+    let v = resolved(&run(
+        cwd,
+        &["train", "r.yaml", "data=other", "--print-config"],
+    ));
+    assert_eq!(
+        v.pointer("/run/data"),
+        Some(&serde_json::json!("configs/data/other.yaml"))
+    );
     // A typo names the key, where it came from, and the closest valid key.
     let o = run(
         cwd,
