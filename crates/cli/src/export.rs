@@ -3,12 +3,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
-use gnn4c_data::{CONTRACT_VERSION, check_output_path};
+use anyhow::Context;
+use gnn4c_data::check_output_path;
 use gnn4c_root_gnn::{EdgeNetwork, save_pytorch_safetensors};
 use gnn4c_training::read_checkpoint;
 
-use crate::train::ModelSection;
+use crate::train::model_from_checkpoint;
 
 /// Arguments of `export`.
 #[derive(Debug, clap::Args)]
@@ -34,27 +34,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     };
     check_output_path(&args.out, args.overwrite)?;
     let ck = read_checkpoint(&ck_path)?;
-    let model: ModelSection = serde_json::from_value(
-        ck.state
-            .config
-            .pointer("/run/model")
-            .cloned()
-            .unwrap_or_default(),
-    )
-    .with_context(|| format!("reading the model section of {}", ck_path.display()))?;
-    let Some(n_out) = ck
-        .state
-        .parameters
-        .iter()
-        .find(|p| p.name == "classify.weight")
-        .and_then(|p| p.shape.get(1).copied())
-    else {
-        bail!("checkpoint {} holds no Edge_Network", ck_path.display());
-    };
     let device = Default::default();
-    let net: EdgeNetwork<burn::backend::Flex> = model.config(n_out).init(&device);
-    ck.check_compatible(&net, CONTRACT_VERSION)?;
-    let net = ck.load_model(net, &device)?;
+    let net: EdgeNetwork<burn::backend::Flex> = model_from_checkpoint(&ck, &device)?;
+    let n_out = net.n_out();
     let tmp = temp_of(&args.out);
     save_pytorch_safetensors(&net, &tmp)?;
     std::fs::rename(&tmp, &args.out).with_context(|| format!("writing {}", args.out.display()))?;

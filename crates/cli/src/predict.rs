@@ -16,8 +16,8 @@ use burn::prelude::*;
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split};
 use gnn4c_data::{
-    CONTRACT_VERSION, DatasetConfig, Folds, FriendTree, PredictionTable, Split, check_output_path,
-    fold_of, open_tree, write_friend_tree, write_predictions_npz,
+    DatasetConfig, Folds, FriendTree, PredictionTable, Split, check_output_path, fold_of,
+    open_tree, write_friend_tree, write_predictions_npz,
 };
 use gnn4c_features::SelectionConfig;
 use gnn4c_inference::{Scored, score};
@@ -27,7 +27,7 @@ use gnn4c_training::{MetricsRecord, read_checkpoint, write_atomic};
 
 use crate::preprocess::cache_dir;
 use crate::scan::load_dataset;
-use crate::train::ModelSection;
+use crate::train::model_from_checkpoint;
 
 /// Which events to score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -108,7 +108,6 @@ struct RunInfo {
     cache: PathBuf,
     folds: Folds,
     task: Task,
-    model: ModelSection,
 }
 
 fn read_run(run: &Path) -> anyhow::Result<RunInfo> {
@@ -131,14 +130,12 @@ fn run_info(v: &serde_json::Value, path: &Path) -> anyhow::Result<RunInfo> {
         .with_context(|| format!("{}: dataset", path.display()))?;
     let folds: Folds = serde_json::from_value(get("/run/folds")?)?;
     let task: Task = serde_json::from_value(get("/task")?)?;
-    let model: ModelSection = serde_json::from_value(get("/run/model")?)?;
     let cache: Option<PathBuf> = serde_json::from_value(get("/run/cache")?)?;
     Ok(RunInfo {
         cache: cache_dir(cache.as_deref(), &dataset),
         dataset,
         folds,
         task,
-        model,
     })
 }
 
@@ -199,13 +196,8 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
         let ck = read_checkpoint(&ck_path)?;
         (info, ck_path, ck, args.run.clone())
     };
-    let n_out = ck
-        .state
-        .parameters
-        .iter()
-        .find(|p| p.name == "classify.weight")
-        .and_then(|p| p.shape.get(1).copied())
-        .with_context(|| format!("checkpoint {} holds no Edge_Network", ck_path.display()))?;
+    let model: EdgeNetwork<B> = model_from_checkpoint(&ck, device)?;
+    let n_out = model.n_out();
     if n_out != info.task.n_out() {
         bail!(
             "checkpoint {} has {n_out} outputs but the run's task {:?} needs {}: it belongs to another run",
@@ -214,9 +206,6 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
             info.task.n_out()
         );
     }
-    let net: EdgeNetwork<B> = info.model.config(n_out).init(device);
-    ck.check_compatible(&net, CONTRACT_VERSION)?;
-    let model = ck.load_model(net, device)?;
 
     // The data: the run's own (cache as trained), or another dataset config (same schema).
     let (dataset, cache) = match &args.data {

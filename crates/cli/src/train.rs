@@ -372,8 +372,10 @@ fn dispatch(
     }
 }
 
-/// The pretrained model: its config comes from the checkpoint's resolved config.
-fn pretrained<B: AutodiffBackend>(
+/// The Edge_Network a checkpoint holds, built from the model section of its stored config and
+/// the head width of its `classify.weight`, checked and loaded (inference, export, or the
+/// backbone of a fine-tuning run).
+pub(crate) fn model_from_checkpoint<B: Backend>(
     ck: &Checkpoint,
     device: &B::Device,
 ) -> anyhow::Result<EdgeNetwork<B>> {
@@ -508,7 +510,7 @@ fn train_on<B: AutodiffBackend>(
         (Some((from, mode)), None) => {
             let ck = read_checkpoint(from)
                 .with_context(|| format!("loading the pretrained checkpoint {}", from.display()))?;
-            let net = pretrained::<B>(&ck, device)?.with_new_head(n_out, seed, device);
+            let net = model_from_checkpoint::<B>(&ck, device)?.with_new_head(n_out, seed, device);
             writeln!(
                 out,
                 "fine-tuning from {} (epoch {}), new {n_out}-output head, {}",
