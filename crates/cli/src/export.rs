@@ -1,9 +1,8 @@
 //! `gnn4colliders export`: a run's (or a checkpoint's) weights as a PyTorch-named safetensors file.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::Context;
 use gnn4c_data::check_output_path;
 use gnn4c_root_gnn::{EdgeNetwork, save_pytorch_safetensors};
 use gnn4c_training::read_checkpoint;
@@ -37,9 +36,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let device = Default::default();
     let net: EdgeNetwork<burn::backend::Flex> = model_from_checkpoint(&ck, &device)?;
     let n_out = net.n_out();
-    let tmp = temp_of(&args.out);
-    save_pytorch_safetensors(&net, &tmp)?;
-    std::fs::rename(&tmp, &args.out).with_context(|| format!("writing {}", args.out.display()))?;
+    gnn4c_data::write_atomically(&args.out, |tmp| {
+        save_pytorch_safetensors(&net, tmp).map_err(|e| gnn4c_data::DataError::Write {
+            path: args.out.clone(),
+            message: e.to_string(),
+        })
+    })?;
     writeln!(
         std::io::stdout().lock(),
         "wrote {} ({} parameters, {n_out} outputs, from {} after epoch {})",
@@ -49,11 +51,4 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         ck.state.epoch
     )?;
     Ok(())
-}
-
-fn temp_of(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "weights".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, anyhow};
+use anyhow::anyhow;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
@@ -47,9 +47,8 @@ pub(crate) type RocCurve = (String, f64, Vec<(f64, f64)>);
 /// One ROC curve per output, written atomically to `path`.
 pub(crate) fn roc_curves(path: &Path, title: &str, curves: &[RocCurve]) -> anyhow::Result<()> {
     ensure_font();
-    let tmp = tmp_of(path);
-    {
-        let root = BitMapBackend::new(&tmp, (900, 800)).into_drawing_area();
+    save(path, |tmp| {
+        let root = BitMapBackend::new(tmp, (900, 800)).into_drawing_area();
         root.fill(&WHITE).map_err(err(path))?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 24))
@@ -90,8 +89,8 @@ pub(crate) fn roc_curves(path: &Path, title: &str, curves: &[RocCurve]) -> anyho
             .draw()
             .map_err(err(path))?;
         root.present().map_err(err(path))?;
-    }
-    finish(&tmp, path)
+        Ok(())
+    })
 }
 
 /// Weighted, unit-area score histograms: `(name, scores, weights)` per class, 40 bins on [0, 1].
@@ -121,9 +120,8 @@ pub(crate) fn score_distributions(
         .fold(0.0f64, |a, &b| a.max(b))
         .max(1e-9)
         * 1.15;
-    let tmp = tmp_of(path);
-    {
-        let root = BitMapBackend::new(&tmp, (900, 700)).into_drawing_area();
+    save(path, |tmp| {
+        let root = BitMapBackend::new(tmp, (900, 700)).into_drawing_area();
         root.fill(&WHITE).map_err(err(path))?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 24))
@@ -166,8 +164,8 @@ pub(crate) fn score_distributions(
             .draw()
             .map_err(err(path))?;
         root.present().map_err(err(path))?;
-    }
-    finish(&tmp, path)
+        Ok(())
+    })
 }
 
 /// Curves against the epoch: `(name, values)` per series (`None` where undefined).
@@ -191,9 +189,8 @@ pub(crate) fn training_curves(
     } else {
         (0.0, 1.0)
     };
-    let tmp = tmp_of(path);
-    {
-        let root = BitMapBackend::new(&tmp, (900, 600)).into_drawing_area();
+    save(path, |tmp| {
+        let root = BitMapBackend::new(tmp, (900, 600)).into_drawing_area();
         root.fill(&WHITE).map_err(err(path))?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 24))
@@ -237,18 +234,17 @@ pub(crate) fn training_curves(
             .draw()
             .map_err(err(path))?;
         root.present().map_err(err(path))?;
-    }
-    finish(&tmp, path)
+        Ok(())
+    })
 }
 
-fn tmp_of(path: &Path) -> std::path::PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "plot".into(), |n| n.to_string_lossy().into_owned());
-    // Keep the .png extension: the bitmap encoder picks the format from it.
-    path.with_file_name(format!(".tmp-{}-{name}", std::process::id()))
-}
-
-fn finish(tmp: &Path, path: &Path) -> anyhow::Result<()> {
-    std::fs::rename(tmp, path).with_context(|| format!("writing {}", path.display()))
+/// Draws into a temporary sibling of `path` and renames it into place (no half PNG is left).
+fn save(path: &Path, draw: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    gnn4c_data::write_atomically(path, |tmp| {
+        draw(tmp).map_err(|e| gnn4c_data::DataError::Write {
+            path: path.to_owned(),
+            message: format!("{e:#}"),
+        })
+    })?;
+    Ok(())
 }

@@ -27,6 +27,7 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use crate::DataError;
+use crate::error::write_atomically;
 
 /// Version of the cache's on-disk layout; bump it when columns change.
 pub const CACHE_SCHEMA_VERSION: u32 = 1;
@@ -201,27 +202,6 @@ fn arrow_schema() -> Arc<Schema> {
         list("edge_features", DataType::Float32),
         list("global_features", DataType::Float32),
     ]))
-}
-
-fn write_atomically(
-    path: &Path,
-    write: impl FnOnce(&Path) -> Result<(), DataError>,
-) -> Result<(), DataError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = write(&tmp).and_then(|()| {
-        std::fs::rename(&tmp, path).map_err(|source| DataError::Io {
-            path: path.to_owned(),
-            source,
-        })
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// Writes graph records into shards of a new cache folder.

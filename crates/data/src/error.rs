@@ -178,6 +178,30 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// Runs `write` on a temporary sibling of `path` (`.tmp-<pid>.<name>`, so the extension stays
+/// last for writers that read it) and renames it over `path` on success: a failed or killed
+/// write never leaves a half file under `path`. On failure the temporary file is removed.
+pub fn write_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&std::path::Path) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".tmp-{}.{name}", std::process::id()));
+    let result = write(&tmp).and_then(|()| {
+        std::fs::rename(&tmp, path).map_err(|source| DataError::Io {
+            path: path.to_owned(),
+            source,
+        })
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

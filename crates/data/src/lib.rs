@@ -33,7 +33,7 @@ pub use demo::{
     DEMO_TREE, DEMO_VERSION, DemoFile, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, ToyColumns,
     ToyProcess, toy_events, write_demo,
 };
-pub use error::{DataError, closest_names};
+pub use error::{DataError, closest_names, write_atomically};
 pub use inspect::{TreeInspection, inspect_file};
 pub use outputs::{
     FriendTree, PredictionTable, SAMPLE_NAME_CHARS, check_output_path, read_predictions_npz,

@@ -146,15 +146,6 @@ pub fn check_output_path(path: &Path, overwrite: bool) -> Result<(), DataError> 
     Ok(())
 }
 
-/// A temporary sibling of `path`, renamed over it once complete: a killed or failed write
-/// (disk full) never leaves a half file under the final name.
-fn temp_sibling(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
-}
-
 /// Writes `table` as an NPZ archive (contract §10): `scores`/`logits` `[N, n_out]` (f32),
 /// `labels`, `weights`, `entry`, `event_number`, `fold`, `sample_index`, `samples` (`<U64`).
 pub fn write_predictions_npz(
@@ -171,42 +162,38 @@ pub fn write_predictions_npz(
         .map(|s| npy_name(s))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|m| write_err(path, m))?;
-    let tmp = temp_sibling(path);
-    let result = (|| -> Result<(), Box<dyn std::error::Error>> {
-        let file = std::fs::File::create(&tmp)?;
-        let mut z = NpzWriter::new(file);
-        z.add_array(
-            "scores",
-            &Array2::from_shape_vec((n, k), table.scores.clone())?,
-        )?;
-        z.add_array(
-            "logits",
-            &Array2::from_shape_vec((n, k), table.logits.clone())?,
-        )?;
-        z.add_array("labels", &Array1::from_vec(table.labels.clone()))?;
-        z.add_array("weights", &Array1::from_vec(table.weights.clone()))?;
-        z.add_array("entry", &Array1::from_vec(table.entry.clone()))?;
-        z.add_array(
-            "event_number",
-            &Array1::from_vec(table.event_number.clone()),
-        )?;
-        z.add_array(
-            "fold",
-            &Array1::from_iter(table.fold.iter().map(|&f| i64::from(f))),
-        )?;
-        z.add_array(
-            "sample_index",
-            &Array1::from_vec(table.sample_index.clone()),
-        )?;
-        z.add_array("samples", &Array1::from_vec(names))?;
-        let file = z.finish()?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        write_err(path, e)
+    crate::error::write_atomically(path, |tmp| {
+        let write = || -> Result<(), Box<dyn std::error::Error>> {
+            let file = std::fs::File::create(tmp)?;
+            let mut z = NpzWriter::new(file);
+            z.add_array(
+                "scores",
+                &Array2::from_shape_vec((n, k), table.scores.clone())?,
+            )?;
+            z.add_array(
+                "logits",
+                &Array2::from_shape_vec((n, k), table.logits.clone())?,
+            )?;
+            z.add_array("labels", &Array1::from_vec(table.labels.clone()))?;
+            z.add_array("weights", &Array1::from_vec(table.weights.clone()))?;
+            z.add_array("entry", &Array1::from_vec(table.entry.clone()))?;
+            z.add_array(
+                "event_number",
+                &Array1::from_vec(table.event_number.clone()),
+            )?;
+            z.add_array(
+                "fold",
+                &Array1::from_iter(table.fold.iter().map(|&f| i64::from(f))),
+            )?;
+            z.add_array(
+                "sample_index",
+                &Array1::from_vec(table.sample_index.clone()),
+            )?;
+            z.add_array("samples", &Array1::from_vec(names))?;
+            z.finish()?.sync_all()?;
+            Ok(())
+        };
+        write().map_err(|e| write_err(path, e))
     })
 }
 

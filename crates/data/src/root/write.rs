@@ -82,37 +82,30 @@ pub fn write_tree(path: &Path, tree: &str, columns: Vec<WriteColumn>) -> Result<
         path: dir.to_owned(),
         source,
     })?;
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| write_err("the path has no file name".to_owned()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut file = RootFile::create(&tmp).map_err(|e| e.to_string())?;
-        let mut writer = WriterTree::new(tree);
-        for column in columns {
-            match column {
-                WriteColumn::F32(n, v) => writer.new_branch(n, v.into_iter()),
-                WriteColumn::F64(n, v) => writer.new_branch(n, v.into_iter()),
-                WriteColumn::I32(n, v) => writer.new_branch(n, v.into_iter()),
-                WriteColumn::U64(n, v) => writer.new_branch(n, v.into_iter()),
-                WriteColumn::VecF32(n, v) => writer.new_branch(n, v.into_iter()),
-                WriteColumn::VecI32(n, v) => writer.new_branch(n, v.into_iter()),
-            }
-        }
-        writer.write(&mut file).map_err(|e| e.to_string())?;
-        file.close().map_err(|e| e.to_string())
-    }));
-    let outcome = match result {
-        Ok(Ok(())) => std::fs::rename(&tmp, path).map_err(|e| write_err(e.to_string())),
-        Ok(Err(message)) => Err(write_err(message)),
-        Err(_) => Err(write_err("oxyroot's writer panicked".to_owned())),
-    };
-    if outcome.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if path.file_name().is_none() {
+        return Err(write_err("the path has no file name".to_owned()));
     }
-    outcome
+    crate::error::write_atomically(path, |tmp| {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut file = RootFile::create(tmp).map_err(|e| e.to_string())?;
+            let mut writer = WriterTree::new(tree);
+            for column in columns {
+                match column {
+                    WriteColumn::F32(n, v) => writer.new_branch(n, v.into_iter()),
+                    WriteColumn::F64(n, v) => writer.new_branch(n, v.into_iter()),
+                    WriteColumn::I32(n, v) => writer.new_branch(n, v.into_iter()),
+                    WriteColumn::U64(n, v) => writer.new_branch(n, v.into_iter()),
+                    WriteColumn::VecF32(n, v) => writer.new_branch(n, v.into_iter()),
+                    WriteColumn::VecI32(n, v) => writer.new_branch(n, v.into_iter()),
+                }
+            }
+            writer.write(&mut file).map_err(|e| e.to_string())?;
+            file.close().map_err(|e| e.to_string())
+        }));
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(write_err(message)),
+            Err(_) => Err(write_err("oxyroot's writer panicked".to_owned())),
+        }
+    })
 }
