@@ -7,8 +7,13 @@
 use std::path::Path;
 use std::time::Instant;
 
-use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
+use gnn4c_cli::device::DeviceChoice;
+use gnn4c_data::{
+    EntryRange, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, read_file_events, write_demo,
+};
 use gnn4c_events::{EventSample, Label};
+use gnn4c_features::{EventFeatures, SelectionConfig};
+use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate, graph_of_event};
 
 /// Summary statistics of repeated timings, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -113,6 +118,45 @@ pub fn read_events(
         Ok(())
     })?;
     Ok(out)
+}
+
+/// The demo pretraining graphs of `per_process` events per process (seed 42), interleaved by
+/// (entry, sample) so any prefix mixes the 12 processes (written and read untimed).
+pub fn demo_graphs(per_process: usize, cores: usize) -> anyhow::Result<Vec<GraphSample>> {
+    let tmp = tempfile::tempdir()?;
+    let files = write_demo(tmp.path(), per_process, 42, cores)?;
+    let selection = SelectionConfig::default();
+    let mut topo = TopologyCache::new(selection.max_nodes());
+    let mut feats = EventFeatures::default();
+    let mut graphs = Vec::new();
+    for f in files.iter().take(PRETRAIN_PROCESSES.len()) {
+        for ev in read_events(&f.path, "output", "vector", f.sample, f.label)? {
+            if let Ok(g) = graph_of_event(&ev, &selection, &mut feats, &mut topo) {
+                graphs.push(g);
+            }
+        }
+    }
+    graphs.sort_by_key(|g| (g.id.entry, g.id.sample.clone()));
+    Ok(graphs)
+}
+
+/// One batch of `batch` mixed demo pretraining graphs (the benchmarks' fixed input).
+pub fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
+    let graphs = demo_graphs(batch.div_ceil(PRETRAIN_PROCESSES.len()) * 2, cores)?;
+    let refs: Vec<&GraphSample> = graphs.iter().take(batch).collect();
+    collate(&refs, Padding::None).map_err(anyhow::Error::msg)
+}
+
+/// Removes `--device X` from `args` and returns the device (CPU when absent).
+pub fn take_device(args: &mut Vec<String>) -> anyhow::Result<DeviceChoice> {
+    let Some(i) = args.iter().position(|a| a == "--device") else {
+        return Ok(DeviceChoice::Cpu);
+    };
+    args.remove(i);
+    if i >= args.len() {
+        anyhow::bail!("--device needs a value: cpu, cuda or cuda:N");
+    }
+    args.remove(i).parse().map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

@@ -12,40 +12,14 @@ use std::io::Write;
 use std::time::Instant;
 
 use burn::prelude::*;
-use gnn4c_benchmarks::{machine, read_events};
+use gnn4c_benchmarks::{demo_graphs, machine, take_device};
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_data::{
-    FriendTree, PRETRAIN_PROCESSES, PredictionTable, write_demo, write_friend_tree,
-    write_predictions_npz,
+    FriendTree, PRETRAIN_PROCESSES, PredictionTable, write_friend_tree, write_predictions_npz,
 };
-use gnn4c_features::{EventFeatures, SelectionConfig};
-use gnn4c_graphs::{GraphSample, Padding, TopologyCache, collate, graph_of_event};
+use gnn4c_graphs::{GraphSample, Padding, collate};
 use gnn4c_root_gnn::EdgeNetworkConfig;
 use gnn4c_tasks::{Task, scores_host};
-
-fn demo_graphs(n: usize, cores: usize) -> anyhow::Result<Vec<GraphSample>> {
-    let tmp = tempfile::tempdir()?;
-    let files = write_demo(
-        tmp.path(),
-        n.div_ceil(PRETRAIN_PROCESSES.len()) * 11 / 10 + 10,
-        42,
-        cores,
-    )?;
-    let selection = SelectionConfig::default();
-    let mut topo = TopologyCache::new(selection.max_nodes());
-    let mut feats = EventFeatures::default();
-    let mut graphs = Vec::new();
-    for f in files.iter().take(PRETRAIN_PROCESSES.len()) {
-        for ev in read_events(&f.path, "output", "vector", f.sample, f.label)? {
-            if let Ok(g) = graph_of_event(&ev, &selection, &mut feats, &mut topo) {
-                graphs.push(g);
-            }
-        }
-    }
-    graphs.sort_by_key(|g| (g.id.entry, g.id.sample.clone()));
-    graphs.truncate(n);
-    Ok(graphs)
-}
 
 fn bench<B: Backend>(device: &B::Device, name: &str, graphs: &[GraphSample]) -> anyhow::Result<()> {
     let (cpu, cores) = machine();
@@ -162,23 +136,15 @@ fn bench<B: Backend>(device: &B::Device, name: &str, graphs: &[GraphSample]) -> 
 }
 
 fn main() -> anyhow::Result<()> {
-    let mut positional = Vec::new();
-    let mut device = DeviceChoice::Cpu;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        if a == "--device" {
-            device = args
-                .next()
-                .unwrap_or_default()
-                .parse()
-                .map_err(anyhow::Error::msg)?;
-        } else {
-            positional.push(a);
-        }
-    }
+    let mut positional: Vec<String> = std::env::args().skip(1).collect();
+    let device = take_device(&mut positional)?;
     let n: usize = positional.first().map_or(Ok(8192), |a| a.parse())?;
     check_device(device).map_err(anyhow::Error::msg)?;
-    let graphs = demo_graphs(n, machine().1)?;
+    let mut graphs = demo_graphs(
+        n.div_ceil(PRETRAIN_PROCESSES.len()) * 11 / 10 + 10,
+        machine().1,
+    )?;
+    graphs.truncate(n);
     match device {
         DeviceChoice::Cpu => bench::<burn::backend::Flex>(&Default::default(), "flex", &graphs),
         #[cfg(feature = "cuda")]

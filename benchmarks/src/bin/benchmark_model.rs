@@ -15,11 +15,9 @@ use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
-use gnn4c_benchmarks::{Stats, machine, read_events, time_reps};
+use gnn4c_benchmarks::{Stats, demo_batch, machine, take_device, time_reps};
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_data::{PRETRAIN_PROCESSES, write_demo};
-use gnn4c_features::{EventFeatures, SelectionConfig};
-use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate, graph_of_event};
+use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::EdgeNetworkConfig;
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer};
@@ -89,31 +87,6 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanTimer {
                 .or_default() += t.elapsed().as_secs_f64();
         }
     }
-}
-
-fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
-    let tmp = tempfile::tempdir()?;
-    let files = write_demo(
-        tmp.path(),
-        batch.div_ceil(PRETRAIN_PROCESSES.len()) * 2,
-        42,
-        cores,
-    )?;
-    let selection = SelectionConfig::default();
-    let mut topo = TopologyCache::new(selection.max_nodes());
-    let mut feats = EventFeatures::default();
-    let mut graphs: Vec<GraphSample> = Vec::new();
-    for f in files.iter().take(PRETRAIN_PROCESSES.len()) {
-        for ev in read_events(&f.path, "output", "vector", f.sample, f.label)? {
-            if let Ok(g) = graph_of_event(&ev, &selection, &mut feats, &mut topo) {
-                graphs.push(g);
-            }
-        }
-    }
-    // Interleave processes so the batch mixes them, then take BATCH graphs.
-    graphs.sort_by_key(|g| (g.id.entry, g.id.sample.clone()));
-    let refs: Vec<&GraphSample> = graphs.iter().take(batch).collect();
-    collate(&refs, Padding::None).map_err(anyhow::Error::msg)
 }
 
 fn bench<B: Backend>(
@@ -227,18 +200,13 @@ fn bench<B: Backend>(
 }
 
 fn main() -> anyhow::Result<()> {
+    let mut rest: Vec<String> = std::env::args().skip(1).collect();
+    let device = take_device(&mut rest)?;
     let mut positional = Vec::new();
-    let mut device = DeviceChoice::Cpu;
     let mut ndarray = false;
-    let mut args = std::env::args().skip(1);
+    let mut args = rest.into_iter();
     while let Some(a) = args.next() {
-        if a == "--device" {
-            device = args
-                .next()
-                .unwrap_or_default()
-                .parse()
-                .map_err(anyhow::Error::msg)?;
-        } else if a == "--backend" {
+        if a == "--backend" {
             // CPU backend comparison (the docs' record of why burn-flex is the default).
             ndarray = match args.next().as_deref() {
                 Some("flex") => false,

@@ -17,37 +17,11 @@ use burn::backend::Autodiff;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
-use gnn4c_benchmarks::{Stats, machine, read_events};
+use gnn4c_benchmarks::{Stats, demo_batch, machine, take_device};
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_data::{PRETRAIN_PROCESSES, write_demo};
-use gnn4c_features::{EventFeatures, SelectionConfig};
-use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate, graph_of_event};
+use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
-
-fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
-    let tmp = tempfile::tempdir()?;
-    let files = write_demo(
-        tmp.path(),
-        batch.div_ceil(PRETRAIN_PROCESSES.len()) * 2,
-        42,
-        cores,
-    )?;
-    let selection = SelectionConfig::default();
-    let mut topo = TopologyCache::new(selection.max_nodes());
-    let mut feats = EventFeatures::default();
-    let mut graphs: Vec<GraphSample> = Vec::new();
-    for f in files.iter().take(PRETRAIN_PROCESSES.len()) {
-        for ev in read_events(&f.path, "output", "vector", f.sample, f.label)? {
-            if let Ok(g) = graph_of_event(&ev, &selection, &mut feats, &mut topo) {
-                graphs.push(g);
-            }
-        }
-    }
-    graphs.sort_by_key(|g| (g.id.entry, g.id.sample.clone()));
-    let refs: Vec<&GraphSample> = graphs.iter().take(batch).collect();
-    collate(&refs, Padding::None).map_err(anyhow::Error::msg)
-}
 
 struct Split {
     forward: Vec<f64>,
@@ -232,19 +206,14 @@ fn bench<B: AutodiffBackend>(
 }
 
 fn main() -> anyhow::Result<()> {
+    let mut rest: Vec<String> = std::env::args().skip(1).collect();
+    let device = take_device(&mut rest)?;
     let mut positional = Vec::new();
-    let mut device = DeviceChoice::Cpu;
     let mut dump: Option<std::path::PathBuf> = None;
-    let mut args = std::env::args().skip(1);
+    let mut args = rest.into_iter();
     while let Some(a) = args.next() {
         if a == "--dump-batch" {
             dump = args.next().map(Into::into);
-        } else if a == "--device" {
-            device = args
-                .next()
-                .unwrap_or_default()
-                .parse()
-                .map_err(anyhow::Error::msg)?;
         } else {
             positional.push(a);
         }
