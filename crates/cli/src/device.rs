@@ -31,6 +31,16 @@ impl FromStr for DeviceChoice {
     }
 }
 
+impl DeviceChoice {
+    /// The name `from_str` reads back: `cpu` or `cuda:N`.
+    pub fn name(self) -> String {
+        match self {
+            DeviceChoice::Cpu => "cpu".into(),
+            DeviceChoice::Cuda(i) => format!("cuda:{i}"),
+        }
+    }
+}
+
 /// Folders where the NVIDIA driver's `libcuda.so.1` is usually found (plus `LD_LIBRARY_PATH`).
 pub fn driver_search_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")

@@ -12,7 +12,7 @@ use crate::train::model_from_checkpoint;
 /// Arguments of `export`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders export runs/demo_pretrain --out pretrain.safetensors\n  gnn4colliders export runs/demo_pretrain/last.ckpt --out last.safetensors"
+    after_help = "Examples:\n  gnn4colliders export runs/pretrain_multiclass --out pretrain.safetensors\n  gnn4colliders export runs/pretrain_multiclass/last.ckpt --out last.safetensors"
 )]
 pub(crate) struct Args {
     /// Run folder (its best.ckpt) or a checkpoint file.

@@ -4,6 +4,7 @@
 //! and the run-folder layout. Each subcommand lives in its own module; `main` maps errors to exit
 //! codes (0 success, 1 runtime error, 2 usage error) and prints them with their causes.
 
+mod config;
 mod export;
 mod generate;
 mod inspect;
@@ -65,6 +66,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // `gnn4colliders inspect f.root | head`: a closed pipe is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // A config the user must fix is a usage error, like a bad flag.
+        Err(e) if e.downcast_ref::<config::ConfigError>().is_some() => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)

@@ -248,3 +248,60 @@ fn save(path: &Path, draw: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::
     })?;
     Ok(())
 }
+
+/// `training_loss.png` and `training_auc.png` in `out_dir` from a run's `history.jsonl` (none
+/// when it is missing or empty); returns the file names written.
+pub(crate) fn training_plots(history: &Path, out_dir: &Path) -> anyhow::Result<Vec<&'static str>> {
+    let mut written = Vec::new();
+    if let Ok(text) = std::fs::read_to_string(history) {
+        let rows: Vec<gnn4c_training::EpochRecord> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if !rows.is_empty() {
+            training_curves(
+                &out_dir.join("training_loss.png"),
+                "Loss per epoch",
+                "weighted loss",
+                &[
+                    (
+                        "train".into(),
+                        rows.iter().map(|r| Some(r.train_loss)).collect(),
+                    ),
+                    (
+                        "validation".into(),
+                        rows.iter().map(|r| Some(r.val.loss)).collect(),
+                    ),
+                    (
+                        "validation, as trained (early stopping)".into(),
+                        rows.iter().map(|r| Some(r.val_objective)).collect(),
+                    ),
+                ],
+            )?;
+            training_curves(
+                &out_dir.join("training_auc.png"),
+                "AUC and accuracy per epoch",
+                "value",
+                &[
+                    (
+                        "validation AUC (macro)".into(),
+                        rows.iter().map(|r| r.val.auc_macro).collect(),
+                    ),
+                    (
+                        "validation accuracy".into(),
+                        rows.iter().map(|r| Some(r.val.accuracy)).collect(),
+                    ),
+                    (
+                        "train accuracy".into(),
+                        rows.iter()
+                            .map(|r| r.train.as_ref().map(|t| t.accuracy))
+                            .collect(),
+                    ),
+                ],
+            )?;
+            written.push("training_loss.png");
+            written.push("training_auc.png");
+        }
+    }
+    Ok(written)
+}

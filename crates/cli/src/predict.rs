@@ -67,7 +67,7 @@ pub(crate) enum FormatArg {
 /// Arguments of `predict` and `evaluate`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders predict runs/demo_pretrain\n  gnn4colliders predict runs/demo_finetune --data configs/data/other.yaml --format root\n  gnn4colliders evaluate runs/demo_pretrain --split validation"
+    after_help = "Examples:\n  gnn4colliders predict runs/pretrain_multiclass\n  gnn4colliders predict runs/finetune_ttH_CP_full --data configs/data/other.yaml --format root\n  gnn4colliders evaluate runs/pretrain_multiclass --split validation"
 )]
 pub(crate) struct Args {
     /// Run folder (holds config.json and the checkpoints), or a checkpoint file (its stored
@@ -132,7 +132,7 @@ fn run_info(v: &serde_json::Value, path: &Path) -> anyhow::Result<RunInfo> {
     let task: Task = serde_json::from_value(get("/task")?)?;
     let cache: Option<PathBuf> = serde_json::from_value(get("/run/cache")?)?;
     Ok(RunInfo {
-        cache: cache_dir(cache.as_deref(), &dataset),
+        cache: cache_dir(cache.as_deref(), &dataset, Path::new("cache")),
         dataset,
         folds,
         task,
@@ -211,7 +211,7 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
     let (dataset, cache) = match &args.data {
         Some(p) => {
             let d = load_dataset(p)?;
-            let c = cache_dir(None, &d);
+            let c = cache_dir(None, &d, Path::new("cache"));
             (d, c)
         }
         None => (info.dataset.clone(), info.cache.clone()),
@@ -401,56 +401,10 @@ fn write_plots(
     written.push("scores.png");
 
     // Training curves from the run's history, when there is one.
-    if let Ok(text) = std::fs::read_to_string(run.join("history.jsonl")) {
-        let rows: Vec<gnn4c_training::EpochRecord> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        if !rows.is_empty() {
-            crate::plots::training_curves(
-                &out_dir.join("training_loss.png"),
-                "Loss per epoch",
-                "weighted loss",
-                &[
-                    (
-                        "train".into(),
-                        rows.iter().map(|r| Some(r.train_loss)).collect(),
-                    ),
-                    (
-                        "validation".into(),
-                        rows.iter().map(|r| Some(r.val.loss)).collect(),
-                    ),
-                    (
-                        "validation, as trained (early stopping)".into(),
-                        rows.iter().map(|r| Some(r.val_objective)).collect(),
-                    ),
-                ],
-            )?;
-            crate::plots::training_curves(
-                &out_dir.join("training_auc.png"),
-                "AUC and accuracy per epoch",
-                "value",
-                &[
-                    (
-                        "validation AUC (macro)".into(),
-                        rows.iter().map(|r| r.val.auc_macro).collect(),
-                    ),
-                    (
-                        "validation accuracy".into(),
-                        rows.iter().map(|r| Some(r.val.accuracy)).collect(),
-                    ),
-                    (
-                        "train accuracy".into(),
-                        rows.iter()
-                            .map(|r| r.train.as_ref().map(|t| t.accuracy))
-                            .collect(),
-                    ),
-                ],
-            )?;
-            written.push("training_loss.png");
-            written.push("training_auc.png");
-        }
-    }
+    written.extend(crate::plots::training_plots(
+        &run.join("history.jsonl"),
+        out_dir,
+    )?);
     Ok(written
         .into_iter()
         .map(|p| out_dir.join(p).display().to_string())

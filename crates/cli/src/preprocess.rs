@@ -31,8 +31,9 @@ pub(crate) struct Args {
 }
 
 /// The cache folder for a dataset.
-pub(crate) fn cache_dir(arg: Option<&Path>, cfg: &DatasetConfig) -> PathBuf {
-    arg.map_or_else(|| PathBuf::from("cache").join(&cfg.name), Path::to_path_buf)
+/// The cache folder: `arg`, or `<root>/<dataset name>`.
+pub(crate) fn cache_dir(arg: Option<&Path>, cfg: &DatasetConfig, root: &Path) -> PathBuf {
+    arg.map_or_else(|| root.join(&cfg.name), Path::to_path_buf)
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -43,7 +44,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         ..Folds::default()
     };
     folds.validate()?;
-    let dir = cache_dir(args.cache.as_deref(), &cfg);
+    let dir = cache_dir(args.cache.as_deref(), &cfg, Path::new("cache"));
     let selection = SelectionConfig::default();
     ensure_cache(
         &mut out,

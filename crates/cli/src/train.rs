@@ -12,8 +12,6 @@ use anyhow::{Context, bail};
 use burn::module::AutodiffModule;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
-use figment::Figment;
-use figment::providers::{Format, Yaml};
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split, subset};
 use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
@@ -26,25 +24,27 @@ use gnn4c_training::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::config;
 use crate::preprocess::cache_dir;
 use crate::scan::load_dataset;
 
 /// Arguments of `train`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders train configs/train/demo_pretrain.yaml\n  gnn4colliders train configs/train/demo_pretrain.yaml train.max_epochs=2 train.lr=3e-4 --print-config\n  gnn4colliders train configs/train/demo_pretrain.yaml --resume\n  gnn4colliders train configs/train/demo_finetune.yaml --run runs/scratch"
+    after_help = "Examples:\n  gnn4colliders train pretrain_multiclass                     (configs/experiment/pretrain_multiclass.yaml)\n  gnn4colliders train pretrain_multiclass trainer.max_epochs=2 trainer.lr=3e-4 --print-config\n  gnn4colliders train pretrain_multiclass environment=perlmutter --device cuda:0\n  gnn4colliders train pretrain_multiclass --resume\n  gnn4colliders train finetune_ttH_CP --run runs/finetune_ttH_CP_scratch   (the from-scratch baseline)\n  gnn4colliders train my_run.yaml data=nanoaod task=multilabel --seed 3\n\nConfig groups (configs/<group>/<name>.yaml, selected in a defaults list or as group=name):\n  data, model, task, trainer, environment. Precedence: defaults list, the file (_self_),\n  GNN4C_<SECTION>__<KEY> environment variables, KEY=VALUE and flags. Exit codes: 0 ok,\n  1 runtime error, 2 usage or config error."
 )]
 pub(crate) struct Args {
-    /// Run config (YAML).
+    /// Run config: a YAML file, or the name of one in configs/experiment/.
     config: PathBuf,
-    /// Hydra-style overrides, applied last: `train.max_epochs=3 model.dropout=0.1 task=binary`.
-    /// Before them, environment variables `GNN4C_<SECTION>__<KEY>` (`GNN4C_TRAIN__LR=1e-4`).
+    /// Hydra-style overrides, applied last: `trainer.max_epochs=3 model.dropout=0.1` sets keys,
+    /// `data=nanoaod task=binary` selects group files. Before them, environment variables
+    /// `GNN4C_<SECTION>__<KEY>` (`GNN4C_TRAINER__LR=1e-4`).
     #[arg(value_name = "KEY=VALUE")]
     overrides: Vec<String>,
     /// Print the resolved config (after overrides) as JSON and exit.
     #[arg(long)]
     print_config: bool,
-    /// Run folder [default: runs/<name>].
+    /// Run folder [default: <environment.runs_dir>/<name>, runs/<name>].
     #[arg(long)]
     run: Option<PathBuf>,
     /// Continue the run in the run folder from its last checkpoint.
@@ -53,10 +53,16 @@ pub(crate) struct Args {
     /// Start again in a run folder that already holds a run (its checkpoints are replaced).
     #[arg(long)]
     overwrite: bool,
-    /// cpu, cuda or cuda:N.
-    #[arg(long, default_value = "cpu")]
-    device: DeviceChoice,
-    /// Override train.max_epochs.
+    /// cpu, cuda or cuda:N [default: environment.device, cpu].
+    #[arg(long)]
+    device: Option<DeviceChoice>,
+    /// Compute threads, 0 = all cores [default: environment.threads].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seed of initialisation, shuffling, dropout and subsets [default: trainer.seed].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override trainer.max_epochs.
     #[arg(long)]
     max_epochs: Option<u64>,
     /// No progress bar (it is off anyway when standard error is not a terminal).
@@ -67,7 +73,7 @@ pub(crate) struct Args {
 /// Arguments of `finetune`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders finetune configs/train/demo_finetune.yaml --from runs/demo_pretrain/best.ckpt\n  gnn4colliders finetune configs/train/demo_finetune.yaml --from runs/demo_pretrain/best.ckpt --mode full"
+    after_help = "Examples:\n  gnn4colliders finetune finetune_ttH_CP                       (from finetune.from, mode finetune.mode)\n  gnn4colliders finetune finetune_ttH_CP --mode frozen_backbone\n  gnn4colliders finetune my_task.yaml --from runs/pretrain_multiclass/best.ckpt --mode full"
 )]
 pub(crate) struct FinetuneArgs {
     #[command(flatten)]
@@ -108,6 +114,57 @@ enum TaskKind {
     Binary,
     Multiclass,
     Multilabel,
+}
+
+/// The `task` section (`configs/task/*.yaml`); `task: binary` is short for `task: {kind: binary}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskSection {
+    kind: TaskKind,
+}
+
+fn task_section<'de, D: serde::Deserializer<'de>>(d: D) -> Result<TaskSection, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = TaskSection;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("binary, multiclass, multilabel, or {kind: ...}")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<TaskSection, E> {
+            let kind = TaskKind::deserialize(serde::de::value::StrDeserializer::<E>::new(s))?;
+            Ok(TaskSection { kind })
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<TaskSection, A::Error> {
+            TaskSection::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// Where a run executes (`configs/environment/*.yaml`): none of it changes the results on CPU
+/// except through the device, so a resume may change it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct EnvironmentSection {
+    /// cpu, cuda or cuda:N.
+    device: String,
+    /// Compute threads (the CPU backend's pool); 0 = all cores.
+    threads: usize,
+    /// Run folders: `<runs_dir>/<name>`.
+    runs_dir: PathBuf,
+    /// Graph caches: `<cache_dir>/<dataset name>` (unless the run sets `cache`).
+    cache_dir: PathBuf,
+}
+
+impl Default for EnvironmentSection {
+    fn default() -> Self {
+        EnvironmentSection {
+            device: "cpu".into(),
+            threads: 0,
+            runs_dir: PathBuf::from("runs"),
+            cache_dir: PathBuf::from("cache"),
+        }
+    }
 }
 
 /// Edge_Network hyperparameters a run may set (contract §5 defaults).
@@ -162,95 +219,65 @@ struct FinetuneSection {
     mode: FinetuneMode,
 }
 
-/// A run config (`configs/train/*.yaml`).
+/// A run config, composed from `configs/experiment/*.yaml` and its groups (see `config`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RunConfig {
-    /// Run name (the default run folder is runs/<name>).
+    /// Run name (the default run folder is `<environment.runs_dir>/<name>`).
     name: String,
-    /// Dataset config file.
+    /// Dataset config file (or a name in configs/data/).
     data: PathBuf,
-    /// Cache folder [default: cache/<dataset name>].
+    /// Cache folder [default: `<environment.cache_dir>/<dataset name>`].
     #[serde(default)]
     cache: Option<PathBuf>,
     #[serde(default)]
     folds: Folds,
-    task: TaskKind,
+    #[serde(deserialize_with = "task_section")]
+    task: TaskSection,
     #[serde(default)]
     model: ModelSection,
     #[serde(default)]
-    train: TrainConfig,
+    trainer: TrainConfig,
+    #[serde(default)]
+    environment: EnvironmentSection,
     #[serde(default)]
     subset: SubsetSection,
     #[serde(default)]
     finetune: Option<FinetuneSection>,
 }
 
-/// One `a.b.c=value` override as a YAML document (`a: {b: {c: value}}`); the value is parsed
-/// as YAML, so `3`, `1e-4`, `true`, `[a, b]` and strings all work.
-fn override_yaml(item: &str) -> anyhow::Result<String> {
-    let (key, value) = item.split_once('=').with_context(|| {
-        format!("override '{item}' is not KEY=VALUE (for example train.max_epochs=3)")
-    })?;
-    let parts: Vec<&str> = key.trim().split('.').collect();
-    if parts
-        .iter()
-        .any(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-    {
-        bail!("override '{item}': '{key}' is not a dotted key like train.max_epochs");
+/// The composed run config, checked; config problems are usage errors (exit code 2).
+fn load_run_config(args: &Args) -> anyhow::Result<(RunConfig, Vec<String>)> {
+    let path = config::resolve_primary(&args.config)?;
+    let mut flags = Vec::new();
+    if let Some(d) = args.device {
+        flags.push(("device", format!("environment.device={}", d.name())));
     }
-    let mut doc = String::new();
-    for (depth, p) in parts.iter().enumerate() {
-        doc.push_str(&"  ".repeat(depth));
-        doc.push_str(p);
-        doc.push(':');
-        doc.push(if depth + 1 == parts.len() { ' ' } else { '\n' });
+    if let Some(t) = args.threads {
+        flags.push(("threads", format!("environment.threads={t}")));
     }
-    doc.push_str(value.trim());
-    doc.push('\n');
-    Ok(doc)
-}
-
-/// Figment's errors, each with the closest valid key when a key is unknown.
-fn explain(e: figment::Error) -> String {
-    e.into_iter()
-        .map(|e| {
-            let hint = match &e.kind {
-                figment::error::Kind::UnknownField(found, expected) => {
-                    gnn4c_data::closest_names(found, expected.iter().copied(), 1)
-                        .first()
-                        .map(|c| format!(" (did you mean `{c}`?)"))
-                }
-                _ => None,
-            };
-            format!("{e}{}", hint.unwrap_or_default())
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-fn load_run_config(path: &Path, overrides: &[String]) -> anyhow::Result<RunConfig> {
-    use figment::providers::Env;
-    if !path.is_file() {
-        bail!("run config not found: {}", path.display());
+    if let Some(s) = args.seed {
+        flags.push(("seed", format!("trainer.seed={s}")));
     }
-    // The file, then GNN4C_SECTION__KEY environment variables, then the command line.
-    let mut fig = Figment::from(Yaml::file_exact(path))
-        .merge(Env::prefixed("GNN4C_").ignore(&["SHARED"]).split("__"));
-    for o in overrides {
-        fig = fig.merge(Yaml::string(&override_yaml(o)?));
+    if let Some(n) = args.max_epochs {
+        flags.push(("max-epochs", format!("trainer.max_epochs={n}")));
     }
-    let cfg: RunConfig = fig
-        .extract()
-        .map_err(|e| anyhow::anyhow!("{}", explain(e)))
-        .with_context(|| format!("reading run config {}", path.display()))?;
-    cfg.folds
-        .validate()
-        .with_context(|| format!("in run config {}", path.display()))?;
-    cfg.train
-        .validate()
-        .with_context(|| format!("in run config {}", path.display()))?;
-    Ok(cfg)
+    let composed = config::compose(&path, &args.overrides, &flags)?;
+    let cfg: RunConfig = composed.extract()?;
+    let label = path.display();
+    let check = |r: Result<(), String>| -> anyhow::Result<()> {
+        r.map_err(|e| config::ConfigError(format!("in run config {label}: {e}")).into())
+    };
+    check(cfg.folds.validate().map_err(|e| e.to_string()))?;
+    check(cfg.trainer.validate().map_err(|e| e.to_string()))?;
+    check(
+        cfg.environment
+            .device
+            .parse::<DeviceChoice>()
+            .map(|_| ())
+            .map_err(|e| format!("environment.device: {e}")),
+    )?;
+    Ok((cfg, composed.sources()))
 }
 
 /// `data=nanoaod` (Hydra's group form) means `configs/data/nanoaod.yaml` when `nanoaod` is not
@@ -285,8 +312,17 @@ fn task_of(kind: TaskKind, data: &DatasetConfig) -> anyhow::Result<Task> {
 /// The resolved config minus what a resume may change.
 fn comparable(v: &serde_json::Value) -> serde_json::Value {
     let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("composed_from");
+    }
     if let Some(o) = v
-        .pointer_mut("/run/train")
+        .pointer_mut("/run")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        o.remove("environment");
+    }
+    if let Some(o) = v
+        .pointer_mut("/run/trainer")
         .and_then(serde_json::Value::as_object_mut)
     {
         for key in [
@@ -302,23 +338,23 @@ fn comparable(v: &serde_json::Value) -> serde_json::Value {
 }
 
 pub(crate) fn run_train(args: &Args) -> anyhow::Result<()> {
-    let cfg = load_run_config(&args.config, &args.overrides)?;
-    if cfg.finetune.is_some() {
-        bail!(
-            "run config {} has a finetune section: run `gnn4colliders finetune {}`, or remove it to train from scratch",
-            args.config.display(),
-            args.config.display()
-        );
+    let (mut cfg, sources) = load_run_config(args)?;
+    if cfg.finetune.take().is_some() && !args.print_config {
+        // The from-scratch baseline of a fine-tuning experiment uses the same config.
+        writeln!(
+            std::io::stdout(),
+            "note: `train` trains from scratch; the config's finetune section is used by `gnn4colliders finetune`"
+        )?;
     }
     let run_dir = args
         .run
         .clone()
-        .unwrap_or_else(|| PathBuf::from("runs").join(&cfg.name));
-    dispatch(args, cfg, &run_dir, None)
+        .unwrap_or_else(|| cfg.environment.runs_dir.join(&cfg.name));
+    dispatch(args, cfg, &sources, &run_dir, None)
 }
 
 pub(crate) fn run_finetune(args: &FinetuneArgs) -> anyhow::Result<()> {
-    let mut cfg = load_run_config(&args.common.config, &args.common.overrides)?;
+    let (mut cfg, sources) = load_run_config(&args.common)?;
     let section = cfg.finetune.get_or_insert(FinetuneSection {
         from: None,
         mode: FinetuneMode::default(),
@@ -336,25 +372,31 @@ pub(crate) fn run_finetune(args: &FinetuneArgs) -> anyhow::Result<()> {
         );
     };
     let mode = section.mode;
-    let run_dir = args
-        .common
-        .run
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("runs").join(format!("{}_{}", cfg.name, mode.name())));
-    dispatch(&args.common, cfg, &run_dir, Some(&(from, mode)))
+    let run_dir = args.common.run.clone().unwrap_or_else(|| {
+        cfg.environment
+            .runs_dir
+            .join(format!("{}_{}", cfg.name, mode.name()))
+    });
+    dispatch(&args.common, cfg, &sources, &run_dir, Some(&(from, mode)))
 }
 
 fn dispatch(
     args: &Args,
     cfg: RunConfig,
+    sources: &[String],
     run_dir: &Path,
     finetune: Option<&(PathBuf, FinetuneMode)>,
 ) -> anyhow::Result<()> {
-    check_device(args.device).map_err(anyhow::Error::msg)?;
-    match args.device {
+    let device: DeviceChoice = cfg.environment.device.parse().map_err(anyhow::Error::msg)?;
+    if !args.print_config {
+        check_device(device).map_err(anyhow::Error::msg)?;
+        set_compute_threads(cfg.environment.threads)?;
+    }
+    match device {
         DeviceChoice::Cpu => train_on::<burn::backend::Autodiff<burn::backend::Flex>>(
             args,
             cfg,
+            sources,
             run_dir,
             finetune,
             &Default::default(),
@@ -363,6 +405,7 @@ fn dispatch(
         DeviceChoice::Cuda(i) => train_on::<burn::backend::Autodiff<burn::backend::Cuda>>(
             args,
             cfg,
+            sources,
             run_dir,
             finetune,
             &burn::backend::cuda::CudaDevice::new(i),
@@ -404,20 +447,35 @@ pub(crate) fn model_from_checkpoint<B: Backend>(
     Ok(ck.load_model(net, device)?)
 }
 
+/// Sizes the CPU backend's thread pool (rayon's global pool); 0 leaves one thread per core.
+fn set_compute_threads(threads: usize) -> anyhow::Result<()> {
+    if threads > 0 {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global()
+            .context("setting the number of compute threads")?;
+    }
+    Ok(())
+}
+
 fn train_on<B: AutodiffBackend>(
     args: &Args,
     mut cfg: RunConfig,
+    sources: &[String],
     run_dir: &Path,
     finetune: Option<&(PathBuf, FinetuneMode)>,
     device: &B::Device,
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    if let Some(n) = args.max_epochs {
-        cfg.train.max_epochs = n;
-    }
     cfg.data = resolve_data_group(&cfg.data);
     let data = load_dataset(&cfg.data)?;
-    let task = task_of(cfg.task, &data)?;
+    let task = task_of(cfg.task.kind, &data)?;
+    // The cache folder is resolved here so predict and evaluate find it from config.json alone.
+    cfg.cache = Some(cache_dir(
+        cfg.cache.as_deref(),
+        &data,
+        &cfg.environment.cache_dir,
+    ));
     let files = RunFiles {
         last: run_dir.join("last.ckpt"),
         best: run_dir.join("best.ckpt"),
@@ -429,6 +487,7 @@ fn train_on<B: AutodiffBackend>(
         "dataset": &data,
         "selection": SelectionConfig::default(),
         "task": task,
+        "composed_from": sources,
     });
     if args.print_config {
         writeln!(out, "{}", serde_json::to_string_pretty(&resolved)?)?;
@@ -446,7 +505,7 @@ fn train_on<B: AutodiffBackend>(
         if let Some(what) = first_difference(&comparable(&ck.state.config), &comparable(&resolved))
         {
             bail!(
-                "--resume: the config differs from the checkpoint's ({what}); only max_epochs and loader settings may change on resume"
+                "--resume: the config differs from the checkpoint's ({what}); only max_epochs, loader and environment settings may change on resume"
             );
         }
         Some(ck)
@@ -473,7 +532,7 @@ fn train_on<B: AutodiffBackend>(
     .with_context(|| format!("writing {}", run_dir.join("config.json").display()))?;
 
     // Data: the cache (built or validated), then the splits.
-    let cache = cache_dir(cfg.cache.as_deref(), &data);
+    let cache = cfg.cache.clone().expect("resolved above");
     let manifest = ensure_cache(
         &mut out,
         &data,
@@ -493,7 +552,7 @@ fn train_on<B: AutodiffBackend>(
             &manifest.fingerprint[..12]
         );
     }
-    let seed = cfg.train.seed;
+    let seed = cfg.trainer.seed;
     let (_, train) = load_split(&cache, &cfg.folds, Split::Train)?;
     let train = Arc::new(GraphSet {
         graphs: subset(train, cfg.subset.train_events, seed ^ 0x0074_7261_696e),
@@ -553,7 +612,7 @@ fn train_on<B: AutodiffBackend>(
         task,
         trainable,
         model.num_params(),
-        args.device
+        cfg.environment.device
     )?;
     if let Some(ck) = &resume {
         writeln!(
@@ -568,7 +627,7 @@ fn train_on<B: AutodiffBackend>(
         &train,
         &val,
         FitOptions {
-            config: cfg.train.clone(),
+            config: cfg.trainer.clone(),
             task,
             files: files.clone(),
             resolved_config: resolved,
@@ -593,8 +652,8 @@ fn train_on<B: AutodiffBackend>(
     let test = Arc::new(GraphSet {
         graphs: subset(test, cfg.subset.test_events, seed ^ 0x7465_7374),
     });
-    let threads = cfg.train.loader_threads;
-    let bs = cfg.train.eval_batch_size;
+    let threads = cfg.trainer.loader_threads;
+    let bs = cfg.trainer.eval_batch_size;
     let val_m = predict(&best_model, &val, &task, bs, threads, device).metrics(&task);
     let test_m = predict(&best_model, &test, &task, bs, threads, device).metrics(&task);
     let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0);
@@ -622,14 +681,16 @@ fn train_on<B: AutodiffBackend>(
         test_m.accuracy,
         fmt_auc(test_m.auc_macro),
     )?;
+    let plots = crate::plots::training_plots(&files.history, run_dir)?;
     writeln!(
         out,
-        "wrote {} (checkpoints, history.jsonl, metrics.json, best.safetensors)",
-        run_dir.display()
+        "wrote {} (checkpoints, history.jsonl, metrics.json, best.safetensors{})",
+        run_dir.display(),
+        plots.iter().map(|p| format!(", {p}")).collect::<String>()
     )?;
     writeln!(
         out,
-        "next: gnn4colliders evaluate {0} (metrics and PNG plots), gnn4colliders predict {0} (NPZ and ROOT friend trees)",
+        "next: gnn4colliders evaluate {0} (test metrics, ROC and score plots), gnn4colliders predict {0} (NPZ and ROOT friend trees)",
         run_dir.display()
     )?;
     Ok(())

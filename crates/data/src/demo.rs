@@ -74,8 +74,9 @@ const fn p(
 }
 
 /// Version of the toy process table: bump it when a process changes, so `generate` knows an
-/// existing demo dataset is stale. 2: the CP-odd toy's differences enlarged.
-pub const DEMO_VERSION: u32 = 2;
+/// existing demo dataset is stale. 2: the CP-odd toy's differences enlarged. 3: the tt̄ family
+/// (ttbar, ttW, ttt, tHq) at ttH-like object counts, differing in jet pt, jet eta and MET.
+pub const DEMO_VERSION: u32 = 3;
 
 /// ttH: the pretraining process and the fine-tuning task's CP-even sample.
 const TTH: ToyProcess = p(
@@ -101,13 +102,15 @@ pub const PRETRAIN_PROCESSES: [ToyProcess; 12] = [
     p("WH",           (1, 0.8), 1.6,  (1, 0.1), (0, 0.2), 45.0, 1.5, 40.0, 55.0, 1.4),
     p("ZH",           (1, 0.8), 1.6,  (2, 0.1), (0, 0.2), 45.0, 1.5, 40.0, 20.0, 0.9),
     TTH,
-    p("tHq",          (2, 1.2), 2.5,  (0, 1.0), (0, 0.2), 50.0, 2.4, 35.0, 45.0, 0.07),
+    p("tHq",          (3, 1.5), 3.0,  (0, 0.9), (0, 0.2), 55.0, 2.4, 35.0, 45.0, 0.07),
     p("single_top",   (1, 1.0), 1.0,  (1, 0.1), (0, 0.1), 45.0, 2.0, 35.0, 45.0, 217.0),
-    p("ttbar",        (2, 2.0), 2.0,  (0, 1.0), (0, 0.1), 50.0, 1.4, 35.0, 45.0, 831.0),
+    // The tt̄ family shares ttH's object counts (nearly): telling it apart takes jet hardness,
+    // jet forwardness and MET, the quantities the downstream CP task also turns on.
+    p("ttbar",        (4, 1.8), 3.0,  (0, 0.9), (0, 0.3), 40.0, 1.2, 35.0, 35.0, 831.0),
     p("ttgammagamma", (2, 2.0), 2.0,  (0, 1.0), (2, 0.2), 50.0, 1.4, 35.0, 45.0, 0.02),
-    p("ttW",          (2, 1.8), 2.0,  (1, 1.0), (0, 0.1), 50.0, 1.4, 35.0, 60.0, 0.6),
-    p("ttt",          (3, 2.0), 3.0,  (0, 1.3), (0, 0.1), 55.0, 1.4, 35.0, 55.0, 0.002),
-    p("tttt",         (5, 2.5), 4.0,  (0, 1.6), (0, 0.1), 60.0, 1.4, 35.0, 60.0, 0.012),
+    p("ttW",          (4, 1.8), 3.0,  (1, 0.9), (0, 0.3), 55.0, 1.4, 35.0, 80.0, 0.6),
+    p("ttt",          (4, 2.2), 3.5,  (0, 1.0), (0, 0.3), 75.0, 2.0, 35.0, 55.0, 0.002),
+    p("tttt",         (5, 2.5), 4.0,  (0, 1.6), (0, 0.1), 70.0, 1.6, 35.0, 60.0, 0.012),
 ];
 
 /// The downstream fine-tuning pair: ttH CP-even (label 0) vs a CP-odd-like toy (label 1).

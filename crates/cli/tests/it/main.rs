@@ -250,7 +250,7 @@ fn write_demo_configs(cwd: &Path) {
         "name: ft\ntree: output\nschema: vector\nclasses: [even, odd]\nsamples:\n  - {name: even, files: [demo/finetune/ttH_CPeven.root], label: 0}\n  - {name: odd, files: [demo/finetune/ttH_CPodd.root], label: 1}\n",
     )
     .expect("write");
-    let train = "train: {batch_size: 64, eval_batch_size: 200, max_epochs: 4, lr: 1.0e-3, seed: 5, class_balance: true, loader_threads: 2}\n";
+    let train = "trainer: {batch_size: 64, eval_batch_size: 200, max_epochs: 4, lr: 1.0e-3, seed: 5, class_balance: true, loader_threads: 2}\n";
     std::fs::write(
         cwd.join("pre.yaml"),
         format!("name: pre\ndata: pre_data.yaml\ntask: multiclass\n{train}subset: {{train_events: 960, val_events: 300, test_events: 300}}\n"),
@@ -258,7 +258,7 @@ fn write_demo_configs(cwd: &Path) {
     .expect("write");
     std::fs::write(
         cwd.join("ft.yaml"),
-        "name: ft\ndata: ft_data.yaml\ntask: binary\ntrain: {batch_size: 50, max_epochs: 2, lr: 1.0e-3, seed: 9}\nsubset: {train_events: 200, val_events: 100, test_events: 100}\n",
+        "name: ft\ndata: ft_data.yaml\ntask: binary\ntrainer: {batch_size: 50, max_epochs: 2, lr: 1.0e-3, seed: 9}\nsubset: {train_events: 200, val_events: 100, test_events: 100}\n",
     )
     .expect("write");
 }
@@ -365,7 +365,7 @@ fn train_kill_resume_and_finetune_from_the_cli() {
         cwd,
         &["train", "pre_lr.yaml", "--run", "runs/killed", "--resume"],
     );
-    assert!(text(&o).1.contains("run.train.lr"), "{}", text(&o).1);
+    assert!(text(&o).1.contains("run.trainer.lr"), "{}", text(&o).1);
 
     let o = run(
         cwd,
@@ -714,7 +714,7 @@ fn run_config_overrides_env_and_print_config() {
     .expect("write");
     std::fs::write(
         cwd.join("r.yaml"),
-        "name: r\ndata: d.yaml\ntask: binary\ntrain: {max_epochs: 5, lr: 1.0e-4}\n",
+        "name: r\ndata: d.yaml\ntask: binary\ntrainer: {max_epochs: 5, lr: 1.0e-4}\n",
     )
     .expect("write");
     let resolved = |o: &Output| -> serde_json::Value {
@@ -725,13 +725,13 @@ fn run_config_overrides_env_and_print_config() {
     // File values, then GNN4C_ environment variables, then command-line overrides (last wins).
     let o = bin()
         .current_dir(cwd)
-        .env("GNN4C_TRAIN__SEED", "9")
-        .env("GNN4C_TRAIN__LR", "0.5")
+        .env("GNN4C_TRAINER__SEED", "9")
+        .env("GNN4C_TRAINER__LR", "0.5")
         .args([
             "train",
             "r.yaml",
-            "train.max_epochs=2",
-            "train.lr=3e-4",
+            "trainer.max_epochs=2",
+            "trainer.lr=3e-4",
             "model.dropout=0.1",
             "--print-config",
         ])
@@ -739,11 +739,11 @@ fn run_config_overrides_env_and_print_config() {
         .expect("runs");
     let v = resolved(&o);
     assert_eq!(
-        v.pointer("/run/train/max_epochs"),
+        v.pointer("/run/trainer/max_epochs"),
         Some(&serde_json::json!(2))
     );
-    assert_eq!(v.pointer("/run/train/lr"), Some(&serde_json::json!(3e-4)));
-    assert_eq!(v.pointer("/run/train/seed"), Some(&serde_json::json!(9)));
+    assert_eq!(v.pointer("/run/trainer/lr"), Some(&serde_json::json!(3e-4)));
+    assert_eq!(v.pointer("/run/trainer/seed"), Some(&serde_json::json!(9)));
     assert_eq!(
         v.pointer("/run/model/dropout"),
         Some(&serde_json::json!(0.1))
@@ -764,19 +764,213 @@ fn run_config_overrides_env_and_print_config() {
     // A typo names the key, where it came from, and the closest valid key.
     let o = run(
         cwd,
-        &["train", "r.yaml", "train.max_epoch=2", "--print-config"],
+        &["train", "r.yaml", "trainer.max_epoch=2", "--print-config"],
     );
     let e = text(&o).1;
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "a config error is a usage error");
     assert!(
-        e.contains("max_epoch") && e.contains("did you mean `max_epochs`"),
+        e.contains("`trainer.max_epoch`")
+            && e.contains("command-line override `trainer.max_epoch=2`")
+            && e.contains("did you mean `trainer.max_epochs`"),
+        "{e}"
+    );
+    std::fs::write(
+        cwd.join("typo.yaml"),
+        "name: r\ndata: d.yaml\ntask: binary\ntrainer: {max_epochs: 5, lr: 1.0e-4, pateince: 3}\n",
+    )
+    .expect("write");
+    let o = run(cwd, &["train", "typo.yaml", "--print-config"]);
+    let e = text(&o).1;
+    assert!(
+        e.contains("`trainer.pateince` in typo.yaml") && e.contains("`trainer.patience`"),
         "{e}"
     );
     let o = run(
         cwd,
-        &["train", "r.yaml", "train.max_epochs=many", "--print-config"],
+        &[
+            "train",
+            "r.yaml",
+            "trainer.max_epochs=many",
+            "--print-config",
+        ],
     );
-    assert!(text(&o).1.contains("train.max_epochs"), "{}", text(&o).1);
+    let e = text(&o).1;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        e.contains("`trainer.max_epochs`") && e.contains("trainer.max_epochs=many"),
+        "{e}"
+    );
     let o = run(cwd, &["train", "r.yaml", "max_epochs", "--print-config"]);
+    assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("KEY=VALUE"), "{}", text(&o).1);
+    // Group selections from the command line: built-in groups work from any folder.
+    let v = resolved(&run(
+        cwd,
+        &[
+            "train",
+            "r.yaml",
+            "task=multilabel",
+            "--seed",
+            "11",
+            "--print-config",
+        ],
+    ));
+    assert_eq!(
+        v.pointer("/task/kind"),
+        Some(&serde_json::json!("multilabel"))
+    );
+    assert_eq!(v.pointer("/run/trainer/seed"), Some(&serde_json::json!(11)));
+    let o = run(cwd, &["train", "r.yaml", "model=huge", "--print-config"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("root_gnn"), "{}", text(&o).1);
+    let o = run(cwd, &["train", "nope", "--print-config"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).1.contains("run config not found: nope"),
+        "{}",
+        text(&o).1
+    );
+}
+
+/// The repository's own `configs/` tree (experiments and groups), copied into `dst`.
+fn copy_configs(dst: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+    for group in std::fs::read_dir(&src).expect("configs/") {
+        let group = group.expect("entry").path();
+        let name = group.file_name().expect("name").to_owned();
+        std::fs::create_dir_all(dst.join("configs").join(&name)).expect("mkdir");
+        for f in std::fs::read_dir(&group).expect("group") {
+            let f = f.expect("file").path();
+            std::fs::copy(
+                &f,
+                dst.join("configs")
+                    .join(&name)
+                    .join(f.file_name().expect("name")),
+            )
+            .expect("copy");
+        }
+    }
+}
+
+/// The shipped experiments, composed from their groups, end to end: generate, preprocess,
+/// pretrain, fine-tune, the from-scratch baseline, evaluate, predict.
+#[test]
+fn shipped_experiments_end_to_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    copy_configs(cwd);
+    let ok = |args: &[&str]| {
+        let o = run(cwd, args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{args:?}\n{out}{err}");
+        out
+    };
+    ok(&["generate", "--events", "120"]);
+    let out = ok(&["preprocess", "configs/data/demo_pretrain.yaml"]);
+    assert!(cwd.join("cache/demo_pretrain").is_dir(), "{out}");
+
+    // What the experiment is made of, printed and saved.
+    let small = [
+        "trainer.max_epochs=2",
+        "trainer.batch_size=64",
+        "subset={train_events: 600, val_events: 200, test_events: 200}",
+    ];
+    let mut args = vec!["train", "pretrain_multiclass", "--print-config"];
+    args.extend(small);
+    let v: serde_json::Value = serde_json::from_str(&ok(&args)).expect("JSON");
+    let sources = v["composed_from"].as_array().expect("sources");
+    assert_eq!(sources.len(), 9, "{sources:?}"); // 5 groups, the file, 3 overrides
+    assert!(
+        sources[0]
+            .as_str()
+            .expect("str")
+            .starts_with("configs/data/demo_pretrain.yaml")
+    );
+    assert!(
+        sources[3]
+            .as_str()
+            .expect("str")
+            .contains("configs/trainer/demo_pretrain.yaml")
+    );
+    assert_eq!(
+        v.pointer("/run/model/d_hidden"),
+        Some(&serde_json::json!(64))
+    );
+    assert_eq!(
+        v.pointer("/task/kind"),
+        Some(&serde_json::json!("multiclass"))
+    );
+    assert_eq!(
+        v.pointer("/run/trainer/class_balance"),
+        Some(&serde_json::json!(true))
+    );
+
+    let mut args = vec!["train", "pretrain_multiclass"];
+    args.extend(small);
+    let out = ok(&args);
+    let pre = cwd.join("runs/pretrain_multiclass");
+    for f in [
+        "config.json",
+        "last.ckpt",
+        "best.ckpt",
+        "history.jsonl",
+        "metrics.json",
+        "best.safetensors",
+        "training_loss.png",
+        "training_auc.png",
+    ] {
+        assert!(pre.join(f).is_file(), "{f}: {out}");
+    }
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(pre.join("config.json")).expect("read"))
+            .expect("JSON");
+    assert_eq!(saved["composed_from"], v["composed_from"]);
+
+    // Fine-tuning reads finetune.from (runs/pretrain_multiclass/best.ckpt) from the experiment.
+    let small_ft = [
+        "trainer.max_epochs=2",
+        "subset={train_events: 100, val_events: 100, test_events: 100}",
+    ];
+    let mut args = vec!["finetune", "finetune_ttH_CP"];
+    args.extend(small_ft);
+    let out = ok(&args);
+    assert!(
+        out.contains("fine-tuning from runs/pretrain_multiclass/best.ckpt"),
+        "{out}"
+    );
+    let ft = cwd.join("runs/finetune_ttH_CP_full");
+    assert!(ft.join("best.safetensors").is_file() && ft.join("metrics.json").is_file());
+    // The same experiment from scratch: `train` ignores the finetune section, says so.
+    let mut args = vec![
+        "train",
+        "finetune_ttH_CP",
+        "--run",
+        "runs/scratch",
+        "--threads",
+        "1",
+    ];
+    args.extend(small_ft);
+    let out = ok(&args);
+    assert!(
+        out.contains("trains from scratch") && !out.contains("fine-tuning from"),
+        "{out}"
+    );
+
+    let out = ok(&["evaluate", "runs/finetune_ttH_CP_full", "--split", "test"]);
+    let eval = ft.join("predictions/demo_finetune_test");
+    for f in ["metrics.json", "predictions.npz", "roc.png", "scores.png"] {
+        assert!(eval.join(f).is_file(), "{f}: {out}");
+    }
+    ok(&[
+        "predict",
+        "runs/scratch",
+        "--split",
+        "all",
+        "--format",
+        "root",
+    ]);
+    let friends = std::fs::read_dir(cwd.join("runs/scratch/predictions/demo_finetune_all/friends"))
+        .expect("friend trees")
+        .count();
+    assert_eq!(friends, 2);
 }
