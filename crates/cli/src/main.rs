@@ -51,13 +51,15 @@ enum Command {
 fn main() -> ExitCode {
     install_panic_hook();
     let cli = Cli::parse();
+    if let Command::Train(_) | Command::Finetune(_) = &cli.command {
+        return train_in_world(&cli.command);
+    }
     let result = match cli.command {
         Command::Generate(args) => generate::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Scan(args) => scan::run(&args),
         Command::Preprocess(args) => preprocess::run(&args),
-        Command::Train(args) => train::run_train(&args),
-        Command::Finetune(args) => train::run_finetune(&args),
+        Command::Train(_) | Command::Finetune(_) => unreachable!("handled above"),
         Command::Predict(args) => predict::run_predict(&args),
         Command::Evaluate(args) => predict::run_evaluate(&args),
         Command::Export(args) => export::run(&args),
@@ -76,6 +78,46 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `train` and `finetune`, in the MPI world when an MPI launcher started this process. A rank
+/// that fails (error or panic) ends the whole job, so no rank waits forever in a collective.
+fn train_in_world(command: &Command) -> ExitCode {
+    let world = match gnn4c_distributed::World::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match command {
+        Command::Train(args) => train::run_train(args, &world),
+        Command::Finetune(args) => train::run_finetune(args, &world),
+        _ => unreachable!("only train and finetune"),
+    }));
+    let who = if world.is_distributed() {
+        format!(" (rank {} of {})", world.rank(), world.size())
+    } else {
+        String::new()
+    };
+    let code = match run {
+        Ok(Ok(())) => return ExitCode::SUCCESS,
+        Ok(Err(e)) if is_broken_pipe(&e) => return ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("error{who}: {e:#}");
+            if e.downcast_ref::<config::ConfigError>().is_some() {
+                2
+            } else {
+                1
+            }
+        }
+        Err(_) => 101, // the panic hook printed it
+    };
+    if world.is_distributed() {
+        eprintln!("error{who}: ending every rank of the job");
+        world.abort(code);
+    }
+    ExitCode::from(code as u8)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -15,6 +15,7 @@ use burn::tensor::backend::AutodiffBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split, subset};
 use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
+use gnn4c_distributed::World;
 use gnn4c_features::SelectionConfig;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig, save_pytorch_safetensors};
 use gnn4c_tasks::Task;
@@ -337,9 +338,9 @@ fn comparable(v: &serde_json::Value) -> serde_json::Value {
     v
 }
 
-pub(crate) fn run_train(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run_train(args: &Args, world: &World) -> anyhow::Result<()> {
     let (mut cfg, sources) = load_run_config(args)?;
-    if cfg.finetune.take().is_some() && !args.print_config {
+    if cfg.finetune.take().is_some() && !args.print_config && world.is_root() {
         // The from-scratch baseline of a fine-tuning experiment uses the same config.
         writeln!(
             std::io::stdout(),
@@ -350,10 +351,10 @@ pub(crate) fn run_train(args: &Args) -> anyhow::Result<()> {
         .run
         .clone()
         .unwrap_or_else(|| cfg.environment.runs_dir.join(&cfg.name));
-    dispatch(args, cfg, &sources, &run_dir, None)
+    dispatch(args, cfg, &sources, &run_dir, None, world)
 }
 
-pub(crate) fn run_finetune(args: &FinetuneArgs) -> anyhow::Result<()> {
+pub(crate) fn run_finetune(args: &FinetuneArgs, world: &World) -> anyhow::Result<()> {
     let (mut cfg, sources) = load_run_config(&args.common)?;
     let section = cfg.finetune.get_or_insert(FinetuneSection {
         from: None,
@@ -377,7 +378,14 @@ pub(crate) fn run_finetune(args: &FinetuneArgs) -> anyhow::Result<()> {
             .runs_dir
             .join(format!("{}_{}", cfg.name, mode.name()))
     });
-    dispatch(&args.common, cfg, &sources, &run_dir, Some(&(from, mode)))
+    dispatch(
+        &args.common,
+        cfg,
+        &sources,
+        &run_dir,
+        Some(&(from, mode)),
+        world,
+    )
 }
 
 fn dispatch(
@@ -386,8 +394,13 @@ fn dispatch(
     sources: &[String],
     run_dir: &Path,
     finetune: Option<&(PathBuf, FinetuneMode)>,
+    world: &World,
 ) -> anyhow::Result<()> {
-    let device: DeviceChoice = cfg.environment.device.parse().map_err(anyhow::Error::msg)?;
+    let mut device: DeviceChoice = cfg.environment.device.parse().map_err(anyhow::Error::msg)?;
+    // One rank per GPU: plain `cuda` means this node's GPU number <local rank>.
+    if world.is_distributed() && cfg.environment.device.trim() == "cuda" {
+        device = DeviceChoice::Cuda(world.local_rank());
+    }
     if !args.print_config {
         check_device(device).map_err(anyhow::Error::msg)?;
         set_compute_threads(cfg.environment.threads)?;
@@ -399,6 +412,7 @@ fn dispatch(
             sources,
             run_dir,
             finetune,
+            world,
             &Default::default(),
         ),
         #[cfg(feature = "cuda")]
@@ -408,6 +422,7 @@ fn dispatch(
             sources,
             run_dir,
             finetune,
+            world,
             &burn::backend::cuda::CudaDevice::new(i),
         ),
         #[cfg(not(feature = "cuda"))]
@@ -464,9 +479,15 @@ fn train_on<B: AutodiffBackend>(
     sources: &[String],
     run_dir: &Path,
     finetune: Option<&(PathBuf, FinetuneMode)>,
+    world: &World,
     device: &B::Device,
 ) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    // Rank 0 speaks for the job; the other ranks train silently.
+    let mut out: Box<dyn Write> = if world.is_root() {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::io::sink())
+    };
     cfg.data = resolve_data_group(&cfg.data);
     let data = load_dataset(&cfg.data)?;
     let task = task_of(cfg.task.kind, &data)?;
@@ -518,30 +539,43 @@ fn train_on<B: AutodiffBackend>(
         }
         None
     };
-    std::fs::create_dir_all(run_dir)
-        .with_context(|| format!("creating run folder {}", run_dir.display()))?;
-    if args.overwrite {
-        for f in [&files.best, &files.history] {
-            let _ = std::fs::remove_file(f);
+    // Rank 0 writes the run folder; the other ranks never read it (a failed rank ends the job).
+    if world.is_root() {
+        std::fs::create_dir_all(run_dir)
+            .with_context(|| format!("creating run folder {}", run_dir.display()))?;
+        if args.overwrite {
+            for f in [&files.best, &files.history] {
+                let _ = std::fs::remove_file(f);
+            }
         }
+        write_atomic(
+            &run_dir.join("config.json"),
+            serde_json::to_string_pretty(&resolved)?.as_bytes(),
+        )
+        .with_context(|| format!("writing {}", run_dir.join("config.json").display()))?;
     }
-    write_atomic(
-        &run_dir.join("config.json"),
-        serde_json::to_string_pretty(&resolved)?.as_bytes(),
-    )
-    .with_context(|| format!("writing {}", run_dir.join("config.json").display()))?;
 
-    // Data: the cache (built or validated), then the splits.
+    // Data: the cache, built or validated by rank 0, then only read by the others.
     let cache = cfg.cache.clone().expect("resolved above");
-    let manifest = ensure_cache(
-        &mut out,
-        &data,
-        &cache,
-        CacheMode::Auto,
-        &cfg.folds,
-        100_000,
-        &SelectionConfig::default(),
-    )?;
+    let cache_for = |mode: CacheMode, out: &mut Box<dyn Write>| {
+        ensure_cache(
+            out,
+            &data,
+            &cache,
+            mode,
+            &cfg.folds,
+            100_000,
+            &SelectionConfig::default(),
+        )
+    };
+    let manifest = if world.is_root() {
+        let m = cache_for(CacheMode::Auto, &mut out)?;
+        world.barrier();
+        m
+    } else {
+        world.barrier();
+        cache_for(CacheMode::ReadOnly, &mut out)?
+    };
     if let Some(ck) = &resume
         && ck.state.fingerprint != manifest.fingerprint
     {
@@ -605,14 +639,25 @@ fn train_on<B: AutodiffBackend>(
     };
     writeln!(
         out,
-        "run {}: {} training / {} validation events, task {:?}, {} trainable of {} parameters, device {:?}",
+        "run {}: {} training / {} validation events, task {:?}, {} trainable of {} parameters, device {:?}{}",
         run_dir.display(),
         train.graphs.len(),
         val.graphs.len(),
         task,
         trainable,
         model.num_params(),
-        cfg.environment.device
+        cfg.environment.device,
+        if world.is_distributed() {
+            format!(
+                ", {} MPI ranks (global batch {} = {} × {})",
+                world.size(),
+                cfg.trainer.batch_size * world.size(),
+                cfg.trainer.batch_size,
+                world.size()
+            )
+        } else {
+            String::new()
+        }
     )?;
     if let Some(ck) = &resume {
         writeln!(
@@ -637,10 +682,14 @@ fn train_on<B: AutodiffBackend>(
             resume,
             progress: !args.no_progress && std::io::stderr().is_terminal(),
             log: &mut out,
+            world,
         },
         device,
     )?;
     drop(train);
+    if !world.is_root() {
+        return Ok(());
+    }
 
     // The best model: exported with PyTorch names, and scored on validation and test.
     let best = read_checkpoint(&files.best)?;

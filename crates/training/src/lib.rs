@@ -4,7 +4,8 @@
 //! Generic over two traits ([`Classifier`] for models, [`Dataset`] for data): it never names a
 //! graph or a model type, and knows nothing of ROOT or Parquet. Start at `trainer.rs` ([`fit`]);
 //! `checkpoint.rs` holds the file format, `loader.rs` the worker threads, `sampler.rs` the
-//! seeded epoch order, `schedule.rs` the lr decay and early stopping.
+//! seeded epoch order, `schedule.rs` the lr decay and early stopping, `sync.rs` what keeps MPI ranks in step (the
+//! collectives themselves are `gnn4c_distributed`'s).
 
 mod checkpoint;
 mod error;
@@ -12,6 +13,7 @@ mod loader;
 mod model;
 mod sampler;
 mod schedule;
+mod sync;
 mod trainer;
 
 pub use checkpoint::{
@@ -25,5 +27,5 @@ pub use sampler::{SamplerConfig, epoch_batches};
 pub use schedule::{EarlyStopping, ExponentialLr, Verdict};
 pub use trainer::{
     EpochRecord, FitOptions, FitReport, MetricsRecord, Predictions, RunFiles, TrainConfig, fit,
-    predict,
+    predict, predict_subset,
 };

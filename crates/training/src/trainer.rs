@@ -10,6 +10,7 @@ use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
+use gnn4c_distributed::{World, shard_batch, shard_indices};
 use gnn4c_tasks::{
     Metrics, NegativeWeights, Task, class_balance_scales, metrics_from_logits, per_event_loss,
     weighted_loss,
@@ -22,6 +23,7 @@ use crate::loader::Loader;
 use crate::model::{Batch, Classifier, Dataset};
 use crate::sampler::{SamplerConfig, epoch_batches};
 use crate::schedule::{EarlyStopping, ExponentialLr, Verdict};
+use crate::sync::{all_reduce_gradients, broadcast_parameters};
 
 /// Training hyperparameters (defaults: contract §8).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,6 +128,10 @@ pub struct FitOptions<'a> {
     pub progress: bool,
     /// Where the per-epoch lines go.
     pub log: &'a mut dyn Write,
+    /// The ranks training together (`World::single()` for one process). Each rank trains on
+    /// its share of every global batch of `config.batch_size × size` events; only rank 0
+    /// writes checkpoints, the history and the log.
+    pub world: &'a World,
 }
 
 /// One line of the metrics history.
@@ -148,12 +154,23 @@ pub struct EpochRecord {
     pub val_objective: f64,
     /// A new best validation loss.
     pub best: bool,
-    /// Training events per second.
+    /// Training events per second (all ranks: global events over the epoch's training wall
+    /// time, padding not counted).
     pub events_per_s: f64,
     /// Seconds of the training pass.
     pub train_s: f64,
+    /// Of `train_s`, seconds in the gradient all-reduce (flatten, MPI, unflatten); 0 in one process.
+    #[serde(default)]
+    pub allreduce_s: f64,
+    /// MPI ranks that trained (1 in one process).
+    #[serde(default = "one")]
+    pub ranks: usize,
     /// Seconds of the whole epoch (training, validation, checkpoints).
     pub epoch_s: f64,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// [`Metrics`] as written in the history (NaN, for an undefined AUC, is written as null).
@@ -246,12 +263,32 @@ impl Predictions {
     }
 
     fn push_targets<X>(&mut self, b: &Batch<X>, task: &Task) {
-        let n = b.n_events;
+        self.push_targets_first(b, task, b.n_events);
+    }
+
+    /// The targets of the batch's first `n` rows.
+    fn push_targets_first<X>(&mut self, b: &Batch<X>, task: &Task, n: usize) {
         self.labels.extend_from_slice(&b.labels[..n]);
         self.weights.extend_from_slice(&b.weights[..n]);
         if let Task::Multilabel { n_labels } = *task {
             self.multilabels
                 .extend_from_slice(&b.multilabels[..n * n_labels]);
+        }
+    }
+}
+
+impl Predictions {
+    /// Every rank's predictions, concatenated in rank order, on every rank (itself in a
+    /// single process). Metrics over the result are those of the whole split.
+    pub fn gathered(self, world: &World) -> Predictions {
+        if !world.is_distributed() {
+            return self;
+        }
+        Predictions {
+            logits: world.all_gather_f32(&self.logits),
+            labels: world.all_gather_i64(&self.labels),
+            multilabels: world.all_gather_f32(&self.multilabels),
+            weights: world.all_gather_f32(&self.weights),
         }
     }
 }
@@ -320,6 +357,44 @@ where
         seed: 0,
     };
     let batches = epoch_batches(data.len(), 0, &cfg);
+    predict_batches(model, data, batches, task, threads, device)
+}
+
+/// [`predict`] over the events `indices` of `data`, in that order.
+pub fn predict_subset<B, M, D>(
+    model: &M,
+    data: &Arc<D>,
+    indices: &[usize],
+    task: &Task,
+    batch_size: usize,
+    threads: usize,
+    device: &B::Device,
+) -> Predictions
+where
+    B: Backend,
+    M: Classifier<B, Input = D::Input>,
+    D: Dataset,
+{
+    let batches = indices
+        .chunks(batch_size.max(1))
+        .map(<[usize]>::to_vec)
+        .collect();
+    predict_batches(model, data, batches, task, threads, device)
+}
+
+fn predict_batches<B, M, D>(
+    model: &M,
+    data: &Arc<D>,
+    batches: Vec<Vec<usize>>,
+    task: &Task,
+    threads: usize,
+    device: &B::Device,
+) -> Predictions
+where
+    B: Backend,
+    M: Classifier<B, Input = D::Input>,
+    D: Dataset,
+{
     let source = data.clone();
     let loader = Loader::new(batches, threads, 2, move |idx: &[usize]| source.batch(idx));
     let mut pred = Predictions::default();
@@ -434,7 +509,9 @@ where
         resume,
         progress,
         log,
+        world,
     } = opts;
+    let root = world.is_root();
     cfg.validate()?;
     if train.is_empty() || val.is_empty() {
         return Err(TrainingError::Config(
@@ -497,12 +574,18 @@ where
         es.patience = cfg.patience;
         stopped = ck.state.stopped;
     }
+    if resume.is_none() {
+        // Identical initial weights on every rank (resuming ranks all read the same checkpoint).
+        model = broadcast_parameters::<B, M>(model, world);
+    }
     let mut history = if resume.is_some() {
         read_history(&files.history, start_epoch)?
     } else {
         Vec::new()
     };
-    write_history(&files.history, &history)?;
+    if root {
+        write_history(&files.history, &history)?;
+    }
     let parameters = param_shapes(&model);
     let state_at = |epoch: u64, step: u64, es: &EarlyStopping, stopped: bool| CheckpointState {
         contract_version: contract_version.clone(),
@@ -518,19 +601,30 @@ where
         parameters: parameters.clone(),
     };
 
+    // The global batch is batch_size × ranks; each rank takes its interleaved share.
     let sampler = SamplerConfig {
-        batch_size: cfg.batch_size,
+        batch_size: cfg.batch_size * world.size(),
         shuffle: true,
         drop_last: false,
         seed: cfg.seed,
     };
+    let val_shard: Arc<Vec<usize>> = Arc::new(shard_indices(val.len(), world.rank(), world.size()));
     let mut epoch = start_epoch;
     while epoch < cfg.max_epochs && !stopped {
         let epoch_start = Instant::now();
-        B::seed(device, epoch_seed(cfg.seed, epoch));
+        // Dropout differs between ranks (they see different events) but not between runs.
+        let rank_mix = (world.rank() as u64).wrapping_mul(0xA076_1D64_78BD_642F);
+        B::seed(device, epoch_seed(cfg.seed, epoch) ^ rank_mix);
         let lr = schedule.lr(epoch);
-        let batches = epoch_batches(train.len(), epoch, &sampler);
-        let bar = progress_bar(progress, batches.len(), epoch, cfg.max_epochs);
+        let (batches, n_real): (Vec<Vec<usize>>, Vec<usize>) =
+            epoch_batches(train.len(), epoch, &sampler)
+                .iter()
+                .map(|g| {
+                    let s = shard_batch(g, world.rank(), world.size());
+                    (s.indices, s.n_real)
+                })
+                .unzip();
+        let bar = progress_bar(progress && root, batches.len(), epoch, cfg.max_epochs);
         let source = train.clone();
         let loader = Loader::new(batches, cfg.loader_threads, cfg.prefetch, move |idx| {
             source.batch(idx)
@@ -540,7 +634,10 @@ where
         let mut seen = Predictions::default();
         let mut seen_logits = Pending::<B::InnerBackend>::new();
         let mut n_events = 0usize;
-        for b in loader {
+        let mut allreduce_s = 0.0f64;
+        for (b, n_real) in loader.zip(n_real) {
+            // Rows past `n_real` are padding (graph padding, or a rank's share filled up).
+            let n_real = n_real.min(b.n_events);
             let logits = model.logits(&b.input, device); // [n_rows, n_out]
             let [n_rows, n_out] = logits.dims();
             let labels =
@@ -557,24 +654,22 @@ where
                 .iter()
                 .zip(&b.weights)
                 .enumerate()
-                .map(|(i, (&l, &w))| {
-                    if i < b.n_events {
-                        train_weight(l, w)
-                    } else {
-                        0.0
-                    }
-                })
+                .map(
+                    |(i, (&l, &w))| {
+                        if i < n_real { train_weight(l, w) } else { 0.0 }
+                    },
+                )
                 .collect();
             let s_b: f64 = w.iter().map(|w| f64::from(w.abs())).sum();
             let weights = Tensor::<B, 1>::from_data(TensorData::new(w, [n_rows]), device);
             if cfg.train_metrics {
                 let detached = logits.clone().inner(); // [n_rows, n_out]
-                seen_logits.push(if n_rows == b.n_events {
+                seen_logits.push(if n_rows == n_real {
                     detached
                 } else {
-                    detached.slice([0..b.n_events, 0..n_out])
+                    detached.slice([0..n_real, 0..n_out])
                 });
-                seen.push_targets(&b, &task);
+                seen.push_targets_first(&b, &task, n_real);
             }
             let per_event = per_event_loss(&task, logits, labels, multilabels);
             let loss = weighted_loss(per_event, weights); // [1]
@@ -585,21 +680,32 @@ where
             });
             abs_sum += s_b;
             let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let sync_start = Instant::now();
+            let grads = all_reduce_gradients::<B, M>(&model, grads, s_b, world, device);
+            if world.is_distributed() {
+                allreduce_s += sync_start.elapsed().as_secs_f64();
+            }
             model = optim.step(lr, model, grads);
             step += 1;
-            n_events += b.n_events;
+            n_events += n_real;
             bar.inc(1);
         }
         bar.finish_and_clear();
-        let train_s = epoch_start.elapsed().as_secs_f64();
-        let train_loss = loss_sum.map_or(0.0, |s| {
+        let local_loss = loss_sum.map_or(0.0, |s| {
             f64::from(
                 s.into_data()
                     .convert::<f32>()
                     .to_vec::<f32>()
                     .expect("f32 loss")[0],
             )
-        }) / abs_sum.max(f64::MIN_POSITIVE);
+        });
+        // Global sums over ranks (padding counted nowhere).
+        let mut sums = [local_loss, abs_sum, n_events as f64];
+        world.all_reduce_sum_f64(&mut sums);
+        let [loss_total, abs_total, events_total] = sums;
+        let n_events = events_total as usize;
+        let train_s = epoch_start.elapsed().as_secs_f64();
+        let train_loss = loss_total / abs_total.max(f64::MIN_POSITIVE);
         if !train_loss.is_finite() {
             return Err(TrainingError::NonFiniteLoss {
                 epoch,
@@ -608,17 +714,21 @@ where
         }
         let train_metrics = cfg.train_metrics.then(|| {
             seen.logits = seen_logits.finish();
-            MetricsRecord::from(&seen.metrics(&task))
+            MetricsRecord::from(&seen.gathered(world).metrics(&task))
         });
         let valid = model.valid();
-        let val_pred = predict(
+        // Each rank scores its share of the validation split; every rank gets all the outputs,
+        // so every rank computes the same exact metrics and the same early-stopping verdict.
+        let val_pred = predict_subset(
             &valid,
             val,
+            &val_shard,
             &task,
             cfg.eval_batch_size,
             cfg.loader_threads,
             device,
-        );
+        )
+        .gathered(world);
         let val_metrics = val_pred.metrics(&task);
         let val_objective = match &scales {
             Some(s) => val_pred.balanced_loss(&task, s),
@@ -627,10 +737,12 @@ where
         let verdict = es.update(epoch, val_objective);
         stopped = verdict == Verdict::Stop;
         let state = state_at(epoch + 1, step, &es, stopped);
-        if verdict == Verdict::Improved {
-            save_checkpoint::<B, M, _>(&files.best, &state, &model, optim.to_record())?;
+        if root {
+            if verdict == Verdict::Improved {
+                save_checkpoint::<B, M, _>(&files.best, &state, &model, optim.to_record())?;
+            }
+            save_checkpoint::<B, M, _>(&files.last, &state, &model, optim.to_record())?;
         }
-        save_checkpoint::<B, M, _>(&files.last, &state, &model, optim.to_record())?;
         let record = EpochRecord {
             epoch,
             lr,
@@ -642,36 +754,50 @@ where
             best: verdict == Verdict::Improved,
             events_per_s: n_events as f64 / train_s.max(1e-9),
             train_s,
+            allreduce_s,
+            ranks: world.size(),
             epoch_s: epoch_start.elapsed().as_secs_f64(),
         };
-        let _ = writeln!(
-            log,
-            "epoch {:>3}/{}  lr {:.3e}  train loss {:.4}{}  val loss {:.4}{}  acc {:.4}  auc {}  {:.0} ev/s  {:.1} s{}",
-            epoch + 1,
-            cfg.max_epochs,
-            lr,
-            train_loss,
-            record
-                .train
-                .as_ref()
-                .map_or_else(String::new, |t| format!(" acc {:.4}", t.accuracy)),
-            record.val.loss,
-            if scales.is_some() {
-                format!(" (balanced {:.4})", record.val_objective)
-            } else {
-                String::new()
-            },
-            record.val.accuracy,
-            fmt_metric(record.val.auc_macro),
-            record.events_per_s,
-            record.epoch_s,
-            if record.best { "  *best*" } else { "" },
-        );
+        if root {
+            let _ = writeln!(
+                log,
+                "epoch {:>3}/{}  lr {:.3e}  train loss {:.4}{}  val loss {:.4}{}  acc {:.4}  auc {}  {:.0} ev/s  {:.1} s{}{}",
+                epoch + 1,
+                cfg.max_epochs,
+                lr,
+                train_loss,
+                record
+                    .train
+                    .as_ref()
+                    .map_or_else(String::new, |t| format!(" acc {:.4}", t.accuracy)),
+                record.val.loss,
+                if scales.is_some() {
+                    format!(" (balanced {:.4})", record.val_objective)
+                } else {
+                    String::new()
+                },
+                record.val.accuracy,
+                fmt_metric(record.val.auc_macro),
+                record.events_per_s,
+                record.epoch_s,
+                if world.is_distributed() {
+                    format!(
+                        " ({} ranks, all-reduce {:.2} s)",
+                        record.ranks, record.allreduce_s
+                    )
+                } else {
+                    String::new()
+                },
+                if record.best { "  *best*" } else { "" },
+            );
+        }
         history.push(record);
-        write_history(&files.history, &history)?;
+        if root {
+            write_history(&files.history, &history)?;
+        }
         epoch += 1;
     }
-    if stopped {
+    if stopped && root {
         let _ = writeln!(
             log,
             "early stopping: no better validation loss in {} epochs (best {} at epoch {})",
@@ -800,6 +926,7 @@ mod tests {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let device = Default::default();
         let mut sink = Vec::new();
+        let world = gnn4c_distributed::World::single();
         let opts = FitOptions {
             config: TrainConfig {
                 max_epochs,
@@ -814,6 +941,7 @@ mod tests {
             resume,
             progress: false,
             log: &mut sink,
+            world: &world,
         };
         fit::<AD, _, _>(
             toy::<AD>(3, &device),
