@@ -203,7 +203,15 @@ pub(crate) fn training_curves(
             .configure_mesh()
             .x_desc("epoch")
             .y_desc(y_desc)
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            // Epochs are whole numbers: label only the ticks that fall on one.
+            .x_labels(n.min(20) + 1)
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-9 && *x >= 1.0 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(err(path))?;
