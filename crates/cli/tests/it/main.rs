@@ -1016,7 +1016,7 @@ mod mpi {
         // 200 training events: global batches of 64 (the last one 8, split 4 + 4).
         std::fs::write(
             cwd.join("r.yaml"),
-            "defaults:\n  - data: demo_finetune\n  - task: binary\nname: r\ntrainer: {batch_size: 64, max_epochs: 2, lr: 1.0e-3, seed: 5, loader_threads: 1}\nsubset: {train_events: 200, val_events: 100, test_events: 100}\n",
+            "defaults:\n  - data: demo_finetune\n  - task: binary\nname: r\ntrainer: {batch_size: 64, max_epochs: 2, lr: 1.0e-4, seed: 5, loader_threads: 1}\nsubset: {train_events: 200, val_events: 100, test_events: 100}\n",
         )
         .expect("write");
         let bin = env!("CARGO_BIN_EXE_gnn4colliders");
@@ -1047,12 +1047,21 @@ mod mpi {
         assert_eq!(out.matches("epoch   2/2").count(), 1, "{out}");
 
         // Same global batches, same gradients up to f32 summation order (each rank sums its
-        // share, then the all-reduce adds the two): after 8 Adam steps at lr 1e-3 (each moving a
-        // weight by up to ~1e-3) the weights agree within 1e-4; measured: 6.5e-6.
+        // share, then the all-reduce adds the two): after 8 Adam steps at the contract's lr 1e-4
+        // (each moving a weight by up to ~1e-4) the weights agree within 1e-5; measured 3e-7.
+        // (At lr 1e-3 this toy task collapses to a constant output, its gradients nearly cancel
+        // and Adam turns rounding into differences of up to one step: not a useful comparison.)
         let one = weights(&cwd.join("runs/one/last.ckpt"));
         let two = weights(&cwd.join("runs/two/last.ckpt"));
         let d = max_abs_diff(&one, &two);
-        assert!(d <= 1e-4, "2 ranks × 32 vs 1 rank × 64: max |Δw| = {d}");
+        let n_all: usize = one.iter().map(|(_, v)| v.len()).sum();
+        let n_off = one
+            .iter()
+            .zip(&two)
+            .flat_map(|((_, a), (_, b))| a.iter().zip(b).filter(|(x, y)| (*x - *y).abs() > 1e-5))
+            .count();
+        eprintln!("max |Δw| {d}, {n_off} of {n_all} weights differ by more than 1e-5");
+        assert!(d <= 1e-5, "2 ranks × 32 vs 1 rank × 64: max |Δw| = {d}");
         // Global validation metrics are the single-process ones (gathered, then computed).
         let history = |run: &str| -> Vec<serde_json::Value> {
             std::fs::read_to_string(cwd.join(run).join("history.jsonl"))

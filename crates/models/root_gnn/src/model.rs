@@ -71,6 +71,9 @@ impl MlpConfig {
     }
 }
 
+/// One part of a concatenated MLP input: its rows, and the index that gathers them (if any).
+type ConcatPart<B> = (Tensor<B, 2>, Option<Tensor<B, 1, Int>>);
+
 impl<B: Backend> Mlp<B> {
     /// # Shapes
     /// `x [n, d_in]` → `[n, d_out]`.
@@ -102,10 +105,7 @@ impl<B: Backend> Mlp<B> {
     ///
     /// # Shapes
     /// every part → `[n, d_k]` after its gather; → `[n, d_out]`.
-    fn forward_concat(
-        &self,
-        parts: Vec<(Tensor<B, 2>, Option<Tensor<B, 1, Int>>)>,
-    ) -> Tensor<B, 2> {
+    fn forward_concat(&self, parts: Vec<ConcatPart<B>>) -> Tensor<B, 2> {
         let first = &self.layers[0];
         let mut offset = 0;
         let mut pre: Option<Tensor<B, 2>> = None;
