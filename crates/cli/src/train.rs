@@ -69,6 +69,12 @@ pub(crate) struct Args {
     /// No progress bar (it is off anyway when standard error is not a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Write a Chrome trace (chrome://tracing, Perfetto) of the run's stages to FILE: loader
+    /// waits, batch preparation, forward, backward, all-reduce, optimiser, validation,
+    /// checkpoints, and the model's blocks. Off by default (no cost when off); under MPI each
+    /// rank writes FILE.rank<N>. Pair it with a short run (--max-epochs 1, a subset).
+    #[arg(long, value_name = "FILE")]
+    profile_trace: Option<PathBuf>,
 }
 
 /// Arguments of `finetune`.
@@ -338,6 +344,54 @@ fn comparable(v: &serde_json::Value) -> serde_json::Value {
     v
 }
 
+/// Records every tracing span into a Chrome trace at `path` until dropped; the file appears
+/// (atomically renamed) when the guard is dropped.
+struct ProfileTrace {
+    guard: Option<tracing_chrome::FlushGuard>,
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl ProfileTrace {
+    fn start(path: &Path, world: &World) -> anyhow::Result<ProfileTrace> {
+        use tracing_subscriber::layer::SubscriberExt;
+        let path = if world.is_distributed() {
+            PathBuf::from(format!("{}.rank{}", path.display(), world.rank()))
+        } else {
+            path.to_path_buf()
+        };
+        gnn4c_data::check_output_path(&path, true)?;
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let tmp = path.with_file_name(format!(".tmp-{}.{name}", std::process::id()));
+        let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
+            .file(&tmp)
+            .include_args(true)
+            .build();
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .context("installing the trace recorder")?;
+        Ok(ProfileTrace {
+            guard: Some(guard),
+            tmp,
+            path,
+        })
+    }
+}
+
+impl Drop for ProfileTrace {
+    fn drop(&mut self) {
+        drop(self.guard.take()); // flushes and closes the file
+        if std::fs::rename(&self.tmp, &self.path).is_ok() {
+            let _ = writeln!(
+                std::io::stdout(),
+                "wrote the trace {} (open in https://ui.perfetto.dev or chrome://tracing)",
+                self.path.display()
+            );
+        }
+    }
+}
+
 pub(crate) fn run_train(args: &Args, world: &World) -> anyhow::Result<()> {
     let (mut cfg, sources) = load_run_config(args)?;
     if cfg.finetune.take().is_some() && !args.print_config && world.is_root() {
@@ -405,6 +459,10 @@ fn dispatch(
         check_device(device).map_err(anyhow::Error::msg)?;
         set_compute_threads(cfg.environment.threads)?;
     }
+    let _trace = match &args.profile_trace {
+        Some(p) if !args.print_config => Some(ProfileTrace::start(p, world)?),
+        _ => None,
+    };
     match device {
         DeviceChoice::Cpu => train_on::<burn::backend::Autodiff<burn::backend::Flex>>(
             args,
@@ -568,6 +626,7 @@ fn train_on<B: AutodiffBackend>(
             &SelectionConfig::default(),
         )
     };
+    let cache_span = tracing::info_span!("cache").entered();
     let manifest = if world.is_root() {
         let m = cache_for(CacheMode::Auto, &mut out)?;
         world.barrier();
@@ -586,6 +645,8 @@ fn train_on<B: AutodiffBackend>(
             &manifest.fingerprint[..12]
         );
     }
+    drop(cache_span);
+    let load_span = tracing::info_span!("load_splits").entered();
     let seed = cfg.trainer.seed;
     let (_, train) = load_split(&cache, &cfg.folds, Split::Train)?;
     let train = Arc::new(GraphSet {
@@ -596,6 +657,7 @@ fn train_on<B: AutodiffBackend>(
         graphs: subset(val, cfg.subset.val_events, seed ^ 0x76_616c),
     });
 
+    drop(load_span);
     // The model: fresh, or a pretrained backbone with a new head.
     B::seed(device, seed);
     let n_out = task.n_out();

@@ -32,7 +32,11 @@ impl<T: Send + 'static> Loader<T> {
             let (batches, make) = (batches.clone(), make.clone());
             workers.push(std::thread::spawn(move || {
                 for b in batches.iter().skip(k).step_by(threads) {
-                    if tx.send(make(b)).is_err() {
+                    let item = {
+                        let _s = tracing::info_span!("make_batch", events = b.len()).entered();
+                        make(b)
+                    };
+                    if tx.send(item).is_err() {
                         return; // the consumer stopped early
                     }
                 }

@@ -635,7 +635,18 @@ where
         let mut seen_logits = Pending::<B::InnerBackend>::new();
         let mut n_events = 0usize;
         let mut allreduce_s = 0.0f64;
-        for (b, n_real) in loader.zip(n_real) {
+        let _epoch_span = tracing::info_span!("epoch", epoch).entered();
+        let mut batches_in = loader.zip(n_real);
+        loop {
+            // Time the training loop spends waiting for the loader (zero when prefetch keeps up).
+            let next = {
+                let _s = tracing::info_span!("wait_for_batch").entered();
+                batches_in.next()
+            };
+            let Some((b, n_real)) = next else {
+                break;
+            };
+            let forward_span = tracing::info_span!("forward_loss").entered();
             // Rows past `n_real` are padding (graph padding, or a rank's share filled up).
             let n_real = n_real.min(b.n_events);
             let logits = model.logits(&b.input, device); // [n_rows, n_out]
@@ -679,12 +690,18 @@ where
                 None => contribution,
             });
             abs_sum += s_b;
+            drop(forward_span);
+            let backward_span = tracing::info_span!("backward").entered();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
+            drop(backward_span);
+            let _allreduce_span = tracing::info_span!("allreduce").entered();
             let sync_start = Instant::now();
             let grads = all_reduce_gradients::<B, M>(&model, grads, s_b, world, device);
             if world.is_distributed() {
                 allreduce_s += sync_start.elapsed().as_secs_f64();
             }
+            drop(_allreduce_span);
+            let _optimizer_span = tracing::info_span!("optimizer_step").entered();
             model = optim.step(lr, model, grads);
             step += 1;
             n_events += n_real;
@@ -716,6 +733,7 @@ where
             seen.logits = seen_logits.finish();
             MetricsRecord::from(&seen.gathered(world).metrics(&task))
         });
+        let validation_span = tracing::info_span!("validation").entered();
         let valid = model.valid();
         // Each rank scores its share of the validation split; every rank gets all the outputs,
         // so every rank computes the same exact metrics and the same early-stopping verdict.
@@ -734,6 +752,8 @@ where
             Some(s) => val_pred.balanced_loss(&task, s),
             None => val_metrics.loss,
         };
+        drop(validation_span);
+        let _checkpoint_span = tracing::info_span!("checkpoint").entered();
         let verdict = es.update(epoch, val_objective);
         stopped = verdict == Verdict::Stop;
         let state = state_at(epoch + 1, step, &es, stopped);

@@ -950,11 +950,38 @@ fn shipped_experiments_end_to_end() {
         "1",
     ];
     args.extend(small_ft);
+    args.extend(["--profile-trace", "scratch.trace.json"]);
     let out = ok(&args);
     assert!(
         out.contains("trains from scratch") && !out.contains("fine-tuning from"),
         "{out}"
     );
+    // The Chrome trace holds the training stages and the model's blocks.
+    let trace: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(cwd.join("scratch.trace.json")).expect("trace written"),
+    )
+    .expect("the trace is JSON");
+    let names: std::collections::BTreeSet<&str> = trace
+        .as_array()
+        .expect("an array of events")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for stage in [
+        "wait_for_batch",
+        "make_batch",
+        "forward_loss",
+        "backward",
+        "optimizer_step",
+        "validation",
+        "checkpoint",
+        "edge_update",
+    ] {
+        assert!(
+            names.contains(stage),
+            "{stage} missing from the trace: {names:?}"
+        );
+    }
 
     let out = ok(&["evaluate", "runs/finetune_ttH_CP_full", "--split", "test"]);
     let eval = ft.join("predictions/demo_finetune_test");
