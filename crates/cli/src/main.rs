@@ -115,6 +115,11 @@ fn train_in_world(command: &Command) -> ExitCode {
     };
     if world.is_distributed() {
         eprintln!("error{who}: ending every rank of the job");
+        // MPI_Abort kills the job at once; give the launcher a moment to forward this rank's
+        // standard error first, or the user may never see why the job ended.
+        use std::io::Write as _;
+        let _ = std::io::stderr().flush();
+        std::thread::sleep(std::time::Duration::from_millis(500));
         world.abort(code);
     }
     ExitCode::from(code as u8)
