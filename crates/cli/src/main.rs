@@ -51,59 +51,28 @@ enum Command {
 fn main() -> ExitCode {
     install_panic_hook();
     let cli = Cli::parse();
-    if let Command::Train(_) | Command::Finetune(_) = &cli.command {
-        return train_in_world(&cli.command);
-    }
     let result = match cli.command {
         Command::Generate(args) => generate::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Scan(args) => scan::run(&args),
         Command::Preprocess(args) => preprocess::run(&args),
-        Command::Train(_) | Command::Finetune(_) => unreachable!("handled above"),
+        Command::Train(args) => return in_world(|w| train::run_train(&args, w)),
+        Command::Finetune(args) => return in_world(|w| train::run_finetune(&args, w)),
         Command::Predict(args) => predict::run_predict(&args),
         Command::Evaluate(args) => predict::run_evaluate(&args),
         Command::Export(args) => export::run(&args),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        // `gnn4colliders inspect f.root | head`: a closed pipe is not an error.
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        // A config the user must fix is a usage error, like a bad flag.
-        Err(e) if e.downcast_ref::<config::ConfigError>().is_some() => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+    ExitCode::from(report(result, ""))
 }
 
-/// `train` and `finetune`, in the MPI world when an MPI launcher started this process. A rank
-/// that fails (error or panic) ends the whole job, so no rank waits forever in a collective.
-fn train_in_world(command: &Command) -> ExitCode {
-    let world = match gnn4c_distributed::World::init() {
-        Ok(w) => w,
+/// The exit code of a command's result, printing the error (`who` names the rank under MPI):
+/// 0 on success, 2 for a config the user must fix (a usage error, like a bad flag), 1 otherwise.
+fn report(result: anyhow::Result<()>, who: &str) -> u8 {
+    match result {
+        Ok(()) => 0,
+        // `gnn4colliders inspect f.root | head`: a closed pipe is not an error.
+        Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match command {
-        Command::Train(args) => train::run_train(args, &world),
-        Command::Finetune(args) => train::run_finetune(args, &world),
-        _ => unreachable!("only train and finetune"),
-    }));
-    let who = if world.is_distributed() {
-        format!(" (rank {} of {})", world.rank(), world.size())
-    } else {
-        String::new()
-    };
-    let code = match run {
-        Ok(Ok(())) => return ExitCode::SUCCESS,
-        Ok(Err(e)) if is_broken_pipe(&e) => return ExitCode::SUCCESS,
-        Ok(Err(e)) => {
             eprintln!("error{who}: {e:#}");
             if e.downcast_ref::<config::ConfigError>().is_some() {
                 2
@@ -111,18 +80,38 @@ fn train_in_world(command: &Command) -> ExitCode {
                 1
             }
         }
+    }
+}
+
+/// `train` and `finetune`, in the MPI world when an MPI launcher started this process. A rank
+/// that fails (error or panic) ends the whole job, so no rank waits forever in a collective.
+fn in_world(run: impl FnOnce(&gnn4c_distributed::World) -> anyhow::Result<()>) -> ExitCode {
+    let world = match gnn4c_distributed::World::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let who = if world.is_distributed() {
+        format!(" (rank {} of {})", world.rank(), world.size())
+    } else {
+        String::new()
+    };
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&world))) {
+        Ok(result) => report(result, &who),
         Err(_) => 101, // the panic hook printed it
     };
-    if world.is_distributed() {
+    if code != 0 && world.is_distributed() {
         eprintln!("error{who}: ending every rank of the job");
         // MPI_Abort kills the job at once; give the launcher a moment to forward this rank's
         // standard error first, or the user may never see why the job ended.
         use std::io::Write as _;
         let _ = std::io::stderr().flush();
         std::thread::sleep(std::time::Duration::from_millis(500));
-        world.abort(code);
+        world.abort(i32::from(code));
     }
-    ExitCode::from(code as u8)
+    ExitCode::from(code)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

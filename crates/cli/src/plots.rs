@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use anyhow::anyhow;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
@@ -41,6 +42,46 @@ fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
+/// Every chart here: f64 × f64 axes on the bitmap backend.
+type Chart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A line in series colour `i`, with its legend entry.
+fn labelled_line(
+    chart: &mut Chart<'_, '_>,
+    points: Vec<(f64, f64)>,
+    i: usize,
+    label: String,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let c = color(i);
+    chart
+        .draw_series(LineSeries::new(points, c.stroke_width(2)))
+        .map_err(err(path))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+    Ok(())
+}
+
+/// The legend at `position`, then the image written out.
+fn finish<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    root: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    position: SeriesLabelPosition,
+    path: &Path,
+) -> anyhow::Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(err(path))?;
+    root.present().map_err(err(path))?;
+    Ok(())
+}
+
 /// One ROC curve: legend name, AUC, (false-positive rate, true-positive rate) points.
 pub(crate) type RocCurve = (String, f64, Vec<(f64, f64)>);
 
@@ -71,25 +112,10 @@ pub(crate) fn roc_curves(path: &Path, title: &str, curves: &[RocCurve]) -> anyho
             ))
             .map_err(err(path))?;
         for (i, (name, auc, points)) in curves.iter().enumerate() {
-            let c = color(i);
-            chart
-                .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
-                .map_err(err(path))?
-                .label(format!("{name} (AUC {auc:.4})"))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
-                });
+            let label = format!("{name} (AUC {auc:.4})");
+            labelled_line(&mut chart, points.clone(), i, label, path)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .draw()
-            .map_err(err(path))?;
-        root.present().map_err(err(path))?;
-        Ok(())
+        finish(&mut chart, &root, SeriesLabelPosition::LowerRight, path)
     })
 }
 
@@ -138,7 +164,6 @@ pub(crate) fn score_distributions(
             .draw()
             .map_err(err(path))?;
         for (i, ((name, _, _), h)) in classes.iter().zip(&hists).enumerate() {
-            let c = color(i);
             // A step outline per class.
             let mut pts = Vec::with_capacity(2 * BINS + 2);
             pts.push((0.0, 0.0));
@@ -147,24 +172,9 @@ pub(crate) fn score_distributions(
                 pts.push(((b + 1) as f64 / BINS as f64, v));
             }
             pts.push((1.0, 0.0));
-            chart
-                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                .map_err(err(path))?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
-                });
+            labelled_line(&mut chart, pts, i, name.clone(), path)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .draw()
-            .map_err(err(path))?;
-        root.present().map_err(err(path))?;
-        Ok(())
+        finish(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
     })
 }
 
@@ -216,33 +226,18 @@ pub(crate) fn training_curves(
             .draw()
             .map_err(err(path))?;
         for (i, (name, v)) in series.iter().enumerate() {
-            let c = color(i);
             let pts: Vec<(f64, f64)> = v
                 .iter()
                 .enumerate()
                 .filter_map(|(e, x)| x.map(|x| ((e + 1) as f64, x)))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(err(path))?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
-                });
+            labelled_line(&mut chart, pts.clone(), i, name.clone(), path)?;
+            let c = color(i);
             chart
                 .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
                 .map_err(err(path))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .draw()
-            .map_err(err(path))?;
-        root.present().map_err(err(path))?;
-        Ok(())
+        finish(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
     })
 }
 

@@ -350,14 +350,8 @@ where
     M: Classifier<B, Input = D::Input>,
     D: Dataset,
 {
-    let cfg = SamplerConfig {
-        batch_size,
-        shuffle: false,
-        drop_last: false,
-        seed: 0,
-    };
-    let batches = epoch_batches(data.len(), 0, &cfg);
-    predict_batches(model, data, batches, task, threads, device)
+    let all: Vec<usize> = (0..data.len()).collect();
+    predict_subset(model, data, &all, task, batch_size, threads, device)
 }
 
 /// [`predict`] over the events `indices` of `data`, in that order.
@@ -379,22 +373,6 @@ where
         .chunks(batch_size.max(1))
         .map(<[usize]>::to_vec)
         .collect();
-    predict_batches(model, data, batches, task, threads, device)
-}
-
-fn predict_batches<B, M, D>(
-    model: &M,
-    data: &Arc<D>,
-    batches: Vec<Vec<usize>>,
-    task: &Task,
-    threads: usize,
-    device: &B::Device,
-) -> Predictions
-where
-    B: Backend,
-    M: Classifier<B, Input = D::Input>,
-    D: Dataset,
-{
     let source = data.clone();
     let loader = Loader::new(batches, threads, 2, move |idx: &[usize]| source.batch(idx));
     let mut pred = Predictions::default();
@@ -608,7 +586,7 @@ where
         drop_last: false,
         seed: cfg.seed,
     };
-    let val_shard: Arc<Vec<usize>> = Arc::new(shard_indices(val.len(), world.rank(), world.size()));
+    let val_shard = shard_indices(val.len(), world.rank(), world.size());
     let mut epoch = start_epoch;
     while epoch < cfg.max_epochs && !stopped {
         let epoch_start = Instant::now();
