@@ -1,5 +1,5 @@
 """Straightforward per-event Python/numpy implementation of contract §2-§4 (features + graphs),
-the side-by-side reference for benchmark_features.
+the side-by-side reference for benchmark_preprocessing.
 
     python benchmarks/reference/features_numpy.py [N_EVENTS] [REPS]
 

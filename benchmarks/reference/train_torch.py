@@ -1,7 +1,7 @@
-"""PyTorch (and, when installed, DGL) reference for benchmark_model / benchmark_train: the same
+"""PyTorch (and, when installed, DGL) reference for benchmark_model / benchmark_training: the same
 Edge_Network (contract §5) on the same batch, timed the same way.
 
-    cargo run --release -p gnn4c-benchmarks --bin benchmark_train -- 512 10 --dump-batch /tmp/batch.npz
+    cargo run --release -p gnn4c-benchmarks --bin benchmark_training -- 512 10 --dump-batch /tmp/batch.npz
     python benchmarks/reference/train_torch.py /tmp/batch.npz [REPS]
 
 Times, per batch, on the CPU with torch's default threads (all cores): forward without autograd,
@@ -12,6 +12,7 @@ edge-to-node sum also runs through DGL's `update_all` and is reported as a secon
 Prints a table and JSON lines (medians of REPS, default 10, after 2 warm-up runs).
 """
 import json
+import resource
 import os
 import platform
 import statistics
@@ -158,6 +159,8 @@ def main():
                               "batch": n, "median_s": s, "events_per_s": n / s, "reps": reps,
                               "torch": torch.__version__, "threads": torch.get_num_threads()}),
                   file=sys.stderr)
+    # Peak resident memory of the whole process (Linux reports KiB), as benchmark_training prints.
+    print(f"peak RSS (ru_maxrss): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
 if __name__ == "__main__":

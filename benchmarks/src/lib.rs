@@ -159,6 +159,186 @@ pub fn take_device(args: &mut Vec<String>) -> anyhow::Result<DeviceChoice> {
     args.remove(i).parse().map_err(anyhow::Error::msg)
 }
 
+/// The Burn version every crate is built against (the workspace pins it exactly).
+pub const BURN_VERSION: &str = "0.21.0";
+
+/// What every benchmark result records about where and how it ran (the performance brief's
+/// metadata): merged into each JSON line and printed above each table.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    /// The benchmark binary.
+    pub benchmark: &'static str,
+    /// `rustc -V` of the build.
+    pub rustc: &'static str,
+    /// Burn backend name (`flex`, `cuda`).
+    pub backend: String,
+    /// The device (`cpu`, `cuda:0`).
+    pub device: String,
+    /// CPU model and logical cores (sysinfo).
+    pub cpu: String,
+    /// Logical cores.
+    pub cores: usize,
+    /// Host memory in GiB (sysinfo).
+    pub memory_gib: f64,
+    /// GPU model (nvidia-smi), when the device is CUDA.
+    pub gpu: Option<String>,
+    /// Compute threads (rayon's pool: `RAYON_NUM_THREADS` or all cores).
+    pub threads: usize,
+    /// Element type of the model.
+    pub dtype: &'static str,
+    /// Data-parallel processes (the benchmarks run one).
+    pub world_size: usize,
+}
+
+impl Meta {
+    /// The metadata of this process running `benchmark` on `device`.
+    pub fn new(benchmark: &'static str, device: DeviceChoice) -> Meta {
+        use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
+        let sys = System::new_with_specifics(
+            RefreshKind::nothing()
+                .with_cpu(CpuRefreshKind::nothing())
+                .with_memory(MemoryRefreshKind::nothing().with_ram()),
+        );
+        let cpu = sys
+            .cpus()
+            .first()
+            .map(|c| c.brand().trim().to_owned())
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| "unknown CPU".to_owned());
+        let (backend, device_name, gpu) = match device {
+            DeviceChoice::Cpu => ("flex".to_owned(), "cpu".to_owned(), None),
+            DeviceChoice::Cuda(i) => ("cuda".to_owned(), format!("cuda:{i}"), Some(gpu_model(i))),
+        };
+        Meta {
+            benchmark,
+            rustc: env!("GNN4C_RUSTC_VERSION"),
+            backend,
+            device: device_name,
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            memory_gib: sys.total_memory() as f64 / (1u64 << 30) as f64,
+            gpu,
+            threads: rayon::current_num_threads(),
+            dtype: "f32",
+            world_size: 1,
+        }
+    }
+
+    /// One line for the top of a table.
+    pub fn header(&self) -> String {
+        let gpu = self
+            .gpu
+            .as_deref()
+            .map(|g| format!(", GPU {g}"))
+            .unwrap_or_default();
+        format!(
+            "{}: {} on {} ({}{gpu}); CPU {} ({} logical cores, {:.0} GiB), {} compute threads; \
+             burn {BURN_VERSION} {} {}; world size {}",
+            self.benchmark,
+            self.rustc,
+            self.device,
+            self.backend,
+            self.cpu,
+            self.cores,
+            self.memory_gib,
+            self.threads,
+            self.backend,
+            self.dtype,
+            self.world_size
+        )
+    }
+
+    /// Prints `fields` merged with this metadata as one JSON line on stderr.
+    pub fn emit(&self, fields: serde_json::Value) {
+        let mut line = serde_json::json!({
+            "benchmark": self.benchmark, "rustc": self.rustc, "burn": BURN_VERSION,
+            "backend": self.backend, "device": self.device, "cpu": self.cpu, "cores": self.cores,
+            "memory_gib": self.memory_gib, "gpu": self.gpu, "threads": self.threads,
+            "dtype": self.dtype, "world_size": self.world_size,
+        });
+        if let (Some(out), serde_json::Value::Object(extra)) = (line.as_object_mut(), fields) {
+            out.extend(extra);
+        }
+        eprintln!("{line}");
+    }
+}
+
+/// The name of CUDA device `index` from nvidia-smi, or "unknown GPU".
+fn gpu_model(index: usize) -> String {
+    std::process::Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name,memory.total",
+            "--format=csv,noheader",
+            "-i",
+        ])
+        .arg(index.to_string())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown GPU".to_owned())
+}
+
+/// The process's peak resident memory (VmHWM) in MB, on Linux.
+pub fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+/// This machine's f32 matrix-multiply rate on `B` in GFLOP/s: the median of `reps` products of
+/// two `n × n` matrices after 2 warm-ups, the device synchronised around each (the yardstick of
+/// the training step's arithmetic efficiency).
+pub fn gemm_gflops<B: burn::tensor::backend::Backend>(
+    device: &B::Device,
+    n: usize,
+    reps: usize,
+) -> f64 {
+    use burn::tensor::{Distribution, Tensor};
+    let a = Tensor::<B, 2>::random([n, n], Distribution::Uniform(-1.0, 1.0), device);
+    let b = Tensor::<B, 2>::random([n, n], Distribution::Uniform(-1.0, 1.0), device);
+    let _ = B::sync(device);
+    let times = time_reps(2, reps, || {
+        let c = a.clone().matmul(b.clone());
+        let _ = B::sync(device);
+        drop(c);
+    });
+    2.0 * (n as f64).powi(3) / Stats::of(&times).median / 1e9
+}
+
+/// Multiply-add FLOPs (2 per multiply-add) of the Edge_Network forward's matrix products on a
+/// batch, as this implementation computes them (the first layer of the edge and node updates
+/// applied per node and per graph before the gathers; contract §5 widths).
+pub fn forward_matmul_flops(
+    n_nodes: usize,
+    n_edges: usize,
+    n_graphs: usize,
+    n_out: usize,
+    h: usize,
+    n_layers: usize,
+    n_steps: usize,
+) -> f64 {
+    let (n, e, g) = (n_nodes as f64, n_edges as f64, n_graphs as f64);
+    let h = h as f64;
+    let hidden = (n_layers.saturating_sub(1)) as f64 * h * h; // the H→H (and H→d_out = H) layers
+    let mlp = |rows: f64, d_in: f64| rows * (d_in * h + hidden);
+    let encoders = mlp(n, 7.0) + mlp(e, 3.0) + mlp(g, 2.0);
+    // edge update: e·W_e on edges, h·W_s and h·W_d on nodes, u·W_u on graphs, then the rest on edges.
+    let edge = e * h * h + 2.0 * n * h * h + g * h * h + e * hidden;
+    // node update: h·W_h and a·W_a on nodes, u·W_u on graphs, then the rest on nodes.
+    let node = 2.0 * n * h * h + g * h * h + n * hidden;
+    let global = mlp(g, 3.0 * h);
+    let head = mlp(g, h) + g * h * n_out as f64;
+    2.0 * (encoders + n_steps as f64 * (edge + node + global) + head)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use burn::backend::Flex;
-use gnn4c_benchmarks::{Stats, machine};
+use gnn4c_benchmarks::{Meta, Stats, machine};
+use gnn4c_cli::device::DeviceChoice;
 use gnn4c_cli::pipeline::build_cache;
 use gnn4c_data::{
     DatasetConfig, Folds, LabelSpec, SampleConfig, SchemaRef, read_cache, read_manifest, write_demo,
@@ -55,7 +56,8 @@ fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
     let reps: usize = args.next().map_or(Ok(3), |a| a.parse())?;
-    let (cpu_model, cores) = machine();
+    let cores = machine().1;
+    let meta = Meta::new("benchmark_dataloader", DeviceChoice::Cpu);
     let tmp = tempfile::tempdir()?;
     let files = write_demo(tmp.path(), n, 42, cores)?;
     let cfg = DatasetConfig {
@@ -87,15 +89,13 @@ fn main() -> anyhow::Result<()> {
     let mut rows: Vec<(String, Stats, Stats, f64)> = Vec::new();
     let mut report = |name: &str, wall: &[f64], cpu: &[f64], per: f64, unit: &str, bytes: u64| {
         let (w, c) = (Stats::of(wall), Stats::of(cpu));
-        eprintln!(
-            "{}",
-            serde_json::json!({
-                "benchmark": "dataloader", "measure": name, "median_wall_s": w.median, "median_cpu_s": c.median,
-                "min_wall_s": w.min, "max_wall_s": w.max, "reps": w.n, unit: per / w.median,
-                "mb_per_s": bytes as f64 / 1e6 / w.median, "cpu": cpu_model, "cores": cores,
-                "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-            })
-        );
+        meta.emit(serde_json::json!({
+            "measure": name, "mean_wall_s": w.mean, "median_wall_s": w.median,
+            "median_cpu_s": c.median, "min_wall_s": w.min, "max_wall_s": w.max,
+            "std_wall_s": w.std, "reps": w.n, unit: per / w.median,
+            "mb_per_s": bytes as f64 / 1e6 / w.median,
+            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        }));
         rows.push((format!("{name} ({unit})"), w, c, per / w.median));
     };
 
@@ -180,9 +180,10 @@ fn main() -> anyhow::Result<()> {
     }
 
     let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "machine: {cpu_model}, {cores} logical cores; {events} demo events (12 processes x {n}); batch 512"
+        "{events} demo events (12 processes x {n}); batch 512; medians of {reps} after 1 warm-up"
     )?;
     writeln!(
         out,

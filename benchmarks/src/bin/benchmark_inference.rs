@@ -2,7 +2,7 @@
 //!
 //! `cargo run --release -p gnn4c-benchmarks --bin benchmark_inference -- [N_EVENTS] [--device cpu|cuda[:N]]`
 //! (`--features cuda` for CUDA). Builds N_EVENTS (default 8,192) demo pretraining graphs in
-//! memory (untimed), then for batch sizes 64, 256, 1024 and 4096 scores them all with the
+//! memory (untimed), then for batch sizes 64, 256, 1024, 4096 and 16384 (those ≤ N_EVENTS) scores them all with the
 //! contract-default 12-class model on the inner backend (no autodiff), timing per stage: host
 //! collation (the loader's work, here on the calling thread), host-to-device transfer, forward
 //! (synchronised), post-processing (logits read back, softmax in f64). Then the writers on the
@@ -12,7 +12,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use burn::prelude::*;
-use gnn4c_benchmarks::{demo_graphs, machine, take_device};
+use gnn4c_benchmarks::{Meta, demo_graphs, machine, peak_rss_mb, take_device};
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_data::{
     FriendTree, PRETRAIN_PROCESSES, PredictionTable, write_friend_tree, write_predictions_npz,
@@ -21,17 +21,21 @@ use gnn4c_graphs::{GraphSample, Padding, collate};
 use gnn4c_root_gnn::EdgeNetworkConfig;
 use gnn4c_tasks::{Task, scores_host};
 
-fn bench<B: Backend>(device: &B::Device, name: &str, graphs: &[GraphSample]) -> anyhow::Result<()> {
-    let (cpu, cores) = machine();
+fn bench<B: Backend>(
+    device: &B::Device,
+    meta: &Meta,
+    graphs: &[GraphSample],
+) -> anyhow::Result<()> {
     let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));
     let task = Task::Multiclass { n_classes: 12 };
     B::seed(device, 1);
     let model = EdgeNetworkConfig::new(12).init::<B>(device);
     let n = graphs.len();
     let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "machine: {cpu}, {cores} logical cores; burn 0.21.0 {name} (f32); {n} demo graphs; 12-class model, inference mode"
+        "{n} demo graphs; 12-class model, inference mode; each row is the second of two passes"
     )?;
     writeln!(
         out,
@@ -66,7 +70,10 @@ fn bench<B: Backend>(device: &B::Device, name: &str, graphs: &[GraphSample]) -> 
         Ok((t, scores))
     };
     let mut last_scores = Vec::new();
-    for batch in [64usize, 256, 1024, 4096] {
+    for batch in [64usize, 256, 1024, 4096, 16384]
+        .into_iter()
+        .filter(|&b| b <= n)
+    {
         pass(batch)?; // warm-up: allocations, kernels
         let ([t_col, t_dev, t_fwd, t_post, total], scores) = pass(batch)?;
         last_scores = scores;
@@ -75,11 +82,10 @@ fn bench<B: Backend>(device: &B::Device, name: &str, graphs: &[GraphSample]) -> 
             "| {batch} | {:.0} | {t_col:.4} | {t_dev:.4} | {t_fwd:.4} | {t_post:.4} | {total:.4} |",
             n as f64 / total
         )?;
-        eprintln!(
-            "{}",
-            serde_json::json!({"benchmark": "inference", "batch": batch, "events": n, "events_per_s": n as f64 / total,
-                "collate_s": t_col, "to_device_s": t_dev, "forward_s": t_fwd, "post_s": t_post, "total_s": total,
-                "backend": name, "cpu": cpu, "cores": cores})
+        meta.emit(
+            serde_json::json!({"measure": "scoring", "batch": batch, "events": n,
+            "events_per_s": n as f64 / total, "collate_s": t_col, "to_device_s": t_dev,
+            "forward_s": t_fwd, "post_s": t_post, "total_s": total}),
         );
     }
 
@@ -128,14 +134,22 @@ fn bench<B: Backend>(device: &B::Device, name: &str, graphs: &[GraphSample]) -> 
         n as f64 / npz_s,
         n as f64 / root_s
     )?;
-    eprintln!(
-        "{}",
-        serde_json::json!({"benchmark": "inference_writers", "events": n, "npz_s": npz_s, "root_s": root_s})
+    meta.emit(
+        serde_json::json!({"measure": "writers", "events": n, "npz_s": npz_s, "root_s": root_s}),
     );
+    if let Some(mb) = peak_rss_mb() {
+        writeln!(out, "peak RSS (VmHWM): {mb:.0} MB")?;
+    }
     Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
+    // As in the CLI: glibc keeps freed memory (`GNN4C_MALLOC=default` keeps glibc's defaults, for comparison).
+    if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
+        gnn4c_cli::device::tune_allocator();
+    }
+    // As in the CLI: this thread is a worker of the compute pool (`RAYON_NUM_THREADS` sizes it).
+    gnn4c_cli::device::init_compute_pool(0);
     let mut positional: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut positional)?;
     let n: usize = positional.first().map_or(Ok(8192), |a| a.parse())?;
@@ -145,11 +159,12 @@ fn main() -> anyhow::Result<()> {
         machine().1,
     )?;
     graphs.truncate(n);
+    let meta = Meta::new("benchmark_inference", device);
     match device {
-        DeviceChoice::Cpu => bench::<burn::backend::Flex>(&Default::default(), "flex", &graphs),
+        DeviceChoice::Cpu => bench::<burn::backend::Flex>(&Default::default(), &meta, &graphs),
         #[cfg(feature = "cuda")]
         DeviceChoice::Cuda(i) => {
-            bench::<burn::backend::Cuda>(&burn::backend::cuda::CudaDevice::new(i), "cuda", &graphs)
+            bench::<burn::backend::Cuda>(&burn::backend::cuda::CudaDevice::new(i), &meta, &graphs)
         }
         #[cfg(not(feature = "cuda"))]
         DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),

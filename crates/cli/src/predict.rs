@@ -166,6 +166,7 @@ pub(crate) fn run_evaluate(args: &Args) -> anyhow::Result<()> {
 
 fn run(args: &Args, evaluate: bool) -> anyhow::Result<()> {
     check_device(args.device).map_err(anyhow::Error::msg)?;
+    gnn4c_cli::device::init_compute_pool(0);
     match args.device {
         DeviceChoice::Cpu => run_on::<burn::backend::Flex>(args, evaluate, &Default::default()),
         #[cfg(feature = "cuda")]

@@ -457,7 +457,14 @@ fn dispatch(
     }
     if !args.print_config {
         check_device(device).map_err(anyhow::Error::msg)?;
-        set_compute_threads(cfg.environment.threads)?;
+        let threads = compute_threads(cfg.environment.threads, world);
+        let pool = gnn4c_cli::device::init_compute_pool(threads);
+        if threads > 0 && pool != threads {
+            anyhow::bail!(
+                "could not set {threads} compute threads: the pool already has {pool} (set \
+                 environment.threads before anything else runs)"
+            );
+        }
     }
     let _trace = match &args.profile_trace {
         Some(p) if !args.print_config => Some(ProfileTrace::start(p, world)?),
@@ -520,15 +527,15 @@ pub(crate) fn model_from_checkpoint<B: Backend>(
     Ok(ck.load_model(net, device)?)
 }
 
-/// Sizes the CPU backend's thread pool (rayon's global pool); 0 leaves one thread per core.
-fn set_compute_threads(threads: usize) -> anyhow::Result<()> {
-    if threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build_global()
-            .context("setting the number of compute threads")?;
+/// The compute threads of this process: `environment.threads`, or for 0 the node's cores shared
+/// among its ranks (one per core on one process; `mpirun -np 2` on 8 cores: 4 each), so that
+/// ranks on one node do not oversubscribe its cores.
+fn compute_threads(threads: usize, world: &World) -> usize {
+    if threads > 0 || world.local_size() <= 1 {
+        return threads;
     }
-    Ok(())
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    (cores / world.local_size()).max(1)
 }
 
 fn train_on<B: AutodiffBackend>(

@@ -49,6 +49,7 @@ pub struct World {
     rank: usize,
     size: usize,
     local_rank: usize,
+    local_size: usize,
     #[cfg(feature = "mpi")]
     mpi: Option<mpi_impl::Mpi>,
 }
@@ -59,6 +60,7 @@ impl std::fmt::Debug for World {
             .field("rank", &self.rank)
             .field("size", &self.size)
             .field("local_rank", &self.local_rank)
+            .field("local_size", &self.local_size)
             .finish()
     }
 }
@@ -70,6 +72,7 @@ impl World {
             rank: 0,
             size: 1,
             local_rank: 0,
+            local_size: 1,
             #[cfg(feature = "mpi")]
             mpi: None,
         }
@@ -89,6 +92,7 @@ impl World {
                 rank: m.rank,
                 size: m.size,
                 local_rank: m.local_rank,
+                local_size: m.local_size,
                 mpi: Some(m),
             })
         }
@@ -114,6 +118,11 @@ impl World {
     /// The rank among the processes on this node (the GPU index under one rank per GPU).
     pub fn local_rank(&self) -> usize {
         self.local_rank
+    }
+
+    /// The number of ranks on this node (they share its cores).
+    pub fn local_size(&self) -> usize {
+        self.local_size
     }
 
     /// Whether this is rank 0 (the one that writes checkpoints, logs and outputs).
@@ -209,6 +218,7 @@ mod mpi_impl {
         pub(super) rank: usize,
         pub(super) size: usize,
         pub(super) local_rank: usize,
+        pub(super) local_size: usize,
     }
 
     impl Mpi {
@@ -222,6 +232,7 @@ mod mpi_impl {
                 rank: usize::try_from(world.rank()).unwrap_or(0),
                 size: usize::try_from(world.size()).unwrap_or(1),
                 local_rank: usize::try_from(node.rank()).unwrap_or(0),
+                local_size: usize::try_from(node.size()).unwrap_or(1),
                 world,
                 _universe: universe,
             })
@@ -275,7 +286,10 @@ mod tests {
     #[test]
     fn single_world_collectives_are_the_identity() {
         let w = World::single();
-        assert_eq!((w.rank(), w.size(), w.local_rank()), (0, 1, 0));
+        assert_eq!(
+            (w.rank(), w.size(), w.local_rank(), w.local_size()),
+            (0, 1, 0, 1)
+        );
         assert!(w.is_root() && !w.is_distributed());
         let mut a = [1.0f32, 2.0];
         w.all_reduce_sum_f32(&mut a);

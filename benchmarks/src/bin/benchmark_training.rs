@@ -1,12 +1,15 @@
 //! Training steps per second: forward + weighted loss, backward, Adam step, per batch of demo events.
 //!
-//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_train -- [BATCH] [REPS] [--device cpu|cuda[:N]]`
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_training -- [BATCH] [REPS] [--device cpu|cuda[:N]]`
 //! (`--features cuda` for CUDA). Three set-ups, each on the same BATCH (default 512) demo graphs
 //! (seed 42), contract-default model: multiclass pretraining (12 outputs, everything trained),
 //! binary fine-tuning with a frozen backbone (65 trainable parameters) and with the full
 //! backbone. Each step is split into forward + loss, backward and optimiser step, with the
 //! device synchronised around each part (which costs a little on CUDA; the total is also timed
-//! unsplit). Peak RSS is the process's VmHWM after all three. `--dump-batch FILE.npz` also
+//! unsplit). Setup (model initialisation and the first step, which on CUDA compiles kernels) is
+//! reported apart from the steady state. The arithmetic rate of the step (the model's matrix
+//! products, forward and both backward products) is compared with this machine's f32 GEMM rate
+//! on the same backend. Peak RSS is the process's VmHWM after all three. `--dump-batch FILE.npz` also
 //! writes the batch for the PyTorch reference (`benchmarks/reference/train_torch.py`), so both
 //! time the same graphs.
 
@@ -17,13 +20,16 @@ use burn::backend::Autodiff;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
-use gnn4c_benchmarks::{Stats, demo_batch, machine, take_device};
+use gnn4c_benchmarks::{
+    Meta, Stats, demo_batch, forward_matmul_flops, gemm_gflops, machine, peak_rss_mb, take_device,
+};
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 
 struct Split {
+    setup: f64,
     forward: Vec<f64>,
     backward: Vec<f64>,
     step: Vec<f64>,
@@ -38,6 +44,7 @@ fn run_setup<B: AutodiffBackend>(
     reps: usize,
 ) -> anyhow::Result<Split> {
     let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));
+    let t_setup = Instant::now();
     B::seed(device, 1);
     let mut model: EdgeNetwork<B> = EdgeNetworkConfig::new(task.n_out()).init(device);
     if frozen {
@@ -52,6 +59,7 @@ fn run_setup<B: AutodiffBackend>(
     }
     let n = host.n_graphs();
     let mut split = Split {
+        setup: 0.0,
         forward: Vec::new(),
         backward: Vec::new(),
         step: Vec::new(),
@@ -74,6 +82,9 @@ fn run_setup<B: AutodiffBackend>(
         model = optim.step(1e-4, model, grads);
         sync()?;
         let t3 = Instant::now();
+        if rep == 0 {
+            split.setup = (t3 - t_setup).as_secs_f64();
+        }
         if rep >= 2 {
             split.forward.push((t1 - t0).as_secs_f64());
             split.backward.push((t2 - t1).as_secs_f64());
@@ -129,38 +140,26 @@ fn dump_batch(h: &HostBatch, path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn peak_rss_mb() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: f64 = s
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
-}
-
 fn bench<B: AutodiffBackend>(
     device: &B::Device,
-    name: &str,
+    meta: &Meta,
     host: &HostBatch,
     reps: usize,
 ) -> anyhow::Result<()> {
-    let (cpu, cores) = machine();
     let batch = host.n_real;
+    let (nodes, edges) = (host.total_nodes(), host.total_edges());
+    let gemm = gemm_gflops::<B::InnerBackend>(device, 1024, 10);
     let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "machine: {cpu}, {cores} logical cores; burn 0.21.0 {name} (f32); batch {batch} demo graphs: {} nodes, {} edges; Adam (eps 1e-8)",
-        host.total_nodes(),
-        host.total_edges()
+        "batch {batch} demo graphs: {nodes} nodes, {edges} edges; Adam (eps 1e-8); medians of {reps} steps after 2 warm-ups; f32 GEMM 1024³ on this backend: {gemm:.1} GFLOP/s"
     )?;
     writeln!(
         out,
-        "| set-up | steps/s | events/s | step median s | forward+loss s | backward s | optimiser s | optimiser share |"
+        "| set-up | setup s | steps/s | events/s | step median s (min–max, std) | forward+loss s | backward s | optimiser s | GFLOP/s (% of GEMM) |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|")?;
     for (setup, task, frozen) in [
         (
             "pretrain multiclass (12), full",
@@ -177,27 +176,39 @@ fn bench<B: AutodiffBackend>(
             Stats::of(&s.step),
             Stats::of(&s.total),
         );
-        let share = o.median / (f.median + b.median + o.median);
+        // Forward products, plus (when the backbone trains) the input- and weight-gradient
+        // products of the backward: ≈ 3× the forward's.
+        let forward_flops =
+            forward_matmul_flops(nodes, edges, host.n_graphs(), task.n_out(), 64, 4, 4);
+        let flops = if frozen {
+            forward_flops
+        } else {
+            3.0 * forward_flops
+        };
+        let gflops = flops / t.median / 1e9;
         writeln!(
             out,
-            "| {setup} | {:.2} | {:.0} | {:.4} | {:.4} | {:.4} | {:.4} | {:.1} % |",
+            "| {setup} | {:.3} | {:.2} | {:.0} | {:.4} ({:.4}–{:.4}, {:.4}) | {:.4} | {:.4} | {:.4} | {:.1} ({:.0} %) |",
+            s.setup,
             1.0 / t.median,
             batch as f64 / t.median,
             t.median,
+            t.min,
+            t.max,
+            t.std,
             f.median,
             b.median,
             o.median,
-            100.0 * share
+            gflops,
+            100.0 * gflops / gemm
         )?;
-        eprintln!(
-            "{}",
-            serde_json::json!({"benchmark": "train", "setup": setup, "batch": batch, "backend": name,
-                "steps_per_s": 1.0 / t.median, "events_per_s": batch as f64 / t.median,
-                "step_median_s": t.median, "step_min_s": t.min, "step_max_s": t.max,
-                "forward_loss_median_s": f.median, "backward_median_s": b.median,
-                "optimizer_median_s": o.median, "optimizer_share": share, "reps": t.n,
-                "cpu": cpu, "cores": cores})
-        );
+        meta.emit(serde_json::json!({"setup": setup, "batch": batch, "nodes": nodes, "edges": edges,
+            "setup_s": s.setup, "steps_per_s": 1.0 / t.median, "events_per_s": batch as f64 / t.median,
+            "step_mean_s": t.mean, "step_median_s": t.median, "step_min_s": t.min,
+            "step_max_s": t.max, "step_std_s": t.std, "reps": t.n,
+            "forward_loss_median_s": f.median, "backward_median_s": b.median,
+            "optimizer_median_s": o.median, "matmul_gflop_per_step": flops / 1e9,
+            "gflops": gflops, "gemm_gflops": gemm, "gemm_fraction": gflops / gemm}));
     }
     if let Some(mb) = peak_rss_mb() {
         writeln!(out, "peak RSS (VmHWM): {mb:.0} MB")?;
@@ -206,6 +217,15 @@ fn bench<B: AutodiffBackend>(
 }
 
 fn main() -> anyhow::Result<()> {
+    // As in the CLI: glibc keeps freed memory (`GNN4C_MALLOC=default` keeps glibc's defaults, for comparison).
+    if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
+        gnn4c_cli::device::tune_allocator();
+    }
+    // As in the CLI: the thread that runs the model is a worker of the compute pool
+    // (`RAYON_NUM_THREADS` sizes it; `GNN4C_POOL=outside` keeps the caller outside, for comparison).
+    if std::env::var("GNN4C_POOL").as_deref() != Ok("outside") {
+        gnn4c_cli::device::init_compute_pool(0);
+    }
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut rest)?;
     let mut positional = Vec::new();
@@ -222,17 +242,18 @@ fn main() -> anyhow::Result<()> {
     let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
     check_device(device).map_err(anyhow::Error::msg)?;
     let host = demo_batch(batch, machine().1)?;
+    let meta = Meta::new("benchmark_training", device);
     if let Some(path) = &dump {
         dump_batch(&host, path)?;
     }
     match device {
         DeviceChoice::Cpu => {
-            bench::<Autodiff<burn::backend::Flex>>(&Default::default(), "flex", &host, reps)
+            bench::<Autodiff<burn::backend::Flex>>(&Default::default(), &meta, &host, reps)
         }
         #[cfg(feature = "cuda")]
         DeviceChoice::Cuda(i) => bench::<Autodiff<burn::backend::Cuda>>(
             &burn::backend::cuda::CudaDevice::new(i),
-            "cuda",
+            &meta,
             &host,
             reps,
         ),

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One prepared run on a lent GPU machine (issue 10): every CUDA number of docs/performance.md.
+#
+# Build here (CPU machine), then carry the stripped binaries (the device tool carries ignored
+# paths of ≤ 64 MiB in all):
+#   cargo build --release --features cuda -p gnn4c-cli --bin gnn4colliders
+#   cargo build --release --features cuda -p gnn4c-benchmarks --bin benchmark_training --bin benchmark_inference
+#   mkdir -p gpu-bin && for b in gnn4colliders benchmark_training benchmark_inference; do
+#     strip -o gpu-bin/$b "$CARGO_TARGET_DIR/release/$b"; done
+# and on the device: `scripts/gpu/device-check.sh gpu-bin "$OUT"` (about 6 minutes on an H200).
+#
+# It records: the GPU (nvidia-smi), CUDA training steps at batch 512 and 2048 (forward, backward,
+# optimiser split, device synchronised around each part; first step reported apart as setup),
+# inference by batch size, device memory sampled every 0.5 s (nvidia-smi), and a short end-to-end
+# training run whose trace and history tell whether the GPU waits for data (`wait_for_batch`).
+set -uo pipefail
+BIN=$(realpath "${1:?usage: device-check.sh BIN_DIR OUT_DIR}")
+OUT=${2:?usage: device-check.sh BIN_DIR OUT_DIR}
+mkdir -p "$OUT" && OUT=$(realpath "$OUT")
+# DEVICE=cpu runs the same script on a CPU build, to check the script itself.
+DEVICE=${DEVICE:-cuda}
+log() { echo "== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
+
+log "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/summary.txt"
+nproc | tee -a "$OUT/summary.txt"
+
+# Device memory in the background for the whole run.
+nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -lms 500 \
+  > "$OUT/gpu_memory.csv" 2>/dev/null &
+SMI=$!
+trap 'kill $SMI 2>/dev/null' EXIT
+
+for b in 512 2048; do
+  log "benchmark_training batch $b, $DEVICE"
+  timeout 120 "$BIN/benchmark_training" "$b" 20 --device "$DEVICE" \
+    > "$OUT/training_${DEVICE%%:*}_$b.md" 2> "$OUT/training_${DEVICE%%:*}_$b.jsonl"
+  echo "rc=$?" >> "$OUT/summary.txt"; cat "$OUT/training_${DEVICE%%:*}_$b.md" >> "$OUT/summary.txt"
+done
+
+log "benchmark_inference, $DEVICE"
+timeout 120 "$BIN/benchmark_inference" 16384 --device "$DEVICE" \
+  > "$OUT/inference_${DEVICE%%:*}.md" 2> "$OUT/inference_${DEVICE%%:*}.jsonl"
+echo "rc=$?" >> "$OUT/summary.txt"; cat "$OUT/inference_${DEVICE%%:*}.md" >> "$OUT/summary.txt"
+
+log "end to end: generate, then 2 epochs of pretraining on $DEVICE with a trace"
+WORK=$(mktemp -d)
+cp -r configs "$WORK/"
+(
+  cd "$WORK" || exit 1
+  timeout 60 "$BIN/gnn4colliders" generate --out data/demo --events 6000 > "$OUT/generate.log" 2>&1
+  timeout 200 "$BIN/gnn4colliders" train pretrain_multiclass --device "$DEVICE" \
+    trainer.max_epochs=2 subset.train_events=32768 subset.val_events=8192 \
+    --profile-trace "$OUT/train_trace.json" > "$OUT/train.log" 2>&1
+  echo "rc=$?"
+  cp runs/pretrain_multiclass/history.jsonl "$OUT/" 2>/dev/null
+) | tee -a "$OUT/summary.txt"
+tail -5 "$OUT/train.log" >> "$OUT/summary.txt"
+rm -rf "$WORK"
+log "done"
