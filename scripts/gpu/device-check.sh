@@ -56,5 +56,24 @@ cp -r configs "$WORK/"
   cp runs/pretrain_multiclass/history.jsonl "$OUT/" 2>/dev/null
 ) | tee -a "$OUT/summary.txt"
 tail -5 "$OUT/train.log" >> "$OUT/summary.txt"
+# Span totals of the trace: `wait_for_batch` is the training loop waiting for the loader.
+if command -v python3 >/dev/null 2>&1 && [ -f "$OUT/train_trace.json" ]; then
+  python3 - "$OUT/train_trace.json" <<'PY' | tee -a "$OUT/summary.txt"
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+total, open_at = collections.Counter(), {}
+for e in ev:
+    key = (e.get("tid"), e.get("name"))
+    if e.get("ph") == "X":
+        total[e["name"]] += e.get("dur", 0) / 1e6
+    elif e.get("ph") == "B":
+        open_at.setdefault(key, []).append(e["ts"])
+    elif e.get("ph") == "E" and open_at.get(key):
+        total[e["name"]] += (e["ts"] - open_at[key].pop()) / 1e6
+for name, s in total.most_common():
+    print(f"span {name:16s} {s:9.3f} s")
+PY
+fi
 rm -rf "$WORK"
 log "done"
