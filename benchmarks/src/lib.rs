@@ -280,19 +280,6 @@ fn gpu_model(index: usize) -> String {
         .unwrap_or_else(|| "unknown GPU".to_owned())
 }
 
-/// The process's peak resident memory (VmHWM) in MB, on Linux.
-pub fn peak_rss_mb() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: f64 = s
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
-}
-
 /// This machine's f32 matrix-multiply rate on `B` in GFLOP/s: the median of `reps` products of
 /// two `n × n` matrices after 2 warm-ups, the device synchronised around each (the yardstick of
 /// the training step's arithmetic efficiency).

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use burn::prelude::*;
-use gnn4c_benchmarks::{Meta, demo_graphs, machine, peak_rss_mb, take_device};
+use gnn4c_benchmarks::{Meta, demo_graphs, machine, take_device};
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_data::{
     FriendTree, PRETRAIN_PROCESSES, PredictionTable, write_friend_tree, write_predictions_npz,
@@ -137,7 +137,7 @@ fn bench<B: Backend>(
     meta.emit(
         serde_json::json!({"measure": "writers", "events": n, "npz_s": npz_s, "root_s": root_s}),
     );
-    if let Some(mb) = peak_rss_mb() {
+    if let Some(mb) = gnn4c_cli::device::peak_rss_mb() {
         writeln!(out, "peak RSS (VmHWM): {mb:.0} MB")?;
     }
     Ok(())

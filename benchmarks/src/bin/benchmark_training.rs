@@ -21,7 +21,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use gnn4c_benchmarks::{
-    Meta, Stats, demo_batch, forward_matmul_flops, gemm_gflops, machine, peak_rss_mb, take_device,
+    Meta, Stats, demo_batch, forward_matmul_flops, gemm_gflops, machine, take_device,
 };
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_graphs::HostBatch;
@@ -210,7 +210,7 @@ fn bench<B: AutodiffBackend>(
             "optimizer_median_s": o.median, "matmul_gflop_per_step": flops / 1e9,
             "gflops": gflops, "gemm_gflops": gemm, "gemm_fraction": gflops / gemm}));
     }
-    if let Some(mb) = peak_rss_mb() {
+    if let Some(mb) = gnn4c_cli::device::peak_rss_mb() {
         writeln!(out, "peak RSS (VmHWM): {mb:.0} MB")?;
     }
     Ok(())

@@ -91,6 +91,19 @@ pub fn check_device(choice: DeviceChoice) -> Result<Option<PathBuf>, String> {
     }
 }
 
+/// This process's peak resident memory (Linux `VmHWM`) in MB; `None` elsewhere.
+pub fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
 /// Keeps freed memory in the process (glibc malloc): blocks up to 32 MB come from the heap instead
 /// of fresh `mmap`s, and the heap is returned to the kernel only when more than 1 GB of it is free.
 ///

@@ -389,6 +389,9 @@ impl Drop for ProfileTrace {
                 self.path.display()
             );
         }
+        if let Some(mb) = gnn4c_cli::device::peak_rss_mb() {
+            let _ = writeln!(std::io::stdout(), "peak resident memory: {mb:.0} MB");
+        }
     }
 }
 

@@ -956,6 +956,15 @@ fn shipped_experiments_end_to_end() {
         out.contains("trains from scratch") && !out.contains("fine-tuning from"),
         "{out}"
     );
+    // A profiled run reports its peak memory (Linux).
+    if cfg!(target_os = "linux") {
+        let mb: f64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("peak resident memory: "))
+            .and_then(|v| v.trim_end_matches(" MB").parse().ok())
+            .unwrap_or_else(|| panic!("no peak memory line in {out}"));
+        assert!(mb > 1.0, "{out}");
+    }
     // The Chrome trace holds the training stages and the model's blocks.
     let trace: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(cwd.join("scratch.trace.json")).expect("trace written"),
