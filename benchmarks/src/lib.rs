@@ -280,6 +280,27 @@ fn gpu_model(index: usize) -> String {
         .unwrap_or_else(|| "unknown GPU".to_owned())
 }
 
+/// Sets the process up as the CLI does before it runs the model: glibc keeps freed memory and
+/// this thread becomes a worker of the compute pool (`RAYON_NUM_THREADS` sizes it). For
+/// before/after comparisons `GNN4C_MALLOC=default` keeps glibc's defaults and
+/// `GNN4C_POOL=outside` leaves the caller outside the pool. Call it first in `main`.
+pub fn setup_like_the_cli() {
+    if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
+        gnn4c_cli::device::tune_allocator();
+    }
+    if std::env::var("GNN4C_POOL").as_deref() != Ok("outside") {
+        gnn4c_cli::device::init_compute_pool(0);
+    }
+}
+
+/// Writes the process's peak resident memory under a table (Linux; nothing elsewhere).
+pub fn write_peak_rss(out: &mut impl std::io::Write) -> std::io::Result<()> {
+    match gnn4c_cli::device::peak_rss_mb() {
+        Some(mb) => writeln!(out, "peak RSS (VmHWM): {mb:.0} MB"),
+        None => Ok(()),
+    }
+}
+
 /// This machine's f32 matrix-multiply rate on `B` in GFLOP/s: the median of `reps` products of
 /// two `n × n` matrices after 2 warm-ups, the device synchronised around each (the yardstick of
 /// the training step's arithmetic efficiency).

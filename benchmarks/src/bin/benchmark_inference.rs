@@ -137,19 +137,12 @@ fn bench<B: Backend>(
     meta.emit(
         serde_json::json!({"measure": "writers", "events": n, "npz_s": npz_s, "root_s": root_s}),
     );
-    if let Some(mb) = gnn4c_cli::device::peak_rss_mb() {
-        writeln!(out, "peak RSS (VmHWM): {mb:.0} MB")?;
-    }
+    gnn4c_benchmarks::write_peak_rss(&mut out)?;
     Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
-    // As in the CLI: glibc keeps freed memory (`GNN4C_MALLOC=default` keeps glibc's defaults, for comparison).
-    if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
-        gnn4c_cli::device::tune_allocator();
-    }
-    // As in the CLI: this thread is a worker of the compute pool (`RAYON_NUM_THREADS` sizes it).
-    gnn4c_cli::device::init_compute_pool(0);
+    gnn4c_benchmarks::setup_like_the_cli();
     let mut positional: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut positional)?;
     let n: usize = positional.first().map_or(Ok(8192), |a| a.parse())?;

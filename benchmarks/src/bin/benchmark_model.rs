@@ -200,12 +200,7 @@ fn bench<B: Backend>(
 }
 
 fn main() -> anyhow::Result<()> {
-    // As in the CLI: glibc keeps freed memory (`GNN4C_MALLOC=default` keeps glibc's defaults, for comparison).
-    if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
-        gnn4c_cli::device::tune_allocator();
-    }
-    // As in the CLI: this thread is a worker of the compute pool (`RAYON_NUM_THREADS` sizes it).
-    gnn4c_cli::device::init_compute_pool(0);
+    gnn4c_benchmarks::setup_like_the_cli();
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut rest)?;
     let mut positional = Vec::new();

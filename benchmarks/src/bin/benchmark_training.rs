@@ -210,22 +210,12 @@ fn bench<B: AutodiffBackend>(
             "optimizer_median_s": o.median, "matmul_gflop_per_step": flops / 1e9,
             "gflops": gflops, "gemm_gflops": gemm, "gemm_fraction": gflops / gemm}));
     }
-    if let Some(mb) = gnn4c_cli::device::peak_rss_mb() {
-        writeln!(out, "peak RSS (VmHWM): {mb:.0} MB")?;
-    }
+    gnn4c_benchmarks::write_peak_rss(&mut out)?;
     Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
-    // As in the CLI: glibc keeps freed memory (`GNN4C_MALLOC=default` keeps glibc's defaults, for comparison).
-    if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
-        gnn4c_cli::device::tune_allocator();
-    }
-    // As in the CLI: the thread that runs the model is a worker of the compute pool
-    // (`RAYON_NUM_THREADS` sizes it; `GNN4C_POOL=outside` keeps the caller outside, for comparison).
-    if std::env::var("GNN4C_POOL").as_deref() != Ok("outside") {
-        gnn4c_cli::device::init_compute_pool(0);
-    }
+    gnn4c_benchmarks::setup_like_the_cli();
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut rest)?;
     let mut positional = Vec::new();
