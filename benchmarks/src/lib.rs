@@ -75,17 +75,17 @@ pub fn time_reps(warmup: usize, reps: usize, mut f: impl FnMut()) -> Vec<f64> {
         .collect()
 }
 
-/// The CPU model (from /proc/cpuinfo on Linux) and logical core count.
+/// The CPU model (sysinfo) and logical core count.
 pub fn machine() -> (String, usize) {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".to_owned());
+    use sysinfo::{CpuRefreshKind, RefreshKind, System};
+    let sys =
+        System::new_with_specifics(RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing()));
+    let model = sys
+        .cpus()
+        .first()
+        .map(|c| c.brand().trim().to_owned())
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| "unknown CPU".to_owned());
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     (model, cores)
 }
@@ -193,18 +193,11 @@ pub struct Meta {
 impl Meta {
     /// The metadata of this process running `benchmark` on `device`.
     pub fn new(benchmark: &'static str, device: DeviceChoice) -> Meta {
-        use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
+        use sysinfo::{MemoryRefreshKind, RefreshKind, System};
         let sys = System::new_with_specifics(
-            RefreshKind::nothing()
-                .with_cpu(CpuRefreshKind::nothing())
-                .with_memory(MemoryRefreshKind::nothing().with_ram()),
+            RefreshKind::nothing().with_memory(MemoryRefreshKind::nothing().with_ram()),
         );
-        let cpu = sys
-            .cpus()
-            .first()
-            .map(|c| c.brand().trim().to_owned())
-            .filter(|b| !b.is_empty())
-            .unwrap_or_else(|| "unknown CPU".to_owned());
+        let (cpu, cores) = machine();
         let (backend, device_name, gpu) = match device {
             DeviceChoice::Cpu => ("flex".to_owned(), "cpu".to_owned(), None),
             DeviceChoice::Cuda(i) => ("cuda".to_owned(), format!("cuda:{i}"), Some(gpu_model(i))),
@@ -215,7 +208,7 @@ impl Meta {
             backend,
             device: device_name,
             cpu,
-            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            cores,
             memory_gib: sys.total_memory() as f64 / (1u64 << 30) as f64,
             gpu,
             threads: rayon::current_num_threads(),

@@ -110,7 +110,7 @@ pub fn peak_rss_mb() -> Option<f64> {
 /// Why: the CPU backend allocates a new output for every operation (a 512-graph batch's edge
 /// activations are 4.6 MB each); with glibc's defaults many of those are page-faulted in and
 /// unmapped again at every step (perf: ~15 % of `train`'s cycles in page faults and clearing).
-/// Measured end to end (`docs/performance.md`): `train` 1.6× faster on 2 threads; peak RSS
+/// Measured end to end (`docs/performance.md`): `train` 1.45× faster on 2 threads; peak RSS
 /// unchanged. No effect on results. Skipped when the user sets glibc's own `MALLOC_*` variables
 /// and on other C libraries; call it first thing in `main`, before any thread starts.
 #[allow(unsafe_code)]
