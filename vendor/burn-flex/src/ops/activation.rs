@@ -25,12 +25,15 @@ impl ActivationOps<Flex> for Flex {
     }
 
     fn relu_backward(output: FloatTensor<Flex>, grad: FloatTensor<Flex>) -> FloatTensor<Flex> {
-        // grad * (output > 0): zero the gradient where output was zero
+        // grad * (output > 0): zero the gradient where output was zero.
+        // GNN4Colliders patch (vendor/burn-flex/PATCHED.md): the gradient is the left operand, so
+        // it is updated in place when its buffer is free (autodiff keeps `output` alive, so the
+        // upstream order always allocated a new tensor).
         binary_op(
-            output,
             grad,
-            |out: f32, g| if out > 0.0 { g } else { 0.0 },
-            |out: f64, g| if out > 0.0 { g } else { 0.0 },
+            output,
+            |g: f32, out| if out > 0.0 { g } else { 0.0 },
+            |g: f64, out| if out > 0.0 { g } else { 0.0 },
             None,
         )
     }

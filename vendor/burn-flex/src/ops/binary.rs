@@ -43,6 +43,21 @@ where
     // Broadcast tensors to the same shape if needed
     let (lhs, rhs) = crate::ops::expand::broadcast_binary(lhs, rhs);
 
+    // GNN4Colliders patch (vendor/burn-flex/PATCHED.md): `a + b` and `a * b` are commutative in
+    // IEEE arithmetic, so when only the right operand's buffer is free to reuse (autodiff keeps
+    // the left one alive), compute in place in the right one instead of allocating.
+    let (lhs, rhs) = if matches!(simd_hint, Some(BinaryOp::Add | BinaryOp::Mul))
+        && !lhs.is_unique()
+        && rhs.is_unique()
+        && lhs.layout().shape() == rhs.layout().shape()
+        && matches!(rhs.layout().contiguous_offsets(), Some((0, _)))
+        && lhs.layout().contiguous_offsets().is_some()
+    {
+        (rhs, lhs)
+    } else {
+        (lhs, rhs)
+    };
+
     let dtype = lhs.dtype();
 
     match dtype {

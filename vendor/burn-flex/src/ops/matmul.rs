@@ -261,17 +261,19 @@ fn matmul_2d_strided<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexTen
     let rhs_ptr = unsafe { rhs_data.as_ptr().add(rhs.layout().start_offset()) };
 
     let out_shape = Shape::from(vec![m, n]);
-    let mut output = FlexTensor::empty(out_shape, T::dtype());
-    let out_data: &mut [T] = output.storage_mut();
-
     let parallelism = get_parallelism(m, n, k);
 
+
+    // GNN4Colliders patch (vendor/burn-flex/PATCHED.md): gemm overwrites every output element
+    // (`read_dst = false`), so the output is not zero-filled first.
+    let _ = checked_size(m, n);
+    let mut out = OutputBuffer::<T>::new(&out_shape);
     unsafe {
         gemm_call(
             m,
             n,
             k,
-            out_data.as_mut_ptr(),
+            out.as_mut_ptr(),
             1,
             n as isize,
             lhs_ptr,
@@ -282,9 +284,120 @@ fn matmul_2d_strided<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexTen
             rhs_row_stride,
             parallelism,
         );
+        out.into_tensor(out_shape)
+    }
+}
+
+/// GNN4Colliders patch (vendor/burn-flex/PATCHED.md): `x · weight + bias` for a 2-D `x`
+/// `[m, k]`, `weight [k, n]` and a contiguous `bias [n]` in one pass: the output starts as the
+/// bias rows and the product is accumulated onto them (`gemm`'s `read_dst`), instead of a
+/// product into a zero-filled buffer followed by a broadcast add. `gemm` computes
+/// `dst + (x · weight)` with the product summed first, so the result is the same as upstream's
+/// `matmul` then `add`. Returns the inputs back when the fast path does not apply.
+pub fn linear_fused(
+    x: FlexTensor,
+    weight: FlexTensor,
+    bias: FlexTensor,
+) -> Result<FlexTensor, (FlexTensor, FlexTensor, FlexTensor)> {
+    let applies = x.dtype() == DType::F32
+        && weight.dtype() == DType::F32
+        && bias.dtype() == DType::F32
+        && x.layout().shape().num_dims() == 2
+        && weight.layout().shape().num_dims() == 2
+        && bias.layout().shape().num_dims() == 1
+        && x.layout().shape()[1] == weight.layout().shape()[0]
+        && bias.layout().shape()[0] == weight.layout().shape()[1]
+        && bias.layout().contiguous_offsets().is_some();
+    if !applies {
+        return Err((x, weight, bias));
+    }
+    let m = x.layout().shape()[0];
+    let k = x.layout().shape()[1];
+    let n = weight.layout().shape()[1];
+    let out_shape = Shape::from(vec![m, n]);
+    let mut out = OutputBuffer::<f32>::new(&out_shape);
+    let (b_start, b_end) = bias.layout().contiguous_offsets().expect("checked above");
+    let bias_row: &[f32] = &bias.storage::<f32>()[b_start..b_end];
+    let dst = out.as_mut_ptr();
+    for row in 0..m {
+        // SAFETY: `dst` has room for `m * n` elements; each row is written once, in full.
+        unsafe { core::ptr::copy_nonoverlapping(bias_row.as_ptr(), dst.add(row * n), n) };
+    }
+    let (x_rs, x_cs) = get_2d_strides(x.layout());
+    let (w_rs, w_cs) = get_2d_strides(weight.layout());
+    let x_ptr = unsafe { x.storage::<f32>().as_ptr().add(x.layout().start_offset()) };
+    let w_ptr = unsafe { weight.storage::<f32>().as_ptr().add(weight.layout().start_offset()) };
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            n as isize,
+            true,
+            x_ptr,
+            x_cs,
+            x_rs,
+            w_ptr,
+            w_cs,
+            w_rs,
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            get_parallelism(m, n, k),
+        );
+        Ok(out.into_tensor(out_shape))
+    }
+}
+
+/// GNN4Colliders patch (vendor/burn-flex/PATCHED.md): the output of a matrix product. When its
+/// size is a multiple of 16 bytes (every activation of a model with even widths) it is allocated
+/// 16-byte aligned (cubecl's `MAX_ALIGN`: no copy into a second buffer) and not zero-filled;
+/// otherwise it is upstream's zeroed [`FlexTensor::empty`].
+enum OutputBuffer<T> {
+    Uninit { words: Vec<u128>, len: usize, _elem: core::marker::PhantomData<T> },
+    Zeroed(FlexTensor),
+}
+
+impl<T: GemmScalar> OutputBuffer<T> {
+    fn new(shape: &Shape) -> Self {
+        let len = shape.num_elements();
+        let bytes = len * core::mem::size_of::<T>();
+        if bytes > 0 && bytes % 16 == 0 {
+            Self::Uninit {
+                words: Vec::with_capacity(bytes / 16),
+                len,
+                _elem: core::marker::PhantomData,
+            }
+        } else {
+            Self::Zeroed(FlexTensor::empty(shape.clone(), T::dtype()))
+        }
     }
 
-    output
+    /// Where the elements go: for `Uninit` the vector's spare capacity, written through this raw
+    /// pointer only and never read before [`OutputBuffer::into_tensor`].
+    fn as_mut_ptr(&mut self) -> *mut T {
+        match self {
+            Self::Uninit { words, .. } => words.as_mut_ptr().cast::<T>(),
+            Self::Zeroed(t) => t.storage_mut::<T>().as_mut_ptr(),
+        }
+    }
+
+    /// # Safety
+    /// Every element must have been written through [`OutputBuffer::as_mut_ptr`].
+    unsafe fn into_tensor(self, shape: Shape) -> FlexTensor {
+        match self {
+            Self::Uninit { mut words, len, .. } => {
+                // SAFETY: the caller wrote all `len` elements, i.e. every byte of these words.
+                unsafe { words.set_len(len * core::mem::size_of::<T>() / 16) };
+                FlexTensor::new(Bytes::from_elems(words), Layout::contiguous(shape), T::dtype())
+            }
+            Self::Zeroed(t) => t,
+        }
+    }
 }
 
 /// Strided gemm call for one matrix. Wraps `gemm::gemm` with GemmScalar zero/one.

@@ -43,6 +43,42 @@ pub(crate) fn cast_from_f32<E: Element + Pod + Copy>(
 }
 
 impl ModuleOps<Flex> for Flex {
+    // GNN4Colliders patch (vendor/burn-flex/PATCHED.md): bias fused into the product.
+    fn linear(
+        x: FloatTensor<Flex>,
+        weight: FloatTensor<Flex>,
+        bias: Option<FloatTensor<Flex>>,
+    ) -> FloatTensor<Flex> {
+        let Some(bias) = bias else {
+            return crate::ops::matmul::matmul(x, weight);
+        };
+        match crate::ops::matmul::linear_fused(x, weight, bias) {
+            Ok(out) => out,
+            Err((x, weight, bias)) => {
+                let [d_out] = [bias.layout().shape()[0]];
+                let rank = x.layout().shape().num_dims();
+                let mut dims = alloc::vec![1usize; rank.saturating_sub(1)];
+                dims.push(d_out);
+                let out = if rank == 2 {
+                    crate::ops::matmul::matmul(x, weight)
+                } else {
+                    let mut wdims = alloc::vec![1usize; rank - 2];
+                    wdims.extend_from_slice(weight.layout().shape().as_slice());
+                    let w = <Flex as burn_backend::ops::FloatTensorOps<Flex>>::float_reshape(
+                        weight,
+                        Shape::from(wdims),
+                    );
+                    crate::ops::matmul::matmul(x, w)
+                };
+                let bias = <Flex as burn_backend::ops::FloatTensorOps<Flex>>::float_reshape(
+                    bias,
+                    Shape::from(dims),
+                );
+                <Flex as burn_backend::ops::FloatTensorOps<Flex>>::float_add(out, bias)
+            }
+        }
+    }
+
     fn conv1d(
         x: FloatTensor<Flex>,
         weight: FloatTensor<Flex>,

@@ -144,3 +144,131 @@ fn new_head_and_frozen_backbone_get_no_gradients_and_no_optimizer_state() {
         "the frozen backbone did not move"
     );
 }
+
+// The CPU backend's vendored patches (vendor/burn-flex/PATCHED.md, vendor/burn-autodiff/PATCHED.md)
+// must compute the same functions as upstream's code paths they replace.
+
+fn values<const D: usize, Bk: Backend>(t: Tensor<Bk, D>) -> Vec<f32> {
+    t.into_data().to_vec().expect("f32")
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "{what}[{k}]: got {g}, want {w}"
+        );
+    }
+}
+
+/// LayerNorm as one tracked operation (forward fused, closed-form backward) gives the values and
+/// gradients of its decomposition into elementary operations (what upstream differentiates).
+#[test]
+fn layer_norm_values_and_gradients_equal_those_of_its_decomposition() {
+    use burn::backend::Autodiff;
+    use burn::module::Param;
+    use burn::nn::LayerNormConfig;
+    use burn::tensor::Distribution;
+    type AD = Autodiff<Flex>;
+    let device = Default::default();
+    let (n, d) = (257, 64);
+    let x0 = Tensor::<Flex, 2>::random([n, d], Distribution::Normal(0.5, 2.0), &device);
+    // One constant row: zero variance, the epsilon alone keeps it finite.
+    let x0 = x0.slice_assign([3..4, 0..d], Tensor::full([1, d], 1.5, &device));
+    let r = Tensor::<AD, 2>::random([n, d], Distribution::Normal(0.0, 1.0), &device);
+    let gamma0 = Tensor::<Flex, 1>::random([d], Distribution::Normal(1.0, 0.3), &device);
+    let beta0 = Tensor::<Flex, 1>::random([d], Distribution::Normal(0.0, 0.3), &device);
+
+    let mut ln = LayerNormConfig::new(d)
+        .with_epsilon(1e-5)
+        .init::<AD>(&device);
+    ln.gamma = Param::from_tensor(Tensor::from_inner(gamma0.clone()).require_grad());
+    ln.beta = Some(Param::from_tensor(
+        Tensor::from_inner(beta0.clone()).require_grad(),
+    ));
+    let x = Tensor::<AD, 2>::from_inner(x0.clone()).require_grad();
+    let y = ln.forward(x.clone());
+    let grads = (y.clone() * r.clone()).sum().backward();
+    let fused = [
+        values(y),
+        values(x.grad(&grads).expect("dx")),
+        values(ln.gamma.val().grad(&grads).expect("dgamma")),
+        values(
+            ln.beta
+                .as_ref()
+                .expect("beta")
+                .val()
+                .grad(&grads)
+                .expect("dbeta"),
+        ),
+    ];
+
+    let x = Tensor::<AD, 2>::from_inner(x0).require_grad();
+    let gamma = Tensor::<AD, 1>::from_inner(gamma0).require_grad();
+    let beta = Tensor::<AD, 1>::from_inner(beta0).require_grad();
+    let mean = x.clone().mean_dim(1);
+    let centered = x.clone() - mean;
+    let var = (centered.clone() * centered.clone()).mean_dim(1);
+    let y = centered / (var + 1e-5).sqrt() * gamma.clone().unsqueeze_dim(0)
+        + beta.clone().unsqueeze_dim(0);
+    let grads = (y.clone() * r).sum().backward();
+    let reference = [
+        values(y),
+        values(x.grad(&grads).expect("dx")),
+        values(gamma.grad(&grads).expect("dgamma")),
+        values(beta.grad(&grads).expect("dbeta")),
+    ];
+    for (what, (got, want)) in ["y", "dx", "dgamma", "dbeta"]
+        .iter()
+        .zip(fused.iter().zip(&reference))
+    {
+        assert_close(what, got, want, 1e-4);
+    }
+}
+
+/// `Linear` with the bias fused into the product equals the product plus the bias, for the 2-D
+/// fast path and the batched fallback.
+#[test]
+fn fused_linear_equals_product_plus_bias() {
+    use burn::nn::LinearConfig;
+    use burn::tensor::Distribution;
+    let device = Default::default();
+    let lin = LinearConfig::new(64, 48).init::<Flex>(&device);
+    let w = lin.weight.val();
+    let b = lin.bias.as_ref().expect("bias").val();
+    let x = Tensor::<Flex, 2>::random([1000, 64], Distribution::Normal(0.0, 1.0), &device);
+    let want = values(x.clone().matmul(w.clone()) + b.clone().unsqueeze_dim(0));
+    assert_close("2-D", &values(lin.forward(x)), &want, 1e-6);
+    let x3 = Tensor::<Flex, 3>::random([3, 7, 64], Distribution::Normal(0.0, 1.0), &device);
+    let want3 = values(x3.clone().matmul(w.unsqueeze_dim(0)) + b.unsqueeze_dims(&[0, 1]));
+    assert_close("3-D", &values(lin.forward(x3)), &want3, 1e-6);
+}
+
+/// In-place element-wise operations never write into a buffer that another tensor still holds:
+/// `a + b` and `a * b` may reuse `b`'s buffer only when nothing else holds it, and the ReLU
+/// gradient is written into the incoming gradient, never into the kept activation.
+#[test]
+fn in_place_operations_leave_shared_tensors_untouched() {
+    use burn::backend::Autodiff;
+    use burn::tensor::activation::relu;
+    let device = Default::default();
+    let a = Tensor::<Flex, 2>::from_data([[1.0, -2.0], [3.0, 4.0]], &device);
+    let kept = a.clone();
+    let b = Tensor::<Flex, 2>::from_data([[10.0, 20.0], [30.0, 40.0]], &device);
+    assert_eq!(values(a.clone() + b.clone()), vec![11.0, 18.0, 33.0, 44.0]);
+    assert_eq!(values(a * b), vec![10.0, -40.0, 90.0, 160.0]);
+    assert_eq!(values(kept.clone()), vec![1.0, -2.0, 3.0, 4.0]);
+
+    type AD = Autodiff<Flex>;
+    let x = Tensor::<AD, 2>::from_inner(kept).require_grad();
+    let c = Tensor::<AD, 2>::from_data([[5.0, 6.0], [7.0, 8.0]], &device);
+    let y = relu(x.clone());
+    let grads = (y.clone() * c).sum().backward();
+    assert_eq!(
+        values(x.grad(&grads).expect("dx")),
+        vec![5.0, 0.0, 7.0, 8.0]
+    );
+    assert_eq!(values(y), vec![1.0, 0.0, 3.0, 4.0]);
+    assert_eq!(values(x.inner()), vec![1.0, -2.0, 3.0, 4.0]);
+}
