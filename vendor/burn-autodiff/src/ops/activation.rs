@@ -52,38 +52,38 @@ impl<B: Backend, C: CheckpointStrategy> ActivationOps<Autodiff<B, C>> for Autodi
         }
     }
 
+    // GNN4Colliders patch (vendor/burn-autodiff/PATCHED.md): ReLU keeps its output, not its
+    // input, for the backward (the mask `output > 0` is `input > 0`). The input's buffer is then
+    // free, so the forward runs in place, and the kept output is the buffer the next layer keeps
+    // anyway: one activation less per layer held for the backward.
     fn relu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         #[derive(Debug)]
         struct Relu;
 
-        retro_unary!(RetroRelu, B::relu);
-
         impl<B: Backend> Backward<B, 1> for Relu {
-            type State = NodeId;
+            type State = B::FloatTensorPrimitive;
 
             fn backward(
                 self,
                 ops: Ops<Self::State, 1>,
                 grads: &mut Gradients,
-                checkpointer: &mut Checkpointer,
+                _checkpointer: &mut Checkpointer,
             ) {
-                let state = checkpointer.retrieve_node_output(ops.state);
+                let output = ops.state;
                 unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-                    B::relu_backward(state, grad)
+                    B::relu_backward(output, grad)
                 });
             }
         }
 
         match Relu
             .prepare::<C>([tensor.node.clone()])
-            .memory_bound()
-            .retro_forward(RetroRelu::<B>::new(tensor.node.id))
-            .parents([&tensor])
+            .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(mut prep) => {
-                let state = prep.checkpoint(&tensor);
-                prep.finish(state, B::relu(tensor.primitive))
+            OpsKind::Tracked(prep) => {
+                let output = B::relu(tensor.primitive);
+                prep.finish(output.clone(), output)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::relu(tensor.primitive)),
         }
