@@ -1096,8 +1096,23 @@ mod mpi {
             .zip(&two)
             .flat_map(|((_, a), (_, b))| a.iter().zip(b).filter(|(x, y)| (*x - *y).abs() > 1e-5))
             .count();
-        eprintln!("max |Δw| {d}, {n_off} of {n_all} weights differ by more than 1e-5");
-        assert!(d <= 1e-5, "2 ranks × 32 vs 1 rank × 64: max |Δw| = {d}");
+        let worst: Vec<String> = one
+            .iter()
+            .zip(&two)
+            .filter_map(|((name, a), (_, b))| {
+                let n = a.iter().zip(b).filter(|(x, y)| (*x - *y).abs() > 1e-5).count();
+                (n > 0).then(|| format!("{name} ({n})"))
+            })
+            .collect();
+        eprintln!(
+            "max |Δw| {d}, {n_off} of {n_all} weights differ by more than 1e-5: {}",
+            worst.join(", ")
+        );
+        assert!(
+            d <= 1e-5,
+            "2 ranks × 32 vs 1 rank × 64: max |Δw| = {d} in {}",
+            worst.join(", ")
+        );
         // Global validation metrics are the single-process ones (gathered, then computed).
         let history = |run: &str| -> Vec<serde_json::Value> {
             std::fs::read_to_string(cwd.join(run).join("history.jsonl"))

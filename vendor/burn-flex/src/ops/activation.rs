@@ -961,46 +961,50 @@ fn layer_norm_row_f32_simd<S: macerator::Simd>(
     let len = input.len();
     let simd_len = len / lanes * lanes;
 
-    // Pass 1: compute sum and sum-of-squares in one sweep, then derive
-    // mean and variance. Two independent SIMD accumulators (sum, sumsq)
-    // expose ILP to the two FMA ports.
-    let (sum, sumsq) = if simd_len >= lanes {
+    // GNN4Colliders patch (vendor/burn-flex/PATCHED.md): the mean first, then the mean of the
+    // squared deviations from it. Upstream derived the variance as `E[x²] − E[x]²` in one sweep,
+    // which cancels catastrophically when the mean is large against the spread (it can even go
+    // negative: NaN). The row is in L1 after the first sweep, so the extra sweep is cheap.
+    let sum = if simd_len >= lanes {
         let mut acc_sum = 0.0f32.splat::<S>();
-        let mut acc_sumsq = 0.0f32.splat::<S>();
         let mut i = 0;
         while i < simd_len {
             unsafe {
-                let v = vload_unaligned::<S, _>(input.as_ptr().add(i));
-                acc_sum += v;
-                // acc_sumsq += v * v; Vector::mul_add(self, a, b) = self*a + b,
-                // so v.mul_add(v, acc_sumsq) = v*v + acc_sumsq.
-                acc_sumsq = v.mul_add(v, acc_sumsq);
+                acc_sum += vload_unaligned::<S, _>(input.as_ptr().add(i));
             }
             i += lanes;
         }
         let mut s = acc_sum.reduce_add();
-        let mut sq = acc_sumsq.reduce_add();
         for &x in &input[simd_len..] {
             s += x;
-            sq += x * x;
         }
-        (s, sq)
+        s
     } else {
-        let mut s = 0.0f32;
-        let mut sq = 0.0f32;
-        for &x in input {
-            s += x;
-            sq += x * x;
-        }
-        (s, sq)
+        input.iter().sum::<f32>()
     };
-
     let n = len as f32;
     let mean = sum / n;
-    // Biased variance: E[x^2] - E[x]^2. Matches burn::nn::LayerNorm which
-    // uses var_mean_bias (the biased estimator) rather than Bessel's
-    // correction.
-    let var = (sumsq / n) - mean * mean;
+    let sumsq = if simd_len >= lanes {
+        let mean_v = mean.splat::<S>();
+        let mut acc_sq = 0.0f32.splat::<S>();
+        let mut i = 0;
+        while i < simd_len {
+            unsafe {
+                let d = vload_unaligned::<S, _>(input.as_ptr().add(i)) - mean_v;
+                acc_sq = d.mul_add(d, acc_sq);
+            }
+            i += lanes;
+        }
+        let mut sq = acc_sq.reduce_add();
+        for &x in &input[simd_len..] {
+            sq += (x - mean) * (x - mean);
+        }
+        sq
+    } else {
+        input.iter().map(|&x| (x - mean) * (x - mean)).sum::<f32>()
+    };
+    // Biased variance (as burn::nn::LayerNorm).
+    let var = sumsq / n;
     let inv_std = 1.0f32 / (var + epsilon).sqrt();
 
     // Pass 2: normalize and affine transform.

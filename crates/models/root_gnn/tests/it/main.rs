@@ -272,3 +272,31 @@ fn in_place_operations_leave_shared_tensors_untouched() {
     assert_eq!(values(y), vec![1.0, 0.0, 3.0, 4.0]);
     assert_eq!(values(x.inner()), vec![1.0, -2.0, 3.0, 4.0]);
 }
+
+/// LayerNorm's fused forward computes the variance from the centred values: rows whose mean is
+/// large against their spread, or constant rows, normalise correctly (upstream's `E[x²] − E[x]²`
+/// lost most digits there, or went negative: NaN).
+#[test]
+fn layer_norm_is_accurate_for_rows_with_a_large_mean() {
+    use burn::nn::LayerNormConfig;
+    let device = Default::default();
+    let d = 64;
+    let ln = LayerNormConfig::new(d).with_epsilon(1e-5).init::<Flex>(&device);
+    // Row 0: 12 + 0.01·z; row 1: constant 12 (zero variance).
+    let z: Vec<f32> = (0..d).map(|j| ((j * 37 % 64) as f32 - 31.5) / 18.5).collect();
+    let mut rows: Vec<f32> = z.iter().map(|z| 12.0 + 0.01 * z).collect();
+    rows.extend(std::iter::repeat_n(12.0f32, d));
+    let x = Tensor::<Flex, 2>::from_data(TensorData::new(rows.clone(), [2, d]), &device);
+    let y = values(ln.forward(x));
+    assert!(y.iter().all(|v| v.is_finite()), "finite outputs");
+    // f64 reference from the same f32 inputs.
+    let row: Vec<f64> = rows[..d].iter().map(|&v| v as f64).collect();
+    let mean = row.iter().sum::<f64>() / d as f64;
+    let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / d as f64;
+    let want: Vec<f32> = row
+        .iter()
+        .map(|v| ((v - mean) / (var + 1e-5).sqrt()) as f32)
+        .collect();
+    assert_close("large-mean row", &y[..d], &want, 2e-3);
+    assert!(y[d..].iter().all(|v| v.abs() < 1e-3), "constant row → 0");
+}
