@@ -1100,7 +1100,11 @@ mod mpi {
             .iter()
             .zip(&two)
             .filter_map(|((name, a), (_, b))| {
-                let n = a.iter().zip(b).filter(|(x, y)| (*x - *y).abs() > 1e-5).count();
+                let n = a
+                    .iter()
+                    .zip(b)
+                    .filter(|(x, y)| (*x - *y).abs() > 1e-5)
+                    .count();
                 (n > 0).then(|| format!("{name} ({n})"))
             })
             .collect();

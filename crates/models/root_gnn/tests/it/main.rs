@@ -281,9 +281,13 @@ fn layer_norm_is_accurate_for_rows_with_a_large_mean() {
     use burn::nn::LayerNormConfig;
     let device = Default::default();
     let d = 64;
-    let ln = LayerNormConfig::new(d).with_epsilon(1e-5).init::<Flex>(&device);
+    let ln = LayerNormConfig::new(d)
+        .with_epsilon(1e-5)
+        .init::<Flex>(&device);
     // Row 0: 12 + 0.01·z; row 1: constant 12 (zero variance).
-    let z: Vec<f32> = (0..d).map(|j| ((j * 37 % 64) as f32 - 31.5) / 18.5).collect();
+    let z: Vec<f32> = (0..d)
+        .map(|j| ((j * 37 % 64) as f32 - 31.5) / 18.5)
+        .collect();
     let mut rows: Vec<f32> = z.iter().map(|z| 12.0 + 0.01 * z).collect();
     rows.extend(std::iter::repeat_n(12.0f32, d));
     let x = Tensor::<Flex, 2>::from_data(TensorData::new(rows.clone(), [2, d]), &device);
