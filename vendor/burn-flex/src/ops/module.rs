@@ -43,39 +43,36 @@ pub(crate) fn cast_from_f32<E: Element + Pod + Copy>(
 }
 
 impl ModuleOps<Flex> for Flex {
-    // GNN4Colliders patch (vendor/burn-flex/PATCHED.md): bias fused into the product.
+    // GNN4Colliders patch (vendor/burn-flex/PATCHED.md): bias fused into the product for 2-D
+    // inputs; every other case is upstream's default (`burn_backend`'s `linear::linear`).
     fn linear(
         x: FloatTensor<Flex>,
         weight: FloatTensor<Flex>,
         bias: Option<FloatTensor<Flex>>,
     ) -> FloatTensor<Flex> {
-        let Some(bias) = bias else {
-            return crate::ops::matmul::matmul(x, weight);
+        use burn_backend::ops::FloatTensorOps;
+        let (x, weight, bias) = match bias {
+            Some(bias) => match crate::ops::matmul::linear_fused(x, weight, bias) {
+                Ok(out) => return out,
+                Err((x, weight, bias)) => (x, weight, Some(bias)),
+            },
+            None => (x, weight, None),
         };
-        match crate::ops::matmul::linear_fused(x, weight, bias) {
-            Ok(out) => out,
-            Err((x, weight, bias)) => {
-                let [d_out] = [bias.layout().shape()[0]];
-                let rank = x.layout().shape().num_dims();
-                let mut dims = alloc::vec![1usize; rank.saturating_sub(1)];
-                dims.push(d_out);
-                let out = if rank == 2 {
-                    crate::ops::matmul::matmul(x, weight)
-                } else {
-                    let mut wdims = alloc::vec![1usize; rank - 2];
-                    wdims.extend_from_slice(weight.layout().shape().as_slice());
-                    let w = <Flex as burn_backend::ops::FloatTensorOps<Flex>>::float_reshape(
-                        weight,
-                        Shape::from(wdims),
-                    );
-                    crate::ops::matmul::matmul(x, w)
-                };
-                let bias = <Flex as burn_backend::ops::FloatTensorOps<Flex>>::float_reshape(
-                    bias,
-                    Shape::from(dims),
-                );
-                <Flex as burn_backend::ops::FloatTensorOps<Flex>>::float_add(out, bias)
+        // Prepend size-1 dims until `t` has `rank` dims (upstream's `unsqueeze_leading`).
+        let leading = |t: FlexTensor, rank: usize| {
+            let shape = t.layout().shape().clone();
+            if shape.num_dims() >= rank {
+                return t;
             }
+            let mut dims = alloc::vec![1usize; rank - shape.num_dims()];
+            dims.extend_from_slice(shape.as_slice());
+            Flex::float_reshape(t, Shape::from(dims))
+        };
+        let rank = x.layout().shape().num_dims();
+        let out = crate::ops::matmul::matmul(x, leading(weight, rank));
+        match bias {
+            Some(bias) => Flex::float_add(out, leading(bias, rank)),
+            None => out,
         }
     }
 

@@ -242,7 +242,13 @@ fn fused_linear_equals_product_plus_bias() {
     assert_close("2-D", &values(lin.forward(x)), &want, 1e-6);
     let x3 = Tensor::<Flex, 3>::random([3, 7, 64], Distribution::Normal(0.0, 1.0), &device);
     let want3 = values(x3.clone().matmul(w.unsqueeze_dim(0)) + b.unsqueeze_dims(&[0, 1]));
-    assert_close("3-D", &values(lin.forward(x3)), &want3, 1e-6);
+    assert_close("3-D", &values(lin.forward(x3.clone())), &want3, 1e-6);
+    let no_bias = LinearConfig::new(64, 48)
+        .with_bias(false)
+        .init::<Flex>(&device);
+    let w = no_bias.weight.val();
+    let want = values(x3.clone().matmul(w.unsqueeze_dim(0)));
+    assert_close("3-D, no bias", &values(no_bias.forward(x3)), &want, 1e-6);
 }
 
 /// In-place element-wise operations never write into a buffer that another tensor still holds:
