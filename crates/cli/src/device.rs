@@ -143,7 +143,7 @@ pub fn tune_allocator() {
 /// outside the pool, every operation is handed to a worker and the caller sleeps until it is done
 /// — thousands of cross-thread wake-ups per training step. As worker 0, the thread that runs the
 /// model executes operations itself and shares them with the other workers only when they split
-/// (`benchmark_training`: pretraining step 1.36× faster on 2 cores; docs/performance.md).
+/// (`benchmark_training`: pretraining step 1.39× faster on 2 cores; docs/performance.md).
 /// Call it before anything else uses rayon; a pool that already exists is kept (its size is
 /// returned).
 pub fn init_compute_pool(threads: usize) -> usize {

@@ -1091,22 +1091,24 @@ mod mpi {
         let two = weights(&cwd.join("runs/two/last.ckpt"));
         let d = max_abs_diff(&one, &two);
         let n_all: usize = one.iter().map(|(_, v)| v.len()).sum();
-        let n_off = one
+        // Weights further apart than 1e-5, per tensor (name, count).
+        let off: Vec<(&str, usize)> = one
             .iter()
             .zip(&two)
-            .flat_map(|((_, a), (_, b))| a.iter().zip(b).filter(|(x, y)| (*x - *y).abs() > 1e-5))
-            .count();
-        let worst: Vec<String> = one
-            .iter()
-            .zip(&two)
-            .filter_map(|((name, a), (_, b))| {
+            .map(|((name, a), (_, b))| {
                 let n = a
                     .iter()
                     .zip(b)
                     .filter(|(x, y)| (*x - *y).abs() > 1e-5)
                     .count();
-                (n > 0).then(|| format!("{name} ({n})"))
+                (name.as_str(), n)
             })
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        let n_off: usize = off.iter().map(|&(_, n)| n).sum();
+        let worst: Vec<String> = off
+            .iter()
+            .map(|(name, n)| format!("{name} ({n})"))
             .collect();
         eprintln!(
             "max |Δw| {d}, {n_off} of {n_all} weights differ by more than 1e-5: {}",
