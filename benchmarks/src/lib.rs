@@ -302,16 +302,28 @@ pub fn gemm_gflops<B: burn::tensor::backend::Backend>(
     n: usize,
     reps: usize,
 ) -> f64 {
+    matmul_gflops::<B>(device, [n, n, n], reps)
+}
+
+/// [`gemm_gflops`] for the product of an `m × k` and a `k × n` matrix, `shape = [m, k, n]`: e.g.
+/// the per-edge layers' `[n_edges, 64] · [64, 64]`, tall and skinny, whose rate differs from the
+/// square one's (docs/performance.md).
+pub fn matmul_gflops<B: burn::tensor::backend::Backend>(
+    device: &B::Device,
+    shape: [usize; 3],
+    reps: usize,
+) -> f64 {
     use burn::tensor::{Distribution, Tensor};
-    let a = Tensor::<B, 2>::random([n, n], Distribution::Uniform(-1.0, 1.0), device);
-    let b = Tensor::<B, 2>::random([n, n], Distribution::Uniform(-1.0, 1.0), device);
+    let [m, k, n] = shape;
+    let a = Tensor::<B, 2>::random([m, k], Distribution::Uniform(-1.0, 1.0), device);
+    let b = Tensor::<B, 2>::random([k, n], Distribution::Uniform(-1.0, 1.0), device);
     let _ = B::sync(device);
     let times = time_reps(2, reps, || {
         let c = a.clone().matmul(b.clone());
         let _ = B::sync(device);
         drop(c);
     });
-    2.0 * (n as f64).powi(3) / Stats::of(&times).median / 1e9
+    2.0 * (m * k * n) as f64 / Stats::of(&times).median / 1e9
 }
 
 /// Multiply-add FLOPs (2 per multiply-add) of the Edge_Network forward's matrix products on a

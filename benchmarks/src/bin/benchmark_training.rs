@@ -21,7 +21,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use gnn4c_benchmarks::{
-    Meta, Stats, demo_batch, forward_matmul_flops, gemm_gflops, machine, take_device,
+    Meta, Stats, demo_batch, forward_matmul_flops, gemm_gflops, machine, matmul_gflops, take_device,
 };
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_graphs::HostBatch;
@@ -149,11 +149,12 @@ fn bench<B: AutodiffBackend>(
     let batch = host.n_real;
     let (nodes, edges) = (host.total_nodes(), host.total_edges());
     let gemm = gemm_gflops::<B::InnerBackend>(device, 1024, 10);
+    let edge_gemm = matmul_gflops::<B::InnerBackend>(device, [edges, 64, 64], 20);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "batch {batch} demo graphs: {nodes} nodes, {edges} edges; Adam (eps 1e-8); medians of {reps} steps after 2 warm-ups; f32 GEMM 1024³ on this backend: {gemm:.1} GFLOP/s"
+        "batch {batch} demo graphs: {nodes} nodes, {edges} edges; Adam (eps 1e-8); medians of {reps} steps after 2 warm-ups; f32 GEMM on this backend: 1024³ {gemm:.1} GFLOP/s, per-edge layer [{edges}×64]·[64×64] {edge_gemm:.1} GFLOP/s"
     )?;
     writeln!(
         out,
@@ -208,7 +209,8 @@ fn bench<B: AutodiffBackend>(
             "step_max_s": t.max, "step_std_s": t.std, "reps": t.n,
             "forward_loss_median_s": f.median, "backward_median_s": b.median,
             "optimizer_median_s": o.median, "matmul_gflop_per_step": flops / 1e9,
-            "gflops": gflops, "gemm_gflops": gemm, "gemm_fraction": gflops / gemm}));
+            "gflops": gflops, "gemm_gflops": gemm, "gemm_fraction": gflops / gemm,
+            "edge_gemm_gflops": edge_gemm}));
     }
     gnn4c_benchmarks::write_peak_rss(&mut out)?;
     Ok(())

@@ -318,28 +318,33 @@ pub fn linear_fused(
     let mut out = OutputBuffer::<f32>::new(&out_shape);
     let (b_start, b_end) = bias.layout().contiguous_offsets().expect("checked above");
     let bias_row: &[f32] = &bias.storage::<f32>()[b_start..b_end];
-    let dst = out.as_mut_ptr();
-    for row in 0..m {
-        // SAFETY: `dst` has room for `m * n` elements; each row is written once, in full.
-        unsafe { core::ptr::copy_nonoverlapping(bias_row.as_ptr(), dst.add(row * n), n) };
-    }
     let (x_rs, x_cs) = get_2d_strides(x.layout());
     let (w_rs, w_cs) = get_2d_strides(weight.layout());
-    let x_ptr = unsafe { x.storage::<f32>().as_ptr().add(x.layout().start_offset()) };
-    let w_ptr = unsafe { weight.storage::<f32>().as_ptr().add(weight.layout().start_offset()) };
-    unsafe {
+    // Addresses, so that the closure below can be shared between threads (it only reads them).
+    let x_addr = unsafe { x.storage::<f32>().as_ptr().add(x.layout().start_offset()) } as usize;
+    let w_addr =
+        unsafe { weight.storage::<f32>().as_ptr().add(weight.layout().start_offset()) } as usize;
+    // Rows `first..first + rows` of the output at `dst`: the bias rows, then the product
+    // accumulated onto them while they are still in cache.
+    // SAFETY (callers): `dst` has room for `m * n` elements; the row ranges passed are disjoint
+    // and within `0..m`; each of their rows is written in full.
+    let block = |dst: usize, first: usize, rows: usize, parallelism: gemm::Parallelism| unsafe {
+        let dst = (dst as *mut f32).add(first * n);
+        for row in 0..rows {
+            core::ptr::copy_nonoverlapping(bias_row.as_ptr(), dst.add(row * n), n);
+        }
         gemm::gemm(
-            m,
+            rows,
             n,
             k,
             dst,
             1,
             n as isize,
             true,
-            x_ptr,
+            (x_addr as *const f32).offset(first as isize * x_rs),
             x_cs,
             x_rs,
-            w_ptr,
+            w_addr as *const f32,
             w_cs,
             w_rs,
             1.0f32,
@@ -347,11 +352,34 @@ pub fn linear_fused(
             false,
             false,
             false,
-            get_parallelism(m, n, k),
+            parallelism,
         );
-        Ok(out.into_tensor(out_shape))
+    };
+    let dst = out.as_mut_ptr() as usize;
+    let parallelism = get_parallelism(m, n, k);
+    #[cfg(feature = "rayon")]
+    if m >= 2 * LINEAR_ROW_BLOCK && matches!(parallelism, gemm::Parallelism::Rayon(_)) {
+        // Tall inputs (a model's per-edge layers): fixed blocks of rows, one thread each. A
+        // block's bias fill and product share the cache, and every row's sum is computed the
+        // same way whatever the thread count. Measured in docs/performance.md.
+        use rayon::prelude::*;
+        // The blocks write disjoint rows of `dst`.
+        (0..m.div_ceil(LINEAR_ROW_BLOCK)).into_par_iter().for_each(|b| {
+            let first = b * LINEAR_ROW_BLOCK;
+            block(dst, first, LINEAR_ROW_BLOCK.min(m - first), gemm::Parallelism::None);
+        });
+        // SAFETY: the blocks covered rows 0..m.
+        return Ok(unsafe { out.into_tensor(out_shape) });
     }
+    block(dst, 0, m, parallelism);
+    // SAFETY: `block` wrote rows 0..m.
+    Ok(unsafe { out.into_tensor(out_shape) })
 }
+
+/// Rows per block of [`linear_fused`] on tall inputs (a fixed count, so results do not depend
+/// on the number of threads).
+#[cfg(feature = "rayon")]
+const LINEAR_ROW_BLOCK: usize = 256;
 
 /// GNN4Colliders patch (vendor/burn-flex/PATCHED.md): the output of a matrix product. When its
 /// size is a multiple of 16 bytes (every activation of a model with even widths) it is allocated

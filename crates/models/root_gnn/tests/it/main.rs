@@ -228,7 +228,8 @@ fn layer_norm_values_and_gradients_equal_those_of_its_decomposition() {
 }
 
 /// `Linear` with the bias fused into the product equals the product plus the bias, for the 2-D
-/// fast path and the batched fallback.
+/// fast path (on tall inputs in blocks of rows, also for a transposed, column-major input) and
+/// the batched fallback.
 #[test]
 fn fused_linear_equals_product_plus_bias() {
     use burn::nn::LinearConfig;
@@ -240,6 +241,20 @@ fn fused_linear_equals_product_plus_bias() {
     let x = Tensor::<Flex, 2>::random([1000, 64], Distribution::Normal(0.0, 1.0), &device);
     let want = values(x.clone().matmul(w.clone()) + b.clone().unsqueeze_dim(0));
     assert_close("2-D", &values(lin.forward(x)), &want, 1e-6);
+    // Tall enough for the row blocks (7 of 256 rows and a partial one).
+    let tall = LinearConfig::new(64, 64).init::<Flex>(&device);
+    let (wt, bt) = (tall.weight.val(), tall.bias.as_ref().expect("bias").val());
+    let x = Tensor::<Flex, 2>::random([2000, 64], Distribution::Normal(0.0, 1.0), &device);
+    let want = values(x.clone().matmul(wt.clone()) + bt.clone().unsqueeze_dim(0));
+    assert_close("2-D, tall", &values(tall.forward(x)), &want, 1e-6);
+    let xt = Tensor::<Flex, 2>::random([64, 2000], Distribution::Normal(0.0, 1.0), &device);
+    let want = values(xt.clone().transpose().matmul(wt) + bt.unsqueeze_dim(0));
+    assert_close(
+        "2-D, tall, column-major",
+        &values(tall.forward(xt.transpose())),
+        &want,
+        1e-6,
+    );
     let x3 = Tensor::<Flex, 3>::random([3, 7, 64], Distribution::Normal(0.0, 1.0), &device);
     let want3 = values(x3.clone().matmul(w.unsqueeze_dim(0)) + b.unsqueeze_dims(&[0, 1]));
     assert_close("3-D", &values(lin.forward(x3.clone())), &want3, 1e-6);
