@@ -1892,6 +1892,38 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
         #[derive(Debug)]
         struct LayerNormNoBeta;
 
+        /// On burn-flex (the CPU backend), [`layer_norm_grads`] in one sweep over the rows
+        /// (`burn_flex::ops::activation::layer_norm_backward`: the same operations, so `dx` is
+        /// bitwise the same) instead of about sixteen full-size passes; `None` on other backends
+        /// or where that kernel does not apply.
+        fn flex_layer_norm_grads<B: Backend>(
+            x: &FloatTensor<B>,
+            gamma: &FloatTensor<B>,
+            grad: &FloatTensor<B>,
+            epsilon: f64,
+            want: [bool; 3],
+        ) -> Option<[Option<FloatTensor<B>>; 3]> {
+            use core::any::Any;
+            fn flex<T: Any>(t: &T) -> Option<&burn_flex::FlexTensor> {
+                (t as &dyn Any).downcast_ref()
+            }
+            let [dx, d_gamma, d_beta] = burn_flex::ops::activation::layer_norm_backward(
+                flex(x)?,
+                flex(gamma)?,
+                flex(grad)?,
+                epsilon,
+            )?;
+            let back = |t: burn_flex::FlexTensor| {
+                let mut slot = Some(t);
+                (&mut slot as &mut dyn Any)
+                    .downcast_mut::<Option<FloatTensor<B>>>()
+                    .and_then(Option::take)
+                    .expect("FloatTensor<B> is FlexTensor: checked above")
+            };
+            let keep = |t: burn_flex::FlexTensor, wanted: bool| wanted.then(|| back(t));
+            Some([keep(dx, want[0]), keep(d_gamma, want[1]), keep(d_beta, want[2])])
+        }
+
         /// Gradients of x and gamma (each only if its node is tracked), and beta's if asked.
         fn layer_norm_grads<B: Backend>(
             x: FloatTensor<B>,
@@ -1900,6 +1932,9 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
             epsilon: f64,
             want: [bool; 3],
         ) -> [Option<FloatTensor<B>>; 3] {
+            if let Some(grads) = flex_layer_norm_grads::<B>(&x, &gamma, &grad, epsilon, want) {
+                return grads;
+            }
             let shape = x.shape();
             let rank = shape.num_dims();
             let last = rank - 1;

@@ -9,7 +9,7 @@ use burn_backend::Scalar;
 use burn_backend::ops::{ActivationOps, FloatTensorOps};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{DType, TensorMetadata};
-use burn_std::{Bytes, bf16, f16};
+use burn_std::{Bytes, Shape, bf16, f16};
 #[cfg(not(feature = "std"))]
 #[allow(unused_imports)]
 use num_traits::Float;
@@ -1468,4 +1468,130 @@ mod tests {
         let gamma = flex_f64(vec![1.0; 4], &[4]);
         let _ = crate::ops::activation::layer_norm(t, gamma, None, 1e-5);
     }
+}
+
+/// GNN4Colliders patch (vendor/burn-flex/PATCHED.md): LayerNorm's gradients in one sweep over
+/// the rows, for burn-autodiff's LayerNorm (its generic version takes about sixteen full passes
+/// of elementary operations). `x` is the forward's input, `grad` the gradient of its output;
+/// with x̂ = (x − μ)·r, r = 1/√(σ² + ε) (σ² from the centred values, as the forward):
+/// `dx = r·(g·γ − mean(g·γ) − x̂·mean(g·γ·x̂))`, `dγ = Σ g·x̂`, `dβ = Σ g` (sums over every row).
+/// Returns `[dx, dγ, dβ]`, or `None` when this path does not apply (not f32, shapes that do not
+/// match), so that the caller uses the generic one.
+///
+/// Rows go in fixed blocks of 256 (one thread each); each block sums its own `dγ`, `dβ` (in f64)
+/// and the blocks' sums are added in block order, so results do not depend on the number of
+/// threads.
+pub fn layer_norm_backward(
+    x: &FlexTensor,
+    gamma: &FlexTensor,
+    grad: &FlexTensor,
+    epsilon: f64,
+) -> Option<[FlexTensor; 3]> {
+    const ROWS: usize = 256;
+    if x.dtype() != DType::F32 || gamma.dtype() != DType::F32 || grad.dtype() != DType::F32 {
+        return None;
+    }
+    let shape = x.layout().shape().clone();
+    let d = *shape.last()?;
+    if d == 0 || grad.layout().shape() != &shape || gamma.layout().shape().num_elements() != d {
+        return None;
+    }
+    let (x, gamma, grad) = (x.to_contiguous(), gamma.to_contiguous(), grad.to_contiguous());
+    let xs: &[f32] = x.storage();
+    let gs: &[f32] = grad.storage();
+    let gam: &[f32] = gamma.storage();
+    let eps = epsilon as f32;
+    let n_rows = xs.len() / d;
+    let n_blocks = n_rows.div_ceil(ROWS).max(1);
+    let mut dx = alloc::vec![0.0f32; xs.len()];
+    // Per block: dγ (d values), then dβ (d values), summed in f64 (sums over many rows, whose
+    // rounding would otherwise depend on how the rows are split, e.g. between MPI ranks).
+    let mut partial = alloc::vec![0.0f64; n_blocks * 2 * d];
+
+    // A row's sum exactly as `float_mean_dim` / `float_sum_dim` over the last axis compute it
+    // (`reduce_last_dim_f32`), so that every step below is the generic gradient's operation
+    // with the same rounding: `dx` is bitwise what burn-autodiff's elementary-operation version
+    // gives (the MPI parity test depends on that: see PATCHED.md).
+    fn row_sum(row: &[f32]) -> f32 {
+        #[cfg(feature = "simd")]
+        {
+            crate::simd::kernels::sum_f32(row)
+        }
+        #[cfg(not(feature = "simd"))]
+        {
+            row.iter().copied().sum()
+        }
+    }
+
+    let block = |b: usize, dx: &mut [f32], part: &mut [f64]| {
+        let (pg, pb) = part.split_at_mut(d);
+        // Scratch rows: centred values (then x̂), their squares (then g·γ·x̂), g·γ.
+        let mut xhat = alloc::vec![0.0f32; d];
+        let mut prod = alloc::vec![0.0f32; d];
+        let mut gg = alloc::vec![0.0f32; d];
+        let first = b * ROWS;
+        let n = d as f32;
+        for (r, dxr) in dx.chunks_exact_mut(d).enumerate() {
+            let row = first + r;
+            let xr = &xs[row * d..(row + 1) * d];
+            let gr = &gs[row * d..(row + 1) * d];
+            let mean = row_sum(xr) / n;
+            for j in 0..d {
+                xhat[j] = xr[j] - mean;
+                prod[j] = xhat[j] * xhat[j];
+            }
+            let var = row_sum(&prod) / n;
+            let rstd = 1.0 / (var + eps).sqrt();
+            for j in 0..d {
+                xhat[j] *= rstd;
+                gg[j] = gr[j] * gam[j];
+                prod[j] = gg[j] * xhat[j];
+                pg[j] += f64::from(gr[j] * xhat[j]);
+                pb[j] += f64::from(gr[j]);
+            }
+            let a = row_sum(&gg) / n;
+            let c = row_sum(&prod) / n;
+            for j in 0..d {
+                dxr[j] = (gg[j] - a - xhat[j] * c) * rstd;
+            }
+        }
+    };
+    #[cfg(feature = "rayon")]
+    {
+        use rayon::prelude::*;
+        dx.par_chunks_mut(ROWS * d)
+            .zip(partial.par_chunks_mut(2 * d))
+            .enumerate()
+            .for_each(|(b, (dx, part))| block(b, dx, part));
+    }
+    #[cfg(not(feature = "rayon"))]
+    for (b, (dx, part)) in dx
+        .chunks_mut(ROWS * d)
+        .zip(partial.chunks_mut(2 * d))
+        .enumerate()
+    {
+        block(b, dx, part);
+    }
+    let mut d_gamma = alloc::vec![0.0f64; d];
+    let mut d_beta = alloc::vec![0.0f64; d];
+    for part in partial.chunks_exact(2 * d) {
+        for j in 0..d {
+            d_gamma[j] += part[j];
+            d_beta[j] += part[d + j];
+        }
+    }
+    let d_gamma: Vec<f32> = d_gamma.iter().map(|&v| v as f32).collect();
+    let d_beta: Vec<f32> = d_beta.iter().map(|&v| v as f32).collect();
+    let vector = |v: Vec<f32>| {
+        FlexTensor::new(
+            Bytes::from_elems(v),
+            Layout::contiguous(Shape::from(alloc::vec![d])),
+            DType::F32,
+        )
+    };
+    Some([
+        FlexTensor::new(Bytes::from_elems(dx), Layout::contiguous(shape), DType::F32),
+        vector(d_gamma),
+        vector(d_beta),
+    ])
 }

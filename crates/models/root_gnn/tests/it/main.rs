@@ -162,17 +162,23 @@ fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     }
 }
 
-/// LayerNorm as one tracked operation (forward fused, closed-form backward) gives the values and
-/// gradients of its decomposition into elementary operations (what upstream differentiates).
+/// LayerNorm as one tracked operation (forward fused, closed-form backward in one sweep over the
+/// rows, blocks of 256) gives the values and gradients of its decomposition into elementary
+/// operations (what upstream differentiates): two blocks with the model's width, and a width
+/// that is not a multiple of the kernel's 16 lanes.
 #[test]
 fn layer_norm_values_and_gradients_equal_those_of_its_decomposition() {
+    layer_norm_matches_its_decomposition(257, 64);
+    layer_norm_matches_its_decomposition(300, 20);
+}
+
+fn layer_norm_matches_its_decomposition(n: usize, d: usize) {
     use burn::backend::Autodiff;
     use burn::module::Param;
     use burn::nn::LayerNormConfig;
     use burn::tensor::Distribution;
     type AD = Autodiff<Flex>;
     let device = Default::default();
-    let (n, d) = (257, 64);
     let x0 = Tensor::<Flex, 2>::random([n, d], Distribution::Normal(0.5, 2.0), &device);
     // One constant row: zero variance, the epsilon alone keeps it finite.
     let x0 = x0.slice_assign([3..4, 0..d], Tensor::full([1, d], 1.5, &device));
@@ -223,7 +229,7 @@ fn layer_norm_values_and_gradients_equal_those_of_its_decomposition() {
         .iter()
         .zip(fused.iter().zip(&reference))
     {
-        assert_close(what, got, want, 1e-4);
+        assert_close(&format!("{what} ({n} × {d})"), got, want, 1e-4);
     }
 }
 
@@ -324,4 +330,73 @@ fn layer_norm_is_accurate_for_rows_with_a_large_mean() {
         .collect();
     assert_close("large-mean row", &y[..d], &want, 2e-3);
     assert!(y[d..].iter().all(|v| v.abs() < 1e-3), "constant row → 0");
+}
+
+/// burn-flex's one-sweep LayerNorm gradient gives `dx` bitwise equal to the closed form written
+/// with burn-flex's own operations (what burn-autodiff computes on other backends; the MPI
+/// parity test needs exactly that rounding), row by row whatever the rows around it, and
+/// `dγ`, `dβ` equal to the sums over the rows.
+#[test]
+fn layer_norm_gradient_kernel_equals_the_closed_form_bitwise() {
+    use burn::tensor::{Distribution, TensorPrimitive};
+    let device = Default::default();
+    let (n, d) = (300, 64);
+    let x = Tensor::<Flex, 2>::random([n, d], Distribution::Normal(0.5, 2.0), &device);
+    let x = x.slice_assign([3..4, 0..d], Tensor::full([1, d], 1.5, &device));
+    let g = Tensor::<Flex, 2>::random([n, d], Distribution::Normal(0.0, 1.0), &device);
+    let gamma = Tensor::<Flex, 1>::random([d], Distribution::Normal(1.0, 0.3), &device);
+    let kernel = |x: Tensor<Flex, 2>, g: Tensor<Flex, 2>| {
+        let [dx, dg, db] = burn_flex::ops::activation::layer_norm_backward(
+            &x.into_primitive().tensor(),
+            &gamma.clone().into_primitive().tensor(),
+            &g.into_primitive().tensor(),
+            1e-5,
+        )
+        .expect("f32 rows: the kernel applies");
+        (
+            values(Tensor::<Flex, 2>::from_primitive(TensorPrimitive::Float(
+                dx,
+            ))),
+            values(Tensor::<Flex, 1>::from_primitive(TensorPrimitive::Float(
+                dg,
+            ))),
+            values(Tensor::<Flex, 1>::from_primitive(TensorPrimitive::Float(
+                db,
+            ))),
+        )
+    };
+    let (dx, dgamma, dbeta) = kernel(x.clone(), g.clone());
+
+    let mean = x.clone().mean_dim(1);
+    let centered = x.clone() - mean;
+    let var = (centered.clone() * centered.clone()).mean_dim(1);
+    let rstd = (var + 1e-5).sqrt().recip();
+    let x_hat = centered * rstd.clone();
+    let gg = g.clone() * gamma.clone().unsqueeze_dim(0);
+    let mean_g = gg.clone().mean_dim(1);
+    let mean_gx = (gg.clone() * x_hat.clone()).mean_dim(1);
+    let want_dx = values((gg - mean_g - x_hat.clone() * mean_gx) * rstd);
+    let differing = dx.iter().zip(&want_dx).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        differing, 0,
+        "dx elements not bitwise equal to the closed form"
+    );
+    assert_close(
+        "dgamma",
+        &dgamma,
+        &values((g.clone() * x_hat).sum_dim(0)),
+        1e-5,
+    );
+    assert_close("dbeta", &dbeta, &values(g.clone().sum_dim(0)), 1e-5);
+
+    // Rows split in two (as between two MPI ranks): the same dx rows.
+    let (dx_a, ..) = kernel(
+        x.clone().slice([0..150, 0..d]),
+        g.clone().slice([0..150, 0..d]),
+    );
+    let (dx_b, ..) = kernel(x.slice([150..n, 0..d]), g.slice([150..n, 0..d]));
+    assert!(
+        dx_a.iter().chain(&dx_b).eq(dx.iter()),
+        "dx depends on the other rows"
+    );
 }
