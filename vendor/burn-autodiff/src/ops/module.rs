@@ -1967,6 +1967,25 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
             [d_x, d_gamma, d_beta]
         }
 
+        /// The backward of both variants (`N` = 3 parents with beta, 2 without).
+        fn layer_norm_step<B: Backend, const N: usize>(
+            ops: Ops<(NodeId, NodeId, f64), N>,
+            grads: &mut Gradients,
+            checkpointer: &mut Checkpointer,
+        ) {
+            let grad = grads.consume::<B>(&ops.node);
+            let (x_id, gamma_id, epsilon) = ops.state;
+            let x = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(x_id);
+            let gamma = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(gamma_id);
+            let want = core::array::from_fn(|i| ops.parents.get(i).is_some_and(Option::is_some));
+            let d = layer_norm_grads::<B>(x, gamma, grad, epsilon, want);
+            for (node, grad) in ops.parents.into_iter().zip(d) {
+                if let (Some(node), Some(grad)) = (node, grad) {
+                    grads.register::<B>(node.id, grad);
+                }
+            }
+        }
+
         impl<B: Backend> Backward<B, 3> for LayerNormWithBeta {
             type State = (NodeId, NodeId, f64);
 
@@ -1976,18 +1995,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 grads: &mut Gradients,
                 checkpointer: &mut Checkpointer,
             ) {
-                let [node_x, node_gamma, node_beta] = ops.parents;
-                let grad = grads.consume::<B>(&ops.node);
-                let (x_id, gamma_id, epsilon) = ops.state;
-                let x = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(x_id);
-                let gamma = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(gamma_id);
-                let want = [node_x.is_some(), node_gamma.is_some(), node_beta.is_some()];
-                let [d_x, d_gamma, d_beta] = layer_norm_grads::<B>(x, gamma, grad, epsilon, want);
-                for (node, grad) in [(node_x, d_x), (node_gamma, d_gamma), (node_beta, d_beta)] {
-                    if let (Some(node), Some(grad)) = (node, grad) {
-                        grads.register::<B>(node.id, grad);
-                    }
-                }
+                layer_norm_step::<B, 3>(ops, grads, checkpointer);
             }
         }
 
@@ -2000,18 +2008,7 @@ impl<B: Backend, C: CheckpointStrategy> ModuleOps<Autodiff<B, C>> for Autodiff<B
                 grads: &mut Gradients,
                 checkpointer: &mut Checkpointer,
             ) {
-                let [node_x, node_gamma] = ops.parents;
-                let grad = grads.consume::<B>(&ops.node);
-                let (x_id, gamma_id, epsilon) = ops.state;
-                let x = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(x_id);
-                let gamma = checkpointer.retrieve_node_output::<B::FloatTensorPrimitive>(gamma_id);
-                let want = [node_x.is_some(), node_gamma.is_some(), false];
-                let [d_x, d_gamma, _] = layer_norm_grads::<B>(x, gamma, grad, epsilon, want);
-                for (node, grad) in [(node_x, d_x), (node_gamma, d_gamma)] {
-                    if let (Some(node), Some(grad)) = (node, grad) {
-                        grads.register::<B>(node.id, grad);
-                    }
-                }
+                layer_norm_step::<B, 2>(ops, grads, checkpointer);
             }
         }
 

@@ -263,7 +263,6 @@ fn matmul_2d_strided<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexTen
     let out_shape = Shape::from(vec![m, n]);
     let parallelism = get_parallelism(m, n, k);
 
-
     // GNN4Colliders patch (vendor/burn-flex/PATCHED.md): gemm overwrites every output element
     // (`read_dst = false`), so the output is not zero-filled first.
     let _ = checked_size(m, n);
