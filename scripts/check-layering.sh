@@ -27,6 +27,13 @@ for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4
   forbid "$c" "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
   forbid "$c" "a concrete Burn backend (cli and benchmarks choose it)" "$backends"
 done
+# The CPU backend's fused model kernels: no file formats or CLI crates, and only cli and
+# benchmarks depend on them (they choose the backend).
+forbid gnn4c-root-gnn-cpu "file formats (only gnn4c-data knows them)" "$formats|^gnn4c-data$"
+forbid gnn4c-root-gnn-cpu "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
+for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference; do
+  forbid "$c" "gnn4c-root-gnn-cpu (cli and benchmarks choose the backend)" '^gnn4c-root-gnn-cpu$'
+done
 # No crate re-exports another workspace crate's items.
 if grep -rnE 'pub use (::)?gnn4c_' crates benchmarks --include='*.rs'; then
   echo "layering: the lines above re-export another workspace crate"; fail=1

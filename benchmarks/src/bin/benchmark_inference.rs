@@ -1,18 +1,21 @@
 //! Inference throughput by batch size, split into stages, and the output writers.
 //!
-//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_inference -- [N_EVENTS] [--device cpu|cuda[:N]]`
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_inference -- [N_EVENTS] [--device cpu|cuda[:N]] [--op-by-op]`
 //! (`--features cuda` for CUDA). Builds N_EVENTS (default 8,192) demo pretraining graphs in
 //! memory (untimed), then for batch sizes 64, 256, 1024, 4096 and 16384 (those ≤ N_EVENTS) scores them all with the
 //! contract-default 12-class model on the inner backend (no autodiff), timing per stage: host
 //! collation (the loader's work, here on the calling thread), host-to-device transfer, forward
 //! (synchronised), post-processing (logits read back, softmax in f64). Then the writers on the
-//! same N events: the NPZ table and one ROOT friend tree of N entries.
+//! same N events: the NPZ table and one ROOT friend tree of N entries. The forward is the one
+//! `predict` runs (on the CPU: fused MLP blocks); `--op-by-op` runs Burn's operations one at a
+//! time instead (the comparison of docs/performance.md).
 
 use std::io::Write;
 use std::time::Instant;
 
-use burn::prelude::*;
+use burn::module::Module;
 use gnn4c_benchmarks::{Meta, demo_graphs, machine, take_device};
+use gnn4c_cli::backend::InferenceBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_data::{
     FriendTree, PRETRAIN_PROCESSES, PredictionTable, write_friend_tree, write_predictions_npz,
@@ -21,21 +24,31 @@ use gnn4c_graphs::{GraphSample, Padding, collate};
 use gnn4c_root_gnn::EdgeNetworkConfig;
 use gnn4c_tasks::{Task, scores_host};
 
-fn bench<B: Backend>(
+fn bench<B: InferenceBackend>(
     device: &B::Device,
     meta: &Meta,
     graphs: &[GraphSample],
+    op_by_op: bool,
 ) -> anyhow::Result<()> {
     let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));
     let task = Task::Multiclass { n_classes: 12 };
     B::seed(device, 1);
     let model = EdgeNetworkConfig::new(12).init::<B>(device);
+    // Burn initialises parameters lazily, and a clone taken before then draws its own: load the
+    // drawn values so that both forwards below run the same weights.
+    let model = model.clone().load_record(model.into_record());
+    let scorer = B::inference_model(model.clone());
     let n = graphs.len();
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "{n} demo graphs; 12-class model, inference mode; each row is the second of two passes"
+        "{n} demo graphs; 12-class model, inference mode ({}); each row is the second of two passes",
+        if op_by_op {
+            "Burn's operations one at a time"
+        } else {
+            "as predict runs it"
+        }
     )?;
     writeln!(
         out,
@@ -55,7 +68,11 @@ fn bench<B: Backend>(
             let gb = host.to_device::<B>(device);
             sync()?;
             let t2 = Instant::now();
-            let logits = model.forward(&gb);
+            let logits = if op_by_op {
+                model.forward(&gb)
+            } else {
+                B::inference_forward(&scorer, &gb)
+            };
             sync()?;
             let t3 = Instant::now();
             let v: Vec<f32> = logits.into_data().convert::<f32>().to_vec().expect("f32");
@@ -145,6 +162,8 @@ fn main() -> anyhow::Result<()> {
     gnn4c_benchmarks::setup_like_the_cli();
     let mut positional: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut positional)?;
+    let op_by_op = positional.iter().any(|a| a == "--op-by-op");
+    positional.retain(|a| a != "--op-by-op");
     let n: usize = positional.first().map_or(Ok(8192), |a| a.parse())?;
     check_device(device).map_err(anyhow::Error::msg)?;
     let mut graphs = demo_graphs(
@@ -154,11 +173,16 @@ fn main() -> anyhow::Result<()> {
     graphs.truncate(n);
     let meta = Meta::new("benchmark_inference", device);
     match device {
-        DeviceChoice::Cpu => bench::<burn::backend::Flex>(&Default::default(), &meta, &graphs),
-        #[cfg(feature = "cuda")]
-        DeviceChoice::Cuda(i) => {
-            bench::<burn::backend::Cuda>(&burn::backend::cuda::CudaDevice::new(i), &meta, &graphs)
+        DeviceChoice::Cpu => {
+            bench::<burn::backend::Flex>(&Default::default(), &meta, &graphs, op_by_op)
         }
+        #[cfg(feature = "cuda")]
+        DeviceChoice::Cuda(i) => bench::<burn::backend::Cuda>(
+            &burn::backend::cuda::CudaDevice::new(i),
+            &meta,
+            &graphs,
+            op_by_op,
+        ),
         #[cfg(not(feature = "cuda"))]
         DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
     }

@@ -3,7 +3,8 @@
 //! `cargo run --release -p gnn4c-benchmarks --bin benchmark_model -- [BATCH] [REPS] [--device cpu|cuda[:N]] [--backend flex|ndarray]`
 //! (`--features cuda` for CUDA). Batches of BATCH (default 512) graphs of the demo pretraining data
 //! (seed 42), contract-default model (H 64, L 4, T 4, 12 outputs). Forward runs on the inner backend
-//! (no autodiff); the training pass is forward + mean logit² + backward on `Autodiff<B>`. Setup
+//! (no autodiff), once with Burn's operations one at a time and once as `predict` runs it (on the
+//! CPU: fused MLP blocks); the training pass is forward + mean logit² + backward on `Autodiff<B>`. Setup
 //! (first batch) is reported apart from the steady state; the device is synchronised around every
 //! timed region. The per-block split comes from the model's tracing spans (CPU only: on CUDA the
 //! spans would time kernel launches, not kernels).
@@ -16,9 +17,10 @@ use std::time::Instant;
 use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
 use gnn4c_benchmarks::{Stats, demo_batch, machine, take_device, time_reps};
+use gnn4c_cli::backend::InferenceBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_graphs::HostBatch;
-use gnn4c_root_gnn::EdgeNetworkConfig;
+use gnn4c_graphs::{GraphBatch, HostBatch};
+use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
@@ -89,7 +91,51 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanTimer {
     }
 }
 
+/// A forward pass over a batch already on the device.
+type Forward<'a, B> = Box<dyn Fn(&GraphBatch<B>) -> Tensor<B, 2> + 'a>;
+
+/// The forward `predict` runs on `B` (fused MLP blocks on the CPU).
+fn inference_forward<B: InferenceBackend>(model: &EdgeNetwork<B>) -> Option<Forward<'static, B>> {
+    let scorer = B::inference_model(model.clone());
+    Some(Box::new(move |gb| B::inference_forward(&scorer, gb)))
+}
+
+/// Wall time per span (block) over `reps` calls of `forward`, and their total.
+fn split<B: Backend>(
+    timer: &SpanTimer,
+    reps: usize,
+    forward: impl Fn() -> Tensor<B, 2>,
+) -> (f64, BTreeMap<String, f64>) {
+    let set = |on: bool| {
+        *timer
+            .enabled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = on;
+    };
+    let mut times = timer
+        .times
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    times.clear();
+    drop(times);
+    set(true);
+    let t = Instant::now();
+    for _ in 0..reps {
+        let _ = forward().into_data();
+    }
+    let total = t.elapsed().as_secs_f64();
+    set(false);
+    let times = timer
+        .times
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    (total, times)
+}
+
+/// `inference`: [`inference_forward`] where the tool scores on `B`, else `None`.
 fn bench<B: Backend>(
+    inference: impl Fn(&EdgeNetwork<B>) -> Option<Forward<'static, B>>,
     device: &B::Device,
     name: &str,
     host: &HostBatch,
@@ -100,6 +146,9 @@ fn bench<B: Backend>(
     let batch = host.n_real;
     let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("device sync failed: {e:?}"));
     let model = EdgeNetworkConfig::new(12).init::<B>(device);
+    // Burn initialises parameters lazily, and a clone taken before then draws its own: load the
+    // drawn values so that the inference model (a clone) runs the same weights.
+    let model = model.clone().load_record(model.into_record());
     let params = model.num_params();
     let t0 = Instant::now();
     let gb = host.to_device::<B>(device);
@@ -113,20 +162,15 @@ fn bench<B: Backend>(
     let fwd = time_reps(2, reps, || {
         let _ = model.forward(&gb).into_data();
     });
-    // One more pass of forwards with the span timer on, for the per-block split.
-    *timer
-        .enabled
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
-    let split_t = Instant::now();
-    for _ in 0..reps {
-        let _ = model.forward(&gb).into_data();
-    }
-    let split_total = split_t.elapsed().as_secs_f64();
-    *timer
-        .enabled
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = false;
+    let scorer = inference(&model);
+    let fwd_inference = scorer.as_ref().map(|f| {
+        time_reps(2, reps, || {
+            let _ = f(&gb).into_data();
+        })
+    });
+    // More passes of forwards with the span timer on, for the per-block split.
+    let split_obo = split(timer, reps, || model.forward(&gb));
+    let split_inference = scorer.as_ref().map(|f| split(timer, reps, || f(&gb)));
     let model_ad = EdgeNetworkConfig::new(12).init::<Autodiff<B>>(device);
     let gb_ad = host.to_device::<Autodiff<B>>(device);
     let train = time_reps(2, reps, || {
@@ -151,11 +195,13 @@ fn bench<B: Backend>(
         "| measure | median s | min s | max s | events/s (median) |"
     )?;
     writeln!(out, "|---|---|---|---|---|")?;
-    for (measure, secs) in [
-        ("to_device", &to_device),
-        ("forward (no autodiff)", &fwd),
-        ("forward + backward", &train),
-    ] {
+    let rows = [
+        ("to_device", Some(&to_device)),
+        ("forward (no autodiff)", Some(&fwd)),
+        ("forward as predict runs it", fwd_inference.as_ref()),
+        ("forward + backward", Some(&train)),
+    ];
+    for (measure, secs) in rows.into_iter().filter_map(|(m, s)| s.map(|s| (m, s))) {
         let s = Stats::of(secs);
         writeln!(
             out,
@@ -173,26 +219,28 @@ fn bench<B: Backend>(
                 "first_batch_s": first, "cpu": cpu, "cores": cores})
         );
     }
-    let times = timer
-        .times
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    if !times.is_empty() {
+    let (total_obo, times_obo) = split_obo;
+    if !times_obo.is_empty() {
+        let (total_inf, times_inf) = split_inference.unwrap_or_default();
         writeln!(
             out,
-            "\nforward split over {reps} forwards ({split_total:.3} s in all):"
+            "\nforward split over {reps} forwards ({total_obo:.3} s in all op by op, {total_inf:.3} s as predict runs it):"
         )?;
-        writeln!(out, "| block | share of forward | ms per forward |")?;
-        writeln!(out, "|---|---|---|")?;
-        let mut rows: Vec<(String, f64)> = times.into_iter().collect();
+        writeln!(
+            out,
+            "| block | share of forward (op by op) | ms per forward (op by op) | ms per forward (as predict) |"
+        )?;
+        writeln!(out, "|---|---|---|---|")?;
+        let mut rows: Vec<(String, f64)> = times_obo.into_iter().collect();
         rows.sort_by(|a, b| b.1.total_cmp(&a.1));
         for (block, t) in rows {
+            let t_inf = times_inf.get(&block).copied().unwrap_or(f64::NAN);
             writeln!(
                 out,
-                "| {block} | {:.1} % | {:.2} |",
-                100.0 * t / split_total,
-                1e3 * t / reps as f64
+                "| {block} | {:.1} % | {:.2} | {:.2} |",
+                100.0 * t / total_obo,
+                1e3 * t / reps as f64,
+                1e3 * t_inf / reps as f64
             )?;
         }
     }
@@ -226,14 +274,27 @@ fn main() -> anyhow::Result<()> {
     let host = demo_batch(batch, machine().1)?;
     match device {
         #[cfg(feature = "ndarray")]
-        DeviceChoice::Cpu if ndarray => {
-            bench::<burn::backend::NdArray>(&Default::default(), "ndarray", &host, reps, &timer)
-        }
+        DeviceChoice::Cpu if ndarray => bench::<burn::backend::NdArray>(
+            |_, _, _| None,
+            &Default::default(),
+            "ndarray",
+            &host,
+            reps,
+            &timer,
+        ),
         #[cfg(not(feature = "ndarray"))]
         DeviceChoice::Cpu if ndarray => anyhow::bail!("--backend ndarray needs --features ndarray"),
-        DeviceChoice::Cpu => bench::<Flex>(&Default::default(), "flex", &host, reps, &timer),
+        DeviceChoice::Cpu => bench::<Flex>(
+            inference_forward::<Flex>,
+            &Default::default(),
+            "flex",
+            &host,
+            reps,
+            &timer,
+        ),
         #[cfg(feature = "cuda")]
         DeviceChoice::Cuda(i) => bench::<burn::backend::Cuda>(
+            inference_forward::<burn::backend::Cuda>,
             &burn::backend::cuda::CudaDevice::new(i),
             "cuda",
             &host,

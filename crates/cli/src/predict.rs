@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use burn::prelude::*;
+use gnn4c_cli::backend::InferenceBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split};
 use gnn4c_data::{
@@ -178,7 +178,11 @@ fn run(args: &Args, evaluate: bool) -> anyhow::Result<()> {
     }
 }
 
-fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow::Result<()> {
+fn run_on<B: InferenceBackend>(
+    args: &Args,
+    evaluate: bool,
+    device: &B::Device,
+) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
@@ -259,6 +263,7 @@ fn run_on<B: Backend>(args: &Args, evaluate: bool, device: &B::Device) -> anyhow
     let load_s = t0.elapsed().as_secs_f64();
     let data = Arc::new(GraphSet { graphs });
     let t1 = Instant::now();
+    let model = B::inference_model(model);
     let scored = score(
         &model,
         &data,

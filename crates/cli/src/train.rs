@@ -12,6 +12,7 @@ use anyhow::{Context, bail};
 use burn::module::AutodiffModule;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
+use gnn4c_cli::backend::InferenceBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split, subset};
 use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
@@ -20,8 +21,8 @@ use gnn4c_features::SelectionConfig;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig, save_pytorch_safetensors};
 use gnn4c_tasks::Task;
 use gnn4c_training::{
-    Checkpoint, FitOptions, MetricsRecord, RunFiles, TrainConfig, fit, predict, read_checkpoint,
-    write_atomic,
+    Checkpoint, FitOptions, MetricsRecord, RunFiles, TrainConfig, fit_scoring_with, predict,
+    read_checkpoint, write_atomic,
 };
 use serde::{Deserialize, Serialize};
 
@@ -541,7 +542,7 @@ fn compute_threads(threads: usize, world: &World) -> usize {
     (cores / world.local_size()).max(1)
 }
 
-fn train_on<B: AutodiffBackend>(
+fn train_on<B: AutodiffBackend<InnerBackend: InferenceBackend>>(
     args: &Args,
     mut cfg: RunConfig,
     sources: &[String],
@@ -739,7 +740,7 @@ fn train_on<B: AutodiffBackend>(
         )?;
     }
 
-    let report = fit::<B, _, _>(
+    let report = fit_scoring_with::<B, _, _, _>(
         model,
         &train,
         &val,
@@ -756,6 +757,7 @@ fn train_on<B: AutodiffBackend>(
             log: &mut out,
             world,
         },
+        <B::InnerBackend as InferenceBackend>::inference_model,
         device,
     )?;
     drop(train);
@@ -775,8 +777,9 @@ fn train_on<B: AutodiffBackend>(
     });
     let threads = cfg.trainer.loader_threads;
     let bs = cfg.trainer.eval_batch_size;
-    let val_m = predict(&best_model, &val, &task, bs, threads, device).metrics(&task);
-    let test_m = predict(&best_model, &test, &task, bs, threads, device).metrics(&task);
+    let scorer = <B::InnerBackend as InferenceBackend>::inference_model(best_model);
+    let val_m = predict(&scorer, &val, &task, bs, threads, device).metrics(&task);
+    let test_m = predict(&scorer, &test, &task, bs, threads, device).metrics(&task);
     let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0);
     let summary = serde_json::json!({
         "best_epoch": best_epoch,

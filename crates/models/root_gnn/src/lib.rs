@@ -11,5 +11,8 @@
 mod model;
 mod weights;
 
-pub use model::{EdgeNetwork, EdgeNetworkConfig, Mlp, MlpConfig};
+pub use model::{
+    ConcatPart, EdgeNetwork, EdgeNetworkConfig, LAYER_NORM_EPSILON, Mlp, MlpConfig, MlpKernel,
+    OpByOp,
+};
 pub use weights::{WeightsError, load_pytorch_safetensors, save_pytorch_safetensors};

@@ -14,6 +14,9 @@ use burn::tensor::activation::relu;
 use gnn4c_graphs::{GraphBatch, HostBatch};
 use gnn4c_training::Classifier;
 
+/// The epsilon of every MLP block's LayerNorm (contract §5; PyTorch's default).
+pub const LAYER_NORM_EPSILON: f64 = 1e-5;
+
 /// An MLP block: `n_layers` × [Linear → ReLU → Dropout], then LayerNorm (contract §5).
 #[derive(Config, Debug)]
 pub struct MlpConfig {
@@ -65,14 +68,42 @@ impl MlpConfig {
                 .collect(),
             dropout: DropoutConfig::new(self.dropout).init(),
             norm: LayerNormConfig::new(self.d_out)
-                .with_epsilon(1e-5)
+                .with_epsilon(LAYER_NORM_EPSILON)
                 .init(device),
         }
     }
 }
 
 /// One part of a concatenated MLP input: its rows, and the index that gathers them (if any).
-type ConcatPart<B> = (Tensor<B, 2>, Option<Tensor<B, 1, Int>>);
+pub type ConcatPart<B> = (Tensor<B, 2>, Option<Tensor<B, 1, Int>>);
+
+/// How [`EdgeNetwork::forward_with`] runs its MLP blocks. The provided methods are Burn's
+/// operations one at a time ([`Mlp::forward`], [`Mlp::forward_concat`]), which every backend
+/// (and autodiff) supports; a backend crate may run a whole block at once instead, computing
+/// the same function (gnn4c-root-gnn-cpu does on burn-flex, for inference).
+pub trait MlpKernel<B: Backend> {
+    /// [`Mlp::forward`].
+    ///
+    /// # Shapes
+    /// `x [n, d_in]` → `[n, d_out]`.
+    fn forward(&self, mlp: &Mlp<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        mlp.forward(x)
+    }
+
+    /// [`Mlp::forward_concat`].
+    ///
+    /// # Shapes
+    /// every part → `[n, d_k]` after its gather; → `[n, d_out]`.
+    fn forward_concat(&self, mlp: &Mlp<B>, parts: Vec<ConcatPart<B>>) -> Tensor<B, 2> {
+        mlp.forward_concat(parts)
+    }
+}
+
+/// Burn's operations one at a time: the reference, for every backend and for training.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpByOp;
+
+impl<B: Backend> MlpKernel<B> for OpByOp {}
 
 impl<B: Backend> Mlp<B> {
     /// # Shapes
@@ -90,7 +121,7 @@ impl<B: Backend> Mlp<B> {
     ///
     /// # Shapes
     /// → `[rows.len(), d_hidden]`.
-    fn first_weight_rows(&self, rows: std::ops::Range<usize>) -> Tensor<B, 2> {
+    pub fn first_weight_rows(&self, rows: std::ops::Range<usize>) -> Tensor<B, 2> {
         let w = self.layers[0].weight.val(); // [d_in, d_first]
         let [_, d_first] = w.dims();
         w.slice([rows, 0..d_first])
@@ -105,7 +136,7 @@ impl<B: Backend> Mlp<B> {
     ///
     /// # Shapes
     /// every part → `[n, d_k]` after its gather; → `[n, d_out]`.
-    fn forward_concat(&self, parts: Vec<ConcatPart<B>>) -> Tensor<B, 2> {
+    pub fn forward_concat(&self, parts: Vec<ConcatPart<B>>) -> Tensor<B, 2> {
         let first = &self.layers[0];
         let mut offset = 0;
         let mut pre: Option<Tensor<B, 2>> = None;
@@ -281,7 +312,15 @@ impl<B: Backend> EdgeNetwork<B> {
     /// `batch.node_features [n_nodes, d_node]`, `edge_features [n_edges, d_edge]`,
     /// `global_features [n_graphs, d_global]` → `[n_graphs, n_out]`.
     pub fn forward(&self, batch: &GraphBatch<B>) -> Tensor<B, 2> {
-        let u = self.backbone(batch);
+        self.forward_with(batch, &OpByOp)
+    }
+
+    /// [`EdgeNetwork::forward`] with the MLP blocks run by `kernel`.
+    ///
+    /// # Shapes
+    /// as [`EdgeNetwork::forward`].
+    pub fn forward_with(&self, batch: &GraphBatch<B>, kernel: &impl MlpKernel<B>) -> Tensor<B, 2> {
+        let u = self.backbone_with(batch, kernel);
         self.classify.forward(u) // [n_graphs, n_out]
     }
 
@@ -290,13 +329,21 @@ impl<B: Backend> EdgeNetwork<B> {
     /// # Shapes
     /// → `[n_graphs, H]`.
     pub fn backbone(&self, batch: &GraphBatch<B>) -> Tensor<B, 2> {
+        self.backbone_with(batch, &OpByOp)
+    }
+
+    /// [`EdgeNetwork::backbone`] with the MLP blocks run by `kernel`.
+    ///
+    /// # Shapes
+    /// → `[n_graphs, H]`.
+    pub fn backbone_with(&self, batch: &GraphBatch<B>, kernel: &impl MlpKernel<B>) -> Tensor<B, 2> {
         let [n_nodes, _] = batch.node_features.dims();
         let [n_graphs, _] = batch.global_features.dims();
         // Spans cost nothing without a subscriber; benchmark_model uses them for the per-block split.
         let encoders = tracing::trace_span!("encoders").entered();
-        let mut h = self.node_encoder.forward(batch.node_features.clone()); // [n_nodes, H]
-        let mut e = self.edge_encoder.forward(batch.edge_features.clone()); // [n_edges, H]
-        let mut u = self.global_encoder.forward(batch.global_features.clone()); // [n_graphs, H]
+        let mut h = kernel.forward(&self.node_encoder, batch.node_features.clone()); // [n_nodes, H]
+        let mut e = kernel.forward(&self.edge_encoder, batch.edge_features.clone()); // [n_edges, H]
+        let mut u = kernel.forward(&self.global_encoder, batch.global_features.clone()); // [n_graphs, H]
         drop(encoders);
         let inv_nodes = batch
             .n_nodes
@@ -314,32 +361,39 @@ impl<B: Backend> EdgeNetwork<B> {
             let span = tracing::trace_span!("edge_update", step).entered();
             // edge_update(cat[e, h[src], h[dst], u[graph]]) with its first layer applied to h
             // and u before the gathers: n_nodes + n_graphs rows instead of 3 · n_edges.
-            e = self.edge_update.forward_concat(vec![
-                (e, None),
-                (h.clone(), Some(batch.edge_src.clone())),
-                (h.clone(), Some(batch.edge_dst.clone())),
-                (u.clone(), Some(batch.edge_graph.clone())),
-            ]); // [n_edges, H]
+            e = kernel.forward_concat(
+                &self.edge_update,
+                vec![
+                    (e, None),
+                    (h.clone(), Some(batch.edge_src.clone())),
+                    (h.clone(), Some(batch.edge_dst.clone())),
+                    (u.clone(), Some(batch.edge_graph.clone())),
+                ],
+            ); // [n_edges, H]
             drop(span);
             let span = tracing::trace_span!("node_update", step).entered();
             let a = segment_sum(e.clone(), batch.edge_dst.clone(), n_nodes); // [n_nodes, H]
-            h = self.node_update.forward_concat(vec![
-                (h, None),
-                (a, None),
-                (u.clone(), Some(batch.node_graph.clone())),
-            ]); // [n_nodes, H]
+            h = kernel.forward_concat(
+                &self.node_update,
+                vec![
+                    (h, None),
+                    (a, None),
+                    (u.clone(), Some(batch.node_graph.clone())),
+                ],
+            ); // [n_nodes, H]
             drop(span);
             let _span = tracing::trace_span!("global_update", step).entered();
             let node_mean =
                 segment_sum(h.clone(), batch.node_graph.clone(), n_graphs) * inv_nodes.clone(); // [n_graphs, H]
             let edge_mean =
                 segment_sum(e.clone(), batch.edge_graph.clone(), n_graphs) * inv_edges.clone(); // [n_graphs, H]
-            u = self
-                .global_update
-                .forward(Tensor::cat(vec![u, node_mean, edge_mean], 1)); // [n_graphs, H]
+            u = kernel.forward(
+                &self.global_update,
+                Tensor::cat(vec![u, node_mean, edge_mean], 1),
+            ); // [n_graphs, H]
         }
         let _span = tracing::trace_span!("decoder").entered();
-        self.global_decoder.forward(u) // [n_graphs, H]
+        kernel.forward(&self.global_decoder, u) // [n_graphs, H]
     }
 }
 

@@ -819,7 +819,7 @@ fn layer_norm_f32(
 /// Row sweep for f32 layer_norm with bias. Delegates to the SIMD kernel
 /// when the `simd` feature is enabled; otherwise uses a scalar row loop.
 #[inline]
-fn layer_norm_rows_f32_with_beta(
+pub(crate) fn layer_norm_rows_f32_with_beta(
     input: &[f32],
     output: &mut [f32],
     gamma: &[f32],
@@ -844,7 +844,7 @@ fn layer_norm_rows_f32_with_beta(
 
 /// Row sweep for f32 layer_norm without bias.
 #[inline]
-fn layer_norm_rows_f32_no_beta(
+pub(crate) fn layer_norm_rows_f32_no_beta(
     input: &[f32],
     output: &mut [f32],
     gamma: &[f32],

@@ -363,10 +363,9 @@ pub fn linear_fused(
         // same way whatever the thread count. Measured in docs/performance.md.
         use rayon::prelude::*;
         // The blocks write disjoint rows of `dst`.
-        (0..m.div_ceil(LINEAR_ROW_BLOCK)).into_par_iter().for_each(|b| {
-            let first = b * LINEAR_ROW_BLOCK;
-            block(dst, first, LINEAR_ROW_BLOCK.min(m - first), gemm::Parallelism::None);
-        });
+        row_blocks(m, LINEAR_ROW_BLOCK)
+            .into_par_iter()
+            .for_each(|(first, rows)| block(dst, first, rows, gemm::Parallelism::None));
         // SAFETY: the blocks covered rows 0..m.
         return Ok(unsafe { out.into_tensor(out_shape) });
     }
@@ -379,6 +378,29 @@ pub fn linear_fused(
 /// on the number of threads).
 #[cfg(feature = "rayon")]
 const LINEAR_ROW_BLOCK: usize = 256;
+
+/// The row blocks `(first, rows)` of an `m`-row product cut into blocks of `block` rows: the
+/// last block takes the remainder, except that a remainder of fewer than 32 rows joins the
+/// block before it. `gemm` computes products of a few rows with other kernels (matrix-vector,
+/// and small-product kernels for ≤ 256 outputs) that sum in another order than its general
+/// kernel, so without this a row's value would depend on whether it landed in a short last
+/// block; with it every block of a product of width ≥ 8 runs the general kernel, and a row's
+/// value is the same in a block as in one product over all rows.
+pub(crate) fn row_blocks(m: usize, block: usize) -> Vec<(usize, usize)> {
+    const MIN_TAIL: usize = 32;
+    let mut blocks: Vec<(usize, usize)> = (0..m.div_ceil(block))
+        .map(|b| (b * block, block.min(m - b * block)))
+        .collect();
+    if blocks.len() >= 2 {
+        let (_, tail) = blocks[blocks.len() - 1];
+        if tail < MIN_TAIL {
+            blocks.pop();
+            let last = blocks.len() - 1;
+            blocks[last].1 += tail;
+        }
+    }
+    blocks
+}
 
 /// GNN4Colliders patch (vendor/burn-flex/PATCHED.md): the output of a matrix product. When its
 /// size is a multiple of 16 bytes (every activation of a model with even widths) it is allocated

@@ -102,6 +102,7 @@ pub mod cumulative;
 pub mod deform_conv;
 pub mod expand;
 pub mod fft;
+pub mod fused;
 pub mod flip;
 mod float;
 pub mod gather_scatter;

@@ -1,0 +1,167 @@
+//! The fused MLP blocks compute the model's function: PyTorch parity, and the same values as
+//! Burn's operations one at a time on tall (multi-block) inputs.
+
+use burn::backend::Flex;
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use gnn4c_graphs::HostBatch;
+use gnn4c_root_gnn::{
+    EdgeNetwork, EdgeNetworkConfig, MlpConfig, MlpKernel, OpByOp, load_pytorch_safetensors,
+};
+use gnn4c_root_gnn_cpu::{FusedEdgeNetwork, FusedMlp};
+use gnn4c_testkit::{fixture, model_inputs, shared};
+use gnn4c_training::Classifier;
+use ndarray::Array2;
+
+type B = Flex;
+
+fn values<const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+    t.into_data().to_vec().expect("f32")
+}
+
+/// Same values, element by element (`==`, so `-0.0` equals `0.0`).
+fn assert_same(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let bad = got.iter().zip(want).filter(|(g, w)| g != w).count();
+    let first = got.iter().zip(want).position(|(g, w)| g != w);
+    assert!(
+        bad == 0,
+        "{what}: {bad} of {} values differ, first at {first:?}: {:?} vs {:?}",
+        got.len(),
+        first.map(|k| got[k]),
+        first.map(|k| want[k])
+    );
+}
+
+#[test]
+fn fused_network_matches_pytorch() {
+    for (n_out, name) in [(1, "binary"), (12, "multiclass")] {
+        let device = Default::default();
+        let mut m = EdgeNetworkConfig::new(n_out).init::<B>(&device);
+        load_pytorch_safetensors(
+            &mut m,
+            &shared(&format!("fixtures/edge_network_{name}.safetensors")),
+        )
+        .expect("load weights");
+        let fused = FusedEdgeNetwork { model: m };
+        let logits = values(fused.logits(&model_inputs(vec![0; 8], vec![1.0; 8]), &device));
+        let mut z = fixture(&format!("expected_logits_{name}.npz"));
+        let want: Array2<f32> = z.by_name("logits").expect("logits");
+        assert_eq!(logits.len(), want.len());
+        for (k, (g, w)) in logits.iter().zip(want.iter()).enumerate() {
+            // The fixture's tolerance (as the model's own parity test).
+            assert!(
+                (g - w).abs() <= 1e-5,
+                "{name} logit {k}: got {g}, PyTorch says {w}"
+            );
+        }
+    }
+}
+
+/// `copies` of the fixture's 8 graphs, the k-th with its features scaled by `1 + k / 64` (so
+/// that rows differ), as one batch: thousands of edges, many row blocks, a partial last one.
+fn tall_batch(copies: usize) -> HostBatch {
+    let one = model_inputs(vec![0; 8], vec![1.0; 8]);
+    let n_nodes: usize = one.n_nodes.iter().map(|&n| n as usize).sum();
+    let g = one.n_real;
+    let mut b = HostBatch {
+        n_real: 0,
+        node_features: Vec::new(),
+        edge_features: Vec::new(),
+        global_features: Vec::new(),
+        edge_src: Vec::new(),
+        edge_dst: Vec::new(),
+        node_graph: Vec::new(),
+        edge_graph: Vec::new(),
+        n_nodes: Vec::new(),
+        n_edges: Vec::new(),
+        labels: Vec::new(),
+        multilabels: Vec::new(),
+        weights: Vec::new(),
+        graph_mask: Vec::new(),
+        ids: Vec::new(),
+    };
+    for k in 0..copies {
+        let s = 1.0 + k as f32 / 64.0;
+        let scaled = |v: &[f32]| v.iter().map(|x| x * s).collect::<Vec<_>>();
+        b.node_features.extend(scaled(&one.node_features));
+        b.edge_features.extend(scaled(&one.edge_features));
+        b.global_features.extend(scaled(&one.global_features));
+        let (dn, dg) = ((k * n_nodes) as i64, (k * g) as i64);
+        b.edge_src.extend(one.edge_src.iter().map(|i| i + dn));
+        b.edge_dst.extend(one.edge_dst.iter().map(|i| i + dn));
+        b.node_graph.extend(one.node_graph.iter().map(|i| i + dg));
+        b.edge_graph.extend(one.edge_graph.iter().map(|i| i + dg));
+        b.n_nodes.extend(&one.n_nodes);
+        b.n_edges.extend(&one.n_edges);
+        b.labels.extend(&one.labels);
+        b.weights.extend(&one.weights);
+        b.graph_mask.extend(&one.graph_mask);
+        b.n_real += g;
+    }
+    b
+}
+
+#[test]
+fn fused_network_gives_the_logits_of_burns_operations_on_a_tall_batch() {
+    let device = Default::default();
+    B::seed(&device, 11);
+    let model: EdgeNetwork<B> = EdgeNetworkConfig::new(12).init(&device);
+    let host = tall_batch(45);
+    assert!(
+        host.edge_src.len() > 1000 && !host.edge_src.len().is_multiple_of(256),
+        "several row blocks and a partial one: {} edges",
+        host.edge_src.len()
+    );
+    let batch = host.to_device::<B>(&device);
+    let want = values(model.forward(&batch));
+    let fused = FusedEdgeNetwork { model };
+    let got = values(fused.logits(&host, &device));
+    assert_same("logits", &got, &want);
+}
+
+#[test]
+fn fused_blocks_give_the_values_of_burns_operations() {
+    // Narrow blocks, and the contract's width (whose tall products Burn's `Linear` also runs in
+    // blocks of rows).
+    for (d, d_hidden) in [(16usize, 24usize), (64, 64)] {
+        fused_blocks_equal_operations(d, d_hidden);
+    }
+}
+
+fn fused_blocks_equal_operations(d: usize, d_hidden: usize) {
+    let device = Default::default();
+    B::seed(&device, 5);
+    let normal = Distribution::Normal(0.0, 1.0);
+    let mlp = MlpConfig::new(3 * d, d)
+        .with_d_hidden(d_hidden)
+        .init::<B>(&device);
+    // 0 rows, fewer than a block, exactly a block, several blocks and a partial one, and last
+    // blocks of 1 and 3 rows (which gemm would multiply with other kernels than a full block's).
+    for n in [0usize, 7, 256, 257, 515, 1001, 2049] {
+        let n_src = 37;
+        let x = Tensor::<B, 2>::random([n, d], normal, &device);
+        let a = Tensor::<B, 2>::random([n, d], normal, &device);
+        let src = Tensor::<B, 2>::random([n_src, d], normal, &device);
+        let index: Vec<i64> = (0..n).map(|r| ((r * 7 + 3) % n_src) as i64).collect();
+        let index = Tensor::<B, 1, Int>::from_data(TensorData::new(index, [n]), &device);
+        let parts = || {
+            vec![
+                (x.clone(), None),
+                (src.clone(), Some(index.clone())),
+                (a.clone(), None),
+            ]
+        };
+        assert_same(
+            &format!("forward_concat, {n} rows of width {d}"),
+            &values(FusedMlp.forward_concat(&mlp, parts())),
+            &values(OpByOp.forward_concat(&mlp, parts())),
+        );
+        let cat = Tensor::cat(vec![x.clone(), a.clone(), x.clone()], 1);
+        assert_same(
+            &format!("forward, {n} rows of width {d}"),
+            &values(FusedMlp.forward(&mlp, cat.clone())),
+            &values(OpByOp.forward(&mlp, cat)),
+        );
+    }
+}
