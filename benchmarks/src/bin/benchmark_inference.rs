@@ -71,7 +71,7 @@ fn bench<B: InferenceBackend>(
             let logits = if op_by_op {
                 model.forward(&gb)
             } else {
-                B::inference_forward(&scorer, &gb)
+                scorer.forward(&gb)
             };
             sync()?;
             let t3 = Instant::now();

@@ -97,7 +97,7 @@ type Forward<'a, B> = Box<dyn Fn(&GraphBatch<B>) -> Tensor<B, 2> + 'a>;
 /// The forward `predict` runs on `B` (fused MLP blocks on the CPU).
 fn inference_forward<B: InferenceBackend>(model: &EdgeNetwork<B>) -> Option<Forward<'static, B>> {
     let scorer = B::inference_model(model.clone());
-    Some(Box::new(move |gb| B::inference_forward(&scorer, gb)))
+    Some(Box::new(move |gb| scorer.forward(gb)))
 }
 
 /// Wall time per span (block) over `reps` calls of `forward`, and their total.

@@ -19,10 +19,10 @@ use std::time::Instant;
 use burn::backend::Autodiff;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use gnn4c_benchmarks::{
     Meta, Stats, demo_batch, forward_matmul_flops, gemm_gflops, machine, matmul_gflops, take_device,
 };
+use gnn4c_cli::backend::TrainingBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
@@ -36,7 +36,7 @@ struct Split {
     total: Vec<f64>,
 }
 
-fn run_setup<B: AutodiffBackend>(
+fn run_setup<B: TrainingBackend>(
     device: &B::Device,
     task: Task,
     frozen: bool,
@@ -50,9 +50,11 @@ fn run_setup<B: AutodiffBackend>(
     if frozen {
         model = model.freeze_backbone();
     }
+    // The MLP blocks run as `train` runs them (fused on the CPU where nothing needs a gradient).
+    let mut model = model.with_kernel(B::training_kernel(frozen));
     let mut optim = AdamConfig::new()
         .with_epsilon(1e-8)
-        .init::<B, EdgeNetwork<B>>();
+        .init::<B, EdgeNetwork<B, <B as TrainingBackend>::Kernel>>();
     let mut labels = host.labels.clone();
     if task == Task::Binary {
         labels.iter_mut().for_each(|l| *l %= 2);
@@ -140,7 +142,7 @@ fn dump_batch(h: &HostBatch, path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bench<B: AutodiffBackend>(
+fn bench<B: TrainingBackend>(
     device: &B::Device,
     meta: &Meta,
     host: &HostBatch,

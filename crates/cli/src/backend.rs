@@ -1,51 +1,76 @@
-//! What each backend runs for inference: on the CPU the network with fused MLP blocks.
+//! The MLP kernel each backend runs the network with: on the CPU, fused MLP blocks.
 
 use burn::prelude::*;
-use gnn4c_graphs::{GraphBatch, HostBatch};
-use gnn4c_root_gnn::EdgeNetwork;
-use gnn4c_root_gnn_cpu::{FusedEdgeNetwork, FusedMlp};
-use gnn4c_training::Classifier;
+use burn::tensor::backend::AutodiffBackend;
+use gnn4c_root_gnn::{EdgeNetwork, MlpKernel};
+use gnn4c_root_gnn_cpu::FusedMlp;
 
-/// A backend the tool runs inference on, and the model it scores with there.
+/// A backend the tool runs inference on, and how it runs the network's MLP blocks there.
 pub trait InferenceBackend: Backend {
-    /// The network as scored on this backend.
-    type Model: Classifier<Self, Input = HostBatch>;
+    /// The kernel for inference (and for validation during training).
+    type Kernel: MlpKernel<Self> + Clone + Copy + Send + Sync + std::fmt::Debug + 'static;
+
+    /// The kernel to score with.
+    fn inference_kernel() -> Self::Kernel;
 
     /// `model` ready for inference (the same function, run as fast as this backend can).
-    fn inference_model(model: EdgeNetwork<Self>) -> Self::Model;
+    fn inference_model<K>(model: EdgeNetwork<Self, K>) -> EdgeNetwork<Self, Self::Kernel> {
+        model.with_kernel(Self::inference_kernel())
+    }
+}
 
-    /// The logits of a batch already on the device (what [`Classifier::logits`] runs after
-    /// the upload; the benchmarks time the two apart).
-    ///
-    /// # Shapes
-    /// → `[n_graphs, n_out]`.
-    fn inference_forward(model: &Self::Model, batch: &GraphBatch<Self>) -> Tensor<Self, 2>;
+/// A backend the tool trains on: its kernel also runs the inference-mode model of validation.
+pub trait TrainingBackend:
+    AutodiffBackend<InnerBackend: InferenceBackend<Kernel = Self::Kernel>>
+{
+    /// The kernel during training (`frozen_backbone`: the run trains the head only).
+    type Kernel: MlpKernel<Self>
+        + MlpKernel<Self::InnerBackend>
+        + Clone
+        + Copy
+        + Send
+        + Sync
+        + std::fmt::Debug
+        + 'static;
+
+    /// The kernel for a run (`frozen_backbone`: every backbone parameter is frozen).
+    fn training_kernel(frozen_backbone: bool) -> Self::Kernel;
 }
 
 /// burn-flex: each MLP block as one kernel over blocks of rows (gnn4c-root-gnn-cpu; the same
 /// values as Burn's operations one at a time, measured in docs/performance.md).
 impl InferenceBackend for burn::backend::Flex {
-    type Model = FusedEdgeNetwork<Self>;
+    type Kernel = FusedMlp;
 
-    fn inference_model(model: EdgeNetwork<Self>) -> Self::Model {
-        FusedEdgeNetwork { model }
-    }
-
-    fn inference_forward(model: &Self::Model, batch: &GraphBatch<Self>) -> Tensor<Self, 2> {
-        model.model.forward_with(batch, &FusedMlp)
+    fn inference_kernel() -> FusedMlp {
+        FusedMlp::default()
     }
 }
 
-/// CUDA: the network as is (Burn's operations; fusion there is burn-cuda's).
+/// Training on burn-flex: fused blocks where nothing needs a gradient (a frozen backbone).
+impl TrainingBackend for burn::backend::Autodiff<burn::backend::Flex> {
+    type Kernel = FusedMlp;
+
+    fn training_kernel(frozen_backbone: bool) -> FusedMlp {
+        FusedMlp { frozen_backbone }
+    }
+}
+
+/// CUDA: Burn's operations (fusion there is burn-cuda's).
 #[cfg(feature = "cuda")]
 impl InferenceBackend for burn::backend::Cuda {
-    type Model = EdgeNetwork<Self>;
+    type Kernel = gnn4c_root_gnn::OpByOp;
 
-    fn inference_model(model: EdgeNetwork<Self>) -> Self::Model {
-        model
+    fn inference_kernel() -> gnn4c_root_gnn::OpByOp {
+        gnn4c_root_gnn::OpByOp
     }
+}
 
-    fn inference_forward(model: &Self::Model, batch: &GraphBatch<Self>) -> Tensor<Self, 2> {
-        model.forward(batch)
+#[cfg(feature = "cuda")]
+impl TrainingBackend for burn::backend::Autodiff<burn::backend::Cuda> {
+    type Kernel = gnn4c_root_gnn::OpByOp;
+
+    fn training_kernel(_frozen_backbone: bool) -> gnn4c_root_gnn::OpByOp {
+        gnn4c_root_gnn::OpByOp
     }
 }

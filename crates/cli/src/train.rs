@@ -11,8 +11,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use burn::module::AutodiffModule;
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
-use gnn4c_cli::backend::InferenceBackend;
+use gnn4c_cli::backend::TrainingBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split, subset};
 use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
@@ -21,8 +20,8 @@ use gnn4c_features::SelectionConfig;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig, save_pytorch_safetensors};
 use gnn4c_tasks::Task;
 use gnn4c_training::{
-    Checkpoint, FitOptions, MetricsRecord, RunFiles, TrainConfig, fit_scoring_with, predict,
-    read_checkpoint, write_atomic,
+    Checkpoint, FitOptions, MetricsRecord, RunFiles, TrainConfig, fit, predict, read_checkpoint,
+    write_atomic,
 };
 use serde::{Deserialize, Serialize};
 
@@ -542,7 +541,7 @@ fn compute_threads(threads: usize, world: &World) -> usize {
     (cores / world.local_size()).max(1)
 }
 
-fn train_on<B: AutodiffBackend<InnerBackend: InferenceBackend>>(
+fn train_on<B: TrainingBackend>(
     args: &Args,
     mut cfg: RunConfig,
     sources: &[String],
@@ -699,10 +698,12 @@ fn train_on<B: AutodiffBackend<InnerBackend: InferenceBackend>>(
         }
         (None, _) => cfg.model.config(n_out).init::<B>(device),
     };
+    let frozen = matches!(finetune, Some((_, FinetuneMode::FrozenBackbone)));
+    // How the MLP blocks run on this backend (fused on the CPU where nothing needs a gradient).
+    let model = model.with_kernel(B::training_kernel(frozen));
     let trainable: usize = {
         let mut n = 0usize;
         let shapes = gnn4c_training::param_shapes(&model);
-        let frozen = matches!(finetune, Some((_, FinetuneMode::FrozenBackbone)));
         for p in &shapes {
             if !frozen || p.name.starts_with("classify") {
                 n += p.shape.iter().product::<usize>();
@@ -740,7 +741,7 @@ fn train_on<B: AutodiffBackend<InnerBackend: InferenceBackend>>(
         )?;
     }
 
-    let report = fit_scoring_with::<B, _, _, _>(
+    let report = fit::<B, _, _>(
         model,
         &train,
         &val,
@@ -757,7 +758,6 @@ fn train_on<B: AutodiffBackend<InnerBackend: InferenceBackend>>(
             log: &mut out,
             world,
         },
-        <B::InnerBackend as InferenceBackend>::inference_model,
         device,
     )?;
     drop(train);
@@ -777,9 +777,8 @@ fn train_on<B: AutodiffBackend<InnerBackend: InferenceBackend>>(
     });
     let threads = cfg.trainer.loader_threads;
     let bs = cfg.trainer.eval_batch_size;
-    let scorer = <B::InnerBackend as InferenceBackend>::inference_model(best_model);
-    let val_m = predict(&scorer, &val, &task, bs, threads, device).metrics(&task);
-    let test_m = predict(&scorer, &test, &task, bs, threads, device).metrics(&task);
+    let val_m = predict(&best_model, &val, &task, bs, threads, device).metrics(&task);
+    let test_m = predict(&best_model, &test, &task, bs, threads, device).metrics(&task);
     let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0);
     let summary = serde_json::json!({
         "best_epoch": best_epoch,

@@ -27,5 +27,5 @@ pub use sampler::{SamplerConfig, epoch_batches};
 pub use schedule::{EarlyStopping, ExponentialLr, Verdict};
 pub use trainer::{
     EpochRecord, FitOptions, FitReport, MetricsRecord, Predictions, RunFiles, TrainConfig, fit,
-    fit_scoring_with, predict, predict_subset,
+    predict, predict_subset,
 };

@@ -476,26 +476,6 @@ where
     M::InnerModule: Classifier<B::InnerBackend, Input = D::Input>,
     D: Dataset,
 {
-    fit_scoring_with(model, train, val, opts, |m| m, device)
-}
-
-/// [`fit`], validating with `scorer(model.valid())` instead of the inference-mode model itself:
-/// a model that computes the same logits faster on the backend (the caller vouches for that;
-/// checkpoints and the returned model are `M` as in [`fit`]).
-pub fn fit_scoring_with<B, M, D, S>(
-    model: M,
-    train: &Arc<D>,
-    val: &Arc<D>,
-    opts: FitOptions<'_>,
-    scorer: impl Fn(M::InnerModule) -> S,
-    device: &B::Device,
-) -> Result<FitReport<M>, TrainingError>
-where
-    B: AutodiffBackend,
-    M: AutodiffModule<B> + Classifier<B, Input = D::Input>,
-    S: Classifier<B::InnerBackend, Input = D::Input>,
-    D: Dataset,
-{
     let FitOptions {
         config: cfg,
         task,
@@ -732,7 +712,7 @@ where
             MetricsRecord::from(&seen.gathered(world).metrics(&task))
         });
         let validation_span = tracing::info_span!("validation").entered();
-        let valid = scorer(model.valid());
+        let valid = model.valid();
         // Each rank scores its share of the validation split; every rank gets all the outputs,
         // so every rank computes the same exact metrics and the same early-stopping verdict.
         let val_pred = predict_subset(

@@ -77,10 +77,11 @@ impl MlpConfig {
 /// One part of a concatenated MLP input: its rows, and the index that gathers them (if any).
 pub type ConcatPart<B> = (Tensor<B, 2>, Option<Tensor<B, 1, Int>>);
 
-/// How [`EdgeNetwork::forward_with`] runs its MLP blocks. The provided methods are Burn's
-/// operations one at a time ([`Mlp::forward`], [`Mlp::forward_concat`]), which every backend
-/// (and autodiff) supports; a backend crate may run a whole block at once instead, computing
-/// the same function (gnn4c-root-gnn-cpu does on burn-flex, for inference).
+/// How an [`EdgeNetwork`] runs its MLP blocks (its `kernel`, or [`EdgeNetwork::forward_with`]'s).
+/// The provided methods are Burn's operations one at a time ([`Mlp::forward`],
+/// [`Mlp::forward_concat`]), which every backend (and autodiff) supports; a backend crate may
+/// run a whole block at once instead, computing the same function (gnn4c-root-gnn-cpu does on
+/// burn-flex where no gradient is needed).
 pub trait MlpKernel<B: Backend> {
     /// [`Mlp::forward`].
     ///
@@ -193,9 +194,11 @@ pub struct EdgeNetworkConfig {
     pub d_global: usize,
 }
 
-/// The ROOT-GNN Edge_Network. Field names are the PyTorch state dict's.
+/// The ROOT-GNN Edge_Network. Field names are the PyTorch state dict's. `K` runs its MLP blocks
+/// ([`MlpKernel`]; Burn's operations by default); it holds no parameters and is not part of
+/// the record, so checkpoints and weights do not depend on it.
 #[derive(Module, Debug)]
-pub struct EdgeNetwork<B: Backend> {
+pub struct EdgeNetwork<B: Backend, K = OpByOp> {
     /// mlp(d_node, H).
     pub node_encoder: Mlp<B>,
     /// mlp(d_edge, H).
@@ -214,6 +217,9 @@ pub struct EdgeNetwork<B: Backend> {
     pub classify: Linear<B>,
     /// T.
     pub n_steps: usize,
+    /// How the MLP blocks run.
+    #[module(skip)]
+    pub kernel: K,
 }
 
 impl EdgeNetworkConfig {
@@ -237,11 +243,30 @@ impl EdgeNetworkConfig {
             global_decoder: mlp(h, h),
             classify: LinearConfig::new(h, self.n_out).init(device),
             n_steps: self.n_steps,
+            kernel: OpByOp,
         }
     }
 }
 
-impl<B: Backend> EdgeNetwork<B> {
+impl<B: Backend, K> EdgeNetwork<B, K> {
+    /// The same network, its MLP blocks run by `kernel`.
+    pub fn with_kernel<K2>(self, kernel: K2) -> EdgeNetwork<B, K2> {
+        EdgeNetwork {
+            node_encoder: self.node_encoder,
+            edge_encoder: self.edge_encoder,
+            global_encoder: self.global_encoder,
+            edge_update: self.edge_update,
+            node_update: self.node_update,
+            global_update: self.global_update,
+            global_decoder: self.global_decoder,
+            classify: self.classify,
+            n_steps: self.n_steps,
+            kernel,
+        }
+    }
+}
+
+impl<B: Backend, K: Clone + Send + std::fmt::Debug> EdgeNetwork<B, K> {
     /// Hidden width H.
     pub fn d_hidden(&self) -> usize {
         let [d, _] = self.classify.weight.dims();
@@ -286,6 +311,7 @@ impl<B: Backend> EdgeNetwork<B> {
             global_decoder: self.global_decoder.no_grad(),
             classify: self.classify,
             n_steps: self.n_steps,
+            kernel: self.kernel,
         }
     }
 }
@@ -305,14 +331,17 @@ fn segment_sum<B: Backend>(
     )
 }
 
-impl<B: Backend> EdgeNetwork<B> {
+impl<B: Backend, K: Clone + Send + std::fmt::Debug> EdgeNetwork<B, K> {
     /// The logits of every graph in the batch.
     ///
     /// # Shapes
     /// `batch.node_features [n_nodes, d_node]`, `edge_features [n_edges, d_edge]`,
     /// `global_features [n_graphs, d_global]` → `[n_graphs, n_out]`.
-    pub fn forward(&self, batch: &GraphBatch<B>) -> Tensor<B, 2> {
-        self.forward_with(batch, &OpByOp)
+    pub fn forward(&self, batch: &GraphBatch<B>) -> Tensor<B, 2>
+    where
+        K: MlpKernel<B>,
+    {
+        self.forward_with(batch, &self.kernel)
     }
 
     /// [`EdgeNetwork::forward`] with the MLP blocks run by `kernel`.
@@ -328,8 +357,11 @@ impl<B: Backend> EdgeNetwork<B> {
     ///
     /// # Shapes
     /// → `[n_graphs, H]`.
-    pub fn backbone(&self, batch: &GraphBatch<B>) -> Tensor<B, 2> {
-        self.backbone_with(batch, &OpByOp)
+    pub fn backbone(&self, batch: &GraphBatch<B>) -> Tensor<B, 2>
+    where
+        K: MlpKernel<B>,
+    {
+        self.backbone_with(batch, &self.kernel)
     }
 
     /// [`EdgeNetwork::backbone`] with the MLP blocks run by `kernel`.
@@ -397,10 +429,12 @@ impl<B: Backend> EdgeNetwork<B> {
     }
 }
 
-impl<B: Backend> Classifier<B> for EdgeNetwork<B> {
+impl<B: Backend, K: MlpKernel<B> + Clone + Send + std::fmt::Debug> Classifier<B>
+    for EdgeNetwork<B, K>
+{
     type Input = HostBatch;
 
-    /// Copies the batch to `device` and runs [`EdgeNetwork::forward`].
+    /// Copies the batch to `device` and runs [`EdgeNetwork::forward`] (with its kernel).
     fn logits(&self, input: &HostBatch, device: &B::Device) -> Tensor<B, 2> {
         let batch = input.to_device::<B>(device);
         self.forward(&batch) // [n_graphs, n_out]

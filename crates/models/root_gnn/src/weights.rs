@@ -65,13 +65,13 @@ fn burn_to_pytorch(n_layers: usize) -> Vec<(String, String)> {
     v
 }
 
-fn n_layers<B: Backend>(model: &EdgeNetwork<B>) -> usize {
+fn n_layers<B: Backend, K>(model: &EdgeNetwork<B, K>) -> usize {
     model.node_encoder.layers.len()
 }
 
 /// Loads a PyTorch state dict (`node_encoder.0.weight`, …) into `model`; every tensor must match.
-pub fn load_pytorch_safetensors<B: Backend>(
-    model: &mut EdgeNetwork<B>,
+pub fn load_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
+    model: &mut EdgeNetwork<B, K>,
     path: &Path,
 ) -> Result<(), WeightsError> {
     if !path.is_file() {
@@ -102,8 +102,8 @@ pub fn load_pytorch_safetensors<B: Backend>(
 
 /// Saves `model` as a PyTorch state dict (safetensors), readable by `torch`/`safetensors` and the
 /// legacy code.
-pub fn save_pytorch_safetensors<B: Backend>(
-    model: &EdgeNetwork<B>,
+pub fn save_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
+    model: &EdgeNetwork<B, K>,
     path: &Path,
 ) -> Result<(), WeightsError> {
     let err = |message: String| WeightsError::Store {

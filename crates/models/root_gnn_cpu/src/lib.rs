@@ -1,31 +1,35 @@
-//! The Edge_Network's MLP blocks run as one fused kernel each on the CPU backend (burn-flex), for
-//! inference.
+//! The Edge_Network's MLP blocks run as one fused kernel each on the CPU backend (burn-flex).
 //!
 //! Run operation by operation, an MLP block (`[Linear → ReLU] × 4 → LayerNorm` over every edge)
 //! makes a full pass over memory per operation; burn-flex's `ops::fused::mlp_forward` (a
 //! vendored patch) takes blocks of rows through the whole chain while they are in cache.
 //! [`FusedMlp`] is the [`MlpKernel`] that calls it, with the same function as
-//! [`gnn4c_root_gnn::OpByOp`] (same operations, same order; checked in `tests/it`), and
-//! [`FusedEdgeNetwork`] the inference model (a `Classifier`) that uses it. Forward only: training
-//! keeps Burn's operations, which autodiff differentiates.
+//! [`gnn4c_root_gnn::OpByOp`] (same operations, same order; checked in `tests/it`). The network
+//! carries it (`EdgeNetwork<B, FusedMlp>`): on `Flex` (inference, validation) every block is
+//! fused; on `Autodiff<Flex>` (training) a block is fused only in a frozen-backbone run, where
+//! no backbone value needs a gradient, and otherwise runs Burn's operations, which autodiff
+//! differentiates.
 //!
 //! The one model-side crate that names a backend: only `cli` and `benchmarks` depend on it, and
 //! they choose when to use it. Knows no files. Start at [`FusedMlp`].
 
-use burn::backend::Flex;
-use burn::module::Module;
+use burn::backend::{Autodiff, Flex};
+use burn::module::AutodiffModule;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
+use burn_flex::FlexTensor;
 use burn_flex::ops::fused::{MlpLayer, MlpTerm, mlp_forward};
-use burn_flex::{FlexDevice, FlexTensor};
-use gnn4c_graphs::HostBatch;
-use gnn4c_root_gnn::{ConcatPart, EdgeNetwork, LAYER_NORM_EPSILON, Mlp, MlpKernel};
-use gnn4c_training::Classifier;
+use gnn4c_root_gnn::{ConcatPart, LAYER_NORM_EPSILON, Mlp, MlpKernel};
 
 /// Runs each MLP block as one burn-flex kernel (see the crate docs). Falls back to Burn's
 /// operations for tensors the kernel does not take (other than f32).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FusedMlp;
+pub struct FusedMlp {
+    /// The network is trained with a frozen backbone (the caller's promise): during training,
+    /// blocks whose parameters need no gradient (and that apply no dropout) run fused, on the
+    /// values alone. Without it every block runs Burn's operations under autodiff.
+    pub frozen_backbone: bool,
+}
 
 fn float<const D: usize>(t: Tensor<Flex, D>) -> FlexTensor {
     t.into_primitive().tensor()
@@ -112,20 +116,43 @@ impl MlpKernel<Flex> for FusedMlp {
     }
 }
 
-/// The Edge_Network for inference on the CPU backend: [`EdgeNetwork::forward_with`] and
-/// [`FusedMlp`]. The same logits as the model itself (`tests/it`).
-#[derive(Module, Debug)]
-pub struct FusedEdgeNetwork<B: Backend> {
-    /// The network.
-    pub model: EdgeNetwork<B>,
+type Ad = Autodiff<Flex>;
+
+impl FusedMlp {
+    /// Whether `mlp` may run fused under autodiff: a frozen-backbone run (so its inputs carry
+    /// no gradient either), no parameter of its own needs one, and no dropout is active.
+    fn fuses_in_training(&self, mlp: &Mlp<Ad>) -> bool {
+        let mut needs_grad = mlp.norm.gamma.val().is_require_grad()
+            || mlp
+                .norm
+                .beta
+                .as_ref()
+                .is_some_and(|b| b.val().is_require_grad());
+        for l in &mlp.layers {
+            needs_grad |= l.weight.val().is_require_grad()
+                || l.bias.as_ref().is_some_and(|b| b.val().is_require_grad());
+        }
+        self.frozen_backbone && !needs_grad && mlp.dropout.prob == 0.0
+    }
 }
 
-impl Classifier<Flex> for FusedEdgeNetwork<Flex> {
-    type Input = HostBatch;
+impl MlpKernel<Ad> for FusedMlp {
+    fn forward(&self, mlp: &Mlp<Ad>, x: Tensor<Ad, 2>) -> Tensor<Ad, 2> {
+        if !self.fuses_in_training(mlp) {
+            return mlp.forward(x);
+        }
+        // Nothing here needs a gradient: the values alone, then an untracked tensor.
+        Tensor::from_inner(MlpKernel::<Flex>::forward(self, &mlp.valid(), x.inner())) // [n, d_out]
+    }
 
-    /// Copies the batch to `device` and runs the network with fused MLP blocks.
-    fn logits(&self, input: &HostBatch, device: &FlexDevice) -> Tensor<Flex, 2> {
-        let batch = input.to_device::<Flex>(device);
-        self.model.forward_with(&batch, &FusedMlp) // [n_graphs, n_out]
+    fn forward_concat(&self, mlp: &Mlp<Ad>, parts: Vec<ConcatPart<Ad>>) -> Tensor<Ad, 2> {
+        if !self.fuses_in_training(mlp) {
+            return mlp.forward_concat(parts);
+        }
+        let parts = parts
+            .into_iter()
+            .map(|(x, index)| (x.inner(), index.map(Tensor::inner)))
+            .collect();
+        Tensor::from_inner(MlpKernel::<Flex>::forward_concat(self, &mlp.valid(), parts)) // [n, d_out]
     }
 }

@@ -1,5 +1,6 @@
 //! The fused MLP blocks compute the model's function: PyTorch parity, and the same values as
-//! Burn's operations one at a time on tall (multi-block) inputs.
+//! Burn's operations one at a time on tall (multi-block) inputs, in inference and in a
+//! frozen-backbone training step.
 
 use burn::backend::Flex;
 use burn::prelude::*;
@@ -8,7 +9,7 @@ use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{
     EdgeNetwork, EdgeNetworkConfig, MlpConfig, MlpKernel, OpByOp, load_pytorch_safetensors,
 };
-use gnn4c_root_gnn_cpu::{FusedEdgeNetwork, FusedMlp};
+use gnn4c_root_gnn_cpu::FusedMlp;
 use gnn4c_testkit::{fixture, model_inputs, shared};
 use gnn4c_training::Classifier;
 use ndarray::Array2;
@@ -43,7 +44,7 @@ fn fused_network_matches_pytorch() {
             &shared(&format!("fixtures/edge_network_{name}.safetensors")),
         )
         .expect("load weights");
-        let fused = FusedEdgeNetwork { model: m };
+        let fused = m.with_kernel(FusedMlp::default());
         let logits = values(fused.logits(&model_inputs(vec![0; 8], vec![1.0; 8]), &device));
         let mut z = fixture(&format!("expected_logits_{name}.npz"));
         let want: Array2<f32> = z.by_name("logits").expect("logits");
@@ -115,7 +116,7 @@ fn fused_network_gives_the_logits_of_burns_operations_on_a_tall_batch() {
     );
     let batch = host.to_device::<B>(&device);
     let want = values(model.forward(&batch));
-    let fused = FusedEdgeNetwork { model };
+    let fused = model.with_kernel(FusedMlp::default());
     let got = values(fused.logits(&host, &device));
     assert_same("logits", &got, &want);
 }
@@ -154,14 +155,75 @@ fn fused_blocks_equal_operations(d: usize, d_hidden: usize) {
         };
         assert_same(
             &format!("forward_concat, {n} rows of width {d}"),
-            &values(FusedMlp.forward_concat(&mlp, parts())),
+            &values(FusedMlp::default().forward_concat(&mlp, parts())),
             &values(OpByOp.forward_concat(&mlp, parts())),
         );
         let cat = Tensor::cat(vec![x.clone(), a.clone(), x.clone()], 1);
         assert_same(
             &format!("forward, {n} rows of width {d}"),
-            &values(FusedMlp.forward(&mlp, cat.clone())),
+            &values(FusedMlp::default().forward(&mlp, cat.clone())),
             &values(OpByOp.forward(&mlp, cat)),
         );
+    }
+}
+
+/// The logits and the head's gradient of one training step (Autodiff) with `kernel`.
+fn step_with<K>(
+    model: &EdgeNetwork<Ad, K>,
+    host: &HostBatch,
+) -> (Vec<f32>, Vec<f32>, Option<Vec<f32>>)
+where
+    K: MlpKernel<Ad> + Clone + Send + std::fmt::Debug,
+{
+    let device = Default::default();
+    let batch = host.to_device::<Ad>(&device);
+    let logits = model.forward(&batch);
+    let grads = logits.clone().powf_scalar(2.0).mean().backward();
+    let head = model
+        .classify
+        .weight
+        .val()
+        .grad(&grads)
+        .expect("the head has a gradient");
+    let backbone = model.edge_update.layers[1]
+        .weight
+        .val()
+        .grad(&grads)
+        .map(|g| g.into_data().to_vec().expect("f32"));
+    (
+        logits.inner().into_data().to_vec().expect("f32"),
+        head.into_data().to_vec().expect("f32"),
+        backbone,
+    )
+}
+
+type Ad = burn::backend::Autodiff<B>;
+
+#[test]
+fn frozen_backbone_training_steps_fuse_with_the_same_values_and_others_do_not_change() {
+    let device = Default::default();
+    let host = tall_batch(12);
+    for frozen in [true, false] {
+        <Ad as Backend>::seed(&device, 3);
+        let net: EdgeNetwork<Ad> = EdgeNetworkConfig::new(1).init(&device);
+        let net = net.clone().load_record(net.into_record());
+        let net = if frozen { net.freeze_backbone() } else { net };
+        let (want_logits, want_head, want_backbone) = step_with(&net, &host);
+        let fused = net.clone().with_kernel(FusedMlp {
+            frozen_backbone: true,
+        });
+        let (logits, head, backbone) = step_with(&fused, &host);
+        assert_same(&format!("logits (frozen {frozen})"), &logits, &want_logits);
+        assert_same(
+            &format!("head gradient (frozen {frozen})"),
+            &head,
+            &want_head,
+        );
+        // A frozen backbone gets no gradient either way; a trainable one gets the same gradient
+        // (its blocks run Burn's operations, as the parameters need gradients).
+        assert_eq!(backbone.is_some(), !frozen, "backbone gradient present");
+        if let (Some(g), Some(w)) = (&backbone, &want_backbone) {
+            assert_same("backbone gradient", g, w);
+        }
     }
 }
