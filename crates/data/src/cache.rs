@@ -483,17 +483,24 @@ pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
     Ok(manifest)
 }
 
+/// One shard's kept records, or why it could not be read.
+type ShardRead = Result<Vec<GraphRecord>, DataError>;
+
 /// Reads every record of the cache in `dir` whose fold passes `keep_fold`, in shard order.
+///
+/// Shards are decompressed and decoded on up to as many threads as the machine has cores (plain
+/// threads, each with its shards in order; the result is concatenated in shard order, so it does
+/// not depend on the thread count). An error names the first failing shard in shard order.
 pub fn read_cache(
     dir: &Path,
     manifest: &CacheManifest,
-    keep_fold: &dyn Fn(u8) -> bool,
+    keep_fold: &(dyn Fn(u8) -> bool + Sync),
 ) -> Result<Vec<GraphRecord>, DataError> {
-    let mut out = Vec::new();
-    let mut names: BTreeMap<String, Arc<str>> = BTreeMap::new();
-    let mut paths: BTreeMap<String, Arc<Path>> = BTreeMap::new();
-    for s in &manifest.shards {
+    let one = |s: &ShardInfo| -> ShardRead {
         let path = dir.join(&s.file);
+        let mut out = Vec::new();
+        let mut names: BTreeMap<String, Arc<str>> = BTreeMap::new();
+        let mut paths: BTreeMap<String, Arc<Path>> = BTreeMap::new();
         let mut rows = 0u64;
         read_shard(
             &path, &mut names, &mut paths, keep_fold, &mut out, &mut rows,
@@ -507,6 +514,45 @@ pub fn read_cache(
                 ),
             ));
         }
+        Ok(out)
+    };
+    let shards = &manifest.shards;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(shards.len());
+    let parts: Vec<ShardRead> = if threads <= 1 {
+        shards.iter().map(one).collect()
+    } else {
+        // Thread t reads shards t, t + threads, …; the parts are put back in shard order.
+        let per_thread: Vec<Vec<(usize, ShardRead)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let one = &one;
+                    scope.spawn(move || {
+                        (t..shards.len())
+                            .step_by(threads)
+                            .map(|k| (k, one(&shards[k])))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        let mut slots: Vec<Option<ShardRead>> = (0..shards.len()).map(|_| None).collect();
+        for (k, r) in per_thread.into_iter().flatten() {
+            slots[k] = Some(r);
+        }
+        slots
+            .into_iter()
+            .map(|r| r.expect("every shard was read"))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for part in parts {
+        out.extend(part?);
     }
     Ok(out)
 }
