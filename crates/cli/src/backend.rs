@@ -20,9 +20,7 @@ pub trait InferenceBackend: Backend {
 }
 
 /// A backend the tool trains on: its kernel also runs the inference-mode model of validation.
-pub trait TrainingBackend:
-    AutodiffBackend<InnerBackend: InferenceBackend<Kernel = Self::Kernel>>
-{
+pub trait TrainingBackend: AutodiffBackend {
     /// The kernel during training (`frozen_backbone`: the run trains the head only).
     type Kernel: MlpKernel<Self>
         + MlpKernel<Self::InnerBackend>

@@ -489,8 +489,8 @@ type ShardRead = Result<Vec<GraphRecord>, DataError>;
 /// Reads every record of the cache in `dir` whose fold passes `keep_fold`, in shard order.
 ///
 /// Shards are decompressed and decoded on up to as many threads as the machine has cores (plain
-/// threads, each with its shards in order; the result is concatenated in shard order, so it does
-/// not depend on the thread count). An error names the first failing shard in shard order.
+/// threads, each with a contiguous run of shards; the runs are concatenated in shard order, so
+/// the result does not depend on the thread count). An error names the first failing shard in shard order.
 pub fn read_cache(
     dir: &Path,
     manifest: &CacheManifest,
@@ -523,32 +523,18 @@ pub fn read_cache(
     let parts: Vec<ShardRead> = if threads <= 1 {
         shards.iter().map(one).collect()
     } else {
-        // Thread t reads shards t, t + threads, …; the parts are put back in shard order.
-        let per_thread: Vec<Vec<(usize, ShardRead)>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let one = &one;
-                    scope.spawn(move || {
-                        (t..shards.len())
-                            .step_by(threads)
-                            .map(|k| (k, one(&shards[k])))
-                            .collect::<Vec<_>>()
-                    })
-                })
+        // Each thread reads a contiguous run of shards; the runs are joined in order.
+        let per_thread = shards.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = shards
+                .chunks(per_thread)
+                .map(|run| scope.spawn(|| run.iter().map(one).collect::<Vec<_>>()))
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
-        });
-        let mut slots: Vec<Option<ShardRead>> = (0..shards.len()).map(|_| None).collect();
-        for (k, r) in per_thread.into_iter().flatten() {
-            slots[k] = Some(r);
-        }
-        slots
-            .into_iter()
-            .map(|r| r.expect("every shard was read"))
-            .collect()
+        })
     };
     let mut out = Vec::new();
     for part in parts {

@@ -77,7 +77,7 @@ impl MlpConfig {
 /// One part of a concatenated MLP input: its rows, and the index that gathers them (if any).
 pub type ConcatPart<B> = (Tensor<B, 2>, Option<Tensor<B, 1, Int>>);
 
-/// How an [`EdgeNetwork`] runs its MLP blocks (its `kernel`, or [`EdgeNetwork::forward_with`]'s).
+/// How an [`EdgeNetwork`] runs its MLP blocks (its `kernel` field).
 /// The provided methods are Burn's operations one at a time ([`Mlp::forward`],
 /// [`Mlp::forward_concat`]), which every backend (and autodiff) supports; a backend crate may
 /// run a whole block at once instead, computing the same function (gnn4c-root-gnn-cpu does on
@@ -341,19 +341,12 @@ impl<B: Backend, K: Clone + Send + std::fmt::Debug> EdgeNetwork<B, K> {
     where
         K: MlpKernel<B>,
     {
-        self.forward_with(batch, &self.kernel)
-    }
-
-    /// [`EdgeNetwork::forward`] with the MLP blocks run by `kernel`.
-    ///
-    /// # Shapes
-    /// as [`EdgeNetwork::forward`].
-    pub fn forward_with(&self, batch: &GraphBatch<B>, kernel: &impl MlpKernel<B>) -> Tensor<B, 2> {
-        let u = self.backbone_with(batch, kernel);
+        let u = self.backbone(batch);
         self.classify.forward(u) // [n_graphs, n_out]
     }
 
-    /// Everything but `classify`: the decoded global representation.
+    /// Everything but `classify`: the decoded global representation, the MLP blocks run by the
+    /// network's kernel.
     ///
     /// # Shapes
     /// → `[n_graphs, H]`.
@@ -361,14 +354,7 @@ impl<B: Backend, K: Clone + Send + std::fmt::Debug> EdgeNetwork<B, K> {
     where
         K: MlpKernel<B>,
     {
-        self.backbone_with(batch, &self.kernel)
-    }
-
-    /// [`EdgeNetwork::backbone`] with the MLP blocks run by `kernel`.
-    ///
-    /// # Shapes
-    /// → `[n_graphs, H]`.
-    pub fn backbone_with(&self, batch: &GraphBatch<B>, kernel: &impl MlpKernel<B>) -> Tensor<B, 2> {
+        let kernel = &self.kernel;
         let [n_nodes, _] = batch.node_features.dims();
         let [n_graphs, _] = batch.global_features.dims();
         // Spans cost nothing without a subscriber; benchmark_model uses them for the per-block split.

@@ -14,6 +14,7 @@ use alloc::vec::Vec;
 use burn_backend::DType;
 use burn_std::{Bytes, Shape};
 
+use crate::ops::matmul::{Mat, gemm_rows};
 use crate::{FlexTensor, Layout};
 
 /// Rows per block (and per task): a block's activations (256 × 64 f32 = 64 kB) stay in L2.
@@ -45,32 +46,6 @@ pub struct MlpLayer<'a> {
     pub weight: &'a FlexTensor,
     /// `[d_out]`.
     pub bias: Option<&'a FlexTensor>,
-}
-
-/// A strided f32 matrix: base address (as an integer, so that closures can be shared between
-/// threads), row and column strides.
-#[derive(Clone, Copy)]
-struct Mat {
-    addr: usize,
-    rs: isize,
-    cs: isize,
-    rows: usize,
-    cols: usize,
-}
-
-impl Mat {
-    fn of(t: &FlexTensor) -> Self {
-        assert_eq!(t.layout().shape().num_dims(), 2, "mlp_forward: matrices are 2-D");
-        let strides = t.layout().strides();
-        let addr = t.storage::<f32>().as_ptr().wrapping_add(t.layout().start_offset()) as usize;
-        Mat {
-            addr,
-            rs: strides[0],
-            cs: strides[1],
-            rows: t.layout().shape()[0],
-            cols: t.layout().shape()[1],
-        }
-    }
 }
 
 /// A contiguous index vector.
@@ -108,38 +83,15 @@ fn f32_vector(t: &FlexTensor) -> Vec<f32> {
 }
 
 /// `(x · w)` for rows `first..first + rows` of `x` into `dst` (`rows × w.cols`, row-major),
-/// overwriting it, or (`accumulate`) adding the product onto what `dst` holds, as `gemm`'s
-/// `read_dst` does in [`crate::ops::matmul::linear_fused`].
+/// overwriting it, or (`accumulate`) adding the product onto what `dst` holds, as
+/// [`crate::ops::matmul::linear_fused`] does; one thread (the caller's block).
 fn product(x: Mat, first: usize, rows: usize, w: Mat, dst: &mut [f32], accumulate: bool) {
-    let n = w.cols;
     assert_eq!(x.cols, w.rows, "mlp_forward: product widths");
-    assert!(dst.len() >= rows * n);
+    assert!(first + rows <= x.rows && dst.len() >= rows * w.cols);
     // SAFETY: `x` and `w` address live f32 storage of the tensors borrowed by `mlp_forward` for
-    // the whole call, with the shapes and strides of their layouts; rows `first..first + rows`
-    // are within `x` (checked by the caller against `n_rows`); `dst` has room for `rows × n`.
-    unsafe {
-        gemm::gemm(
-            rows,
-            n,
-            x.cols,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            (x.addr as *const f32).offset(first as isize * x.rs),
-            x.cs,
-            x.rs,
-            w.addr as *const f32,
-            w.cs,
-            w.rs,
-            1.0f32,
-            1.0f32,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
-    }
+    // the whole call (checked shapes above); `dst` is a distinct, initialised buffer of room
+    // for `rows × w.cols`.
+    unsafe { gemm_rows(x, first, rows, w, dst.as_mut_ptr(), accumulate, gemm::Parallelism::None) }
 }
 
 /// An MLP block's forward: `LayerNorm(relu(… relu(relu(Σ terms + first_bias) · W₁ + b₁) …))`.
@@ -240,15 +192,15 @@ pub fn mlp_forward(
     assert_eq!(gamma.len(), d_out, "mlp_forward: LayerNorm width");
     let widest = layers.iter().map(|(w, _)| w.cols).fold(d_first, usize::max);
 
+    // One product plus a bias (a plain `Linear`): exactly `linear_fused`'s bias rows with the
+    // product accumulated onto them.
+    let linear = matches!(prepared.as_slice(), [Term::Product { .. }]) && first_bias.is_some();
     let block = |first: usize, out: &mut [f32]| {
         let m = out.len() / d_out;
         let mut acc = vec![0.0f32; m * widest];
         let mut next = vec![0.0f32; m * widest];
         // The first layer's pre-activation: its terms in order, then the bias, then ReLU.
         let pre = &mut acc[..m * d_first];
-        // One product plus a bias (a plain `Linear`): exactly `linear_fused`'s bias rows with
-        // the product accumulated onto them.
-        let linear = matches!(prepared.as_slice(), [Term::Product { .. }]) && first_bias.is_some();
         for (t, term) in prepared.iter().enumerate() {
             match term {
                 Term::Product { x, w } if linear => {

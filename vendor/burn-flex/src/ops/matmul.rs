@@ -317,12 +317,7 @@ pub fn linear_fused(
     let mut out = OutputBuffer::<f32>::new(&out_shape);
     let (b_start, b_end) = bias.layout().contiguous_offsets().expect("checked above");
     let bias_row: &[f32] = &bias.storage::<f32>()[b_start..b_end];
-    let (x_rs, x_cs) = get_2d_strides(x.layout());
-    let (w_rs, w_cs) = get_2d_strides(weight.layout());
-    // Addresses, so that the closure below can be shared between threads (it only reads them).
-    let x_addr = unsafe { x.storage::<f32>().as_ptr().add(x.layout().start_offset()) } as usize;
-    let w_addr =
-        unsafe { weight.storage::<f32>().as_ptr().add(weight.layout().start_offset()) } as usize;
+    let (xm, wm) = (Mat::of(&x), Mat::of(&weight));
     // Rows `first..first + rows` of the output at `dst`: the bias rows, then the product
     // accumulated onto them while they are still in cache.
     // SAFETY (callers): `dst` has room for `m * n` elements; the row ranges passed are disjoint
@@ -332,27 +327,7 @@ pub fn linear_fused(
         for row in 0..rows {
             core::ptr::copy_nonoverlapping(bias_row.as_ptr(), dst.add(row * n), n);
         }
-        gemm::gemm(
-            rows,
-            n,
-            k,
-            dst,
-            1,
-            n as isize,
-            true,
-            (x_addr as *const f32).offset(first as isize * x_rs),
-            x_cs,
-            x_rs,
-            w_addr as *const f32,
-            w_cs,
-            w_rs,
-            1.0f32,
-            1.0f32,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+        gemm_rows(xm, first, rows, wm, dst, true, parallelism);
     };
     let dst = out.as_mut_ptr() as usize;
     let parallelism = get_parallelism(m, n, k);
@@ -372,6 +347,77 @@ pub fn linear_fused(
     block(dst, 0, m, parallelism);
     // SAFETY: `block` wrote rows 0..m.
     Ok(unsafe { out.into_tensor(out_shape) })
+}
+
+/// A strided 2-D f32 tensor as `gemm` reads it: base address (an integer, so that closures
+/// holding it can be shared between threads), row and column strides, shape.
+#[derive(Clone, Copy)]
+pub(crate) struct Mat {
+    pub(crate) addr: usize,
+    pub(crate) rs: isize,
+    pub(crate) cs: isize,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+}
+
+impl Mat {
+    /// `t`'s elements as they are laid out (no copy). Panics unless `t` is 2-D.
+    pub(crate) fn of(t: &FlexTensor) -> Self {
+        assert_eq!(t.layout().shape().num_dims(), 2, "gemm operands are 2-D");
+        let (rs, cs) = get_2d_strides(t.layout());
+        let addr = t.storage::<f32>().as_ptr().wrapping_add(t.layout().start_offset()) as usize;
+        Mat {
+            addr,
+            rs,
+            cs,
+            rows: t.layout().shape()[0],
+            cols: t.layout().shape()[1],
+        }
+    }
+}
+
+/// `x[first..first + rows] · w` into the row-major `rows × w.cols` matrix at `dst`, overwriting
+/// it or (`accumulate`, `gemm`'s `read_dst`) adding the product, summed first, onto it.
+///
+/// # Safety
+/// `x` and `w` address live f32 storage with their shapes and strides for the whole call;
+/// `first + rows <= x.rows`, `x.cols == w.rows`; `dst` is valid for `rows × w.cols` writes (and
+/// reads when `accumulate`) and overlaps neither operand.
+pub(crate) unsafe fn gemm_rows(
+    x: Mat,
+    first: usize,
+    rows: usize,
+    w: Mat,
+    dst: *mut f32,
+    accumulate: bool,
+    parallelism: gemm::Parallelism,
+) {
+    debug_assert!(first + rows <= x.rows && x.cols == w.rows);
+    let n = w.cols;
+    // SAFETY: the caller's contract above.
+    unsafe {
+        gemm::gemm(
+            rows,
+            n,
+            x.cols,
+            dst,
+            1,
+            n as isize,
+            accumulate,
+            (x.addr as *const f32).offset(first as isize * x.rs),
+            x.cs,
+            x.rs,
+            w.addr as *const f32,
+            w.cs,
+            w.rs,
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
 }
 
 /// Rows per block of [`linear_fused`] on tall inputs (a fixed count, so results do not depend
