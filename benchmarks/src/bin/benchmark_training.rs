@@ -50,8 +50,8 @@ fn run_setup<B: TrainingBackend>(
     if frozen {
         model = model.freeze_backbone();
     }
-    // The MLP blocks run as `train` runs them (fused on the CPU where nothing needs a gradient).
-    let mut model = model.with_kernel(B::training_kernel(frozen));
+    // The MLP blocks run as `train` runs them (fused on the CPU, forward and backward).
+    let mut model = model.with_kernel(B::training_kernel());
     let mut optim = AdamConfig::new()
         .with_epsilon(1e-8)
         .init::<B, EdgeNetwork<B, <B as TrainingBackend>::Kernel>>();

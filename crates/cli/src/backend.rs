@@ -21,7 +21,7 @@ pub trait InferenceBackend: Backend {
 
 /// A backend the tool trains on: its kernel also runs the inference-mode model of validation.
 pub trait TrainingBackend: AutodiffBackend {
-    /// The kernel during training (`frozen_backbone`: the run trains the head only).
+    /// The kernel during training.
     type Kernel: MlpKernel<Self>
         + MlpKernel<Self::InnerBackend>
         + Clone
@@ -31,8 +31,8 @@ pub trait TrainingBackend: AutodiffBackend {
         + std::fmt::Debug
         + 'static;
 
-    /// The kernel for a run (`frozen_backbone`: every backbone parameter is frozen).
-    fn training_kernel(frozen_backbone: bool) -> Self::Kernel;
+    /// The kernel for a training run.
+    fn training_kernel() -> Self::Kernel;
 }
 
 /// burn-flex: each MLP block as one kernel over blocks of rows (gnn4c-root-gnn-cpu; the same
@@ -41,16 +41,17 @@ impl InferenceBackend for burn::backend::Flex {
     type Kernel = FusedMlp;
 
     fn inference_kernel() -> FusedMlp {
-        FusedMlp::default()
+        FusedMlp
     }
 }
 
-/// Training on burn-flex: fused blocks where nothing needs a gradient (a frozen backbone).
+/// Training on burn-flex: each block one tracked operation, forward and backward fused (the
+/// values alone where nothing needs a gradient, as in a frozen backbone).
 impl TrainingBackend for burn::backend::Autodiff<burn::backend::Flex> {
     type Kernel = FusedMlp;
 
-    fn training_kernel(frozen_backbone: bool) -> FusedMlp {
-        FusedMlp { frozen_backbone }
+    fn training_kernel() -> FusedMlp {
+        FusedMlp
     }
 }
 
@@ -68,7 +69,7 @@ impl InferenceBackend for burn::backend::Cuda {
 impl TrainingBackend for burn::backend::Autodiff<burn::backend::Cuda> {
     type Kernel = gnn4c_root_gnn::OpByOp;
 
-    fn training_kernel(_frozen_backbone: bool) -> gnn4c_root_gnn::OpByOp {
+    fn training_kernel() -> gnn4c_root_gnn::OpByOp {
         gnn4c_root_gnn::OpByOp
     }
 }

@@ -699,8 +699,8 @@ fn train_on<B: TrainingBackend>(
         (None, _) => cfg.model.config(n_out).init::<B>(device),
     };
     let frozen = matches!(finetune, Some((_, FinetuneMode::FrozenBackbone)));
-    // How the MLP blocks run on this backend (fused on the CPU where nothing needs a gradient).
-    let model = model.with_kernel(B::training_kernel(frozen));
+    // How the MLP blocks run on this backend (fused on the CPU, forward and backward).
+    let model = model.with_kernel(B::training_kernel());
     let trainable: usize = {
         let mut n = 0usize;
         let shapes = gnn4c_training::param_shapes(&model);

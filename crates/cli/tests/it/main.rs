@@ -1032,15 +1032,50 @@ mod mpi {
             .collect()
     }
 
-    fn max_abs_diff(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)]) -> f32 {
+    /// How far apart two sets of weights are: the fractions of weights further apart than 1e-6
+    /// and 1e-5, the largest difference and where it is.
+    struct Apart {
+        over_1e6: f64,
+        over_1e5: f64,
+        max: f32,
+        worst: String,
+    }
+
+    impl std::fmt::Display for Apart {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(
+                f,
+                "{:.3} % of the weights over 1e-6, {:.4} % over 1e-5, max |Δw| {:e} in {}",
+                100.0 * self.over_1e6,
+                100.0 * self.over_1e5,
+                self.max,
+                self.worst
+            )
+        }
+    }
+
+    fn weights_apart(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)]) -> Apart {
         assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(b)
-            .flat_map(|((ka, va), (kb, vb))| {
-                assert_eq!(ka, kb);
-                va.iter().zip(vb).map(|(x, y)| (x - y).abs())
-            })
-            .fold(0.0, f32::max)
+        let (mut n, mut n6, mut n5, mut max, mut worst) = (0usize, 0usize, 0usize, 0.0f32, "");
+        for ((ka, va), (kb, vb)) in a.iter().zip(b) {
+            assert_eq!(ka, kb);
+            assert_eq!(va.len(), vb.len(), "{ka}");
+            for (x, y) in va.iter().zip(vb) {
+                let d = (x - y).abs();
+                n += 1;
+                n6 += usize::from(d > 1e-6);
+                n5 += usize::from(d > 1e-5);
+                if d > max {
+                    (max, worst) = (d, ka.as_str());
+                }
+            }
+        }
+        Apart {
+            over_1e6: n6 as f64 / n.max(1) as f64,
+            over_1e5: n5 as f64 / n.max(1) as f64,
+            max,
+            worst: worst.to_string(),
+        }
     }
 
     #[test]
@@ -1083,41 +1118,23 @@ mod mpi {
         assert_eq!(out.matches("epoch   2/2").count(), 1, "{out}");
 
         // Same global batches, same gradients up to f32 summation order (each rank sums its
-        // share, then the all-reduce adds the two): after 8 Adam steps at the contract's lr 1e-4
-        // (each moving a weight by up to ~1e-4) the weights agree within 1e-5; measured 3e-7.
-        // (At lr 1e-3 this toy task collapses to a constant output, its gradients nearly cancel
-        // and Adam turns rounding into differences of up to one step: not a useful comparison.)
+        // share, then the all-reduce adds the two). Adam divides each gradient by its own running
+        // magnitude, so a weight whose gradient is a cancelling sum (rounding noise) takes
+        // noise-directed steps of up to lr = 1e-4: a few such weights may end a good part of a
+        // step apart, however the sums are ordered; every other weight agrees closely. Measured
+        // with the fused MLP blocks (rows summed per block; docs/performance.md): max 1.2e-5,
+        // 751 of 134,593 weights over 1e-6, 1 over 1e-5 (Burn's operations one at a time,
+        // whose sums happen to split like the ranks': max 5.5e-7). A fault (no or a wrong
+        // all-reduce, ranks on other events) moves most weights apart by step-sized amounts:
+        // training at batch 32 in one process instead puts 69 % of the weights over 1e-6 and
+        // 67 % over 1e-5 (Adam's steps cannot separate two runs by more than 2 · 8 · lr).
         let one = weights(&cwd.join("runs/one/last.ckpt"));
         let two = weights(&cwd.join("runs/two/last.ckpt"));
-        let d = max_abs_diff(&one, &two);
-        let n_all: usize = one.iter().map(|(_, v)| v.len()).sum();
-        // Weights further apart than 1e-5, per tensor (name, count).
-        let off: Vec<(&str, usize)> = one
-            .iter()
-            .zip(&two)
-            .map(|((name, a), (_, b))| {
-                let n = a
-                    .iter()
-                    .zip(b)
-                    .filter(|(x, y)| (*x - *y).abs() > 1e-5)
-                    .count();
-                (name.as_str(), n)
-            })
-            .filter(|&(_, n)| n > 0)
-            .collect();
-        let n_off: usize = off.iter().map(|&(_, n)| n).sum();
-        let worst: Vec<String> = off
-            .iter()
-            .map(|(name, n)| format!("{name} ({n})"))
-            .collect();
-        eprintln!(
-            "max |Δw| {d}, {n_off} of {n_all} weights differ by more than 1e-5: {}",
-            worst.join(", ")
-        );
+        let apart = weights_apart(&one, &two);
+        eprintln!("2 ranks × 32 vs 1 rank × 64: {apart}");
         assert!(
-            d <= 1e-5,
-            "2 ranks × 32 vs 1 rank × 64: max |Δw| = {d} in {}",
-            worst.join(", ")
+            apart.over_1e6 <= 0.02 && apart.over_1e5 <= 5e-4 && apart.max <= 2.0 * 8.0 * 1e-4,
+            "2 ranks × 32 vs 1 rank × 64 ({apart}): more weights apart than rounding explains"
         );
         // Global validation metrics are the single-process ones (gathered, then computed).
         let history = |run: &str| -> Vec<serde_json::Value> {

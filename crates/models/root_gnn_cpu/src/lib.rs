@@ -13,23 +13,21 @@
 //! The one model-side crate that names a backend: only `cli` and `benchmarks` depend on it, and
 //! they choose when to use it. Knows no files. Start at [`FusedMlp`].
 
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::{Autodiff, Flex};
-use burn::module::AutodiffModule;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use burn_flex::FlexTensor;
-use burn_flex::ops::fused::{MlpLayer, MlpTerm, mlp_forward};
+use burn_flex::ops::fused::{MlpLayer, MlpTerm, mlp_backward, mlp_forward, mlp_forward_saving};
 use gnn4c_root_gnn::{ConcatPart, LAYER_NORM_EPSILON, Mlp, MlpKernel};
 
 /// Runs each MLP block as one burn-flex kernel (see the crate docs). Falls back to Burn's
 /// operations for tensors the kernel does not take (other than f32).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FusedMlp {
-    /// The network is trained with a frozen backbone (the caller's promise): during training,
-    /// blocks whose parameters need no gradient (and that apply no dropout) run fused, on the
-    /// values alone. Without it every block runs Burn's operations under autodiff.
-    pub frozen_backbone: bool,
-}
+pub struct FusedMlp;
 
 fn float<const D: usize>(t: Tensor<Flex, D>) -> FlexTensor {
     t.into_primitive().tensor()
@@ -118,41 +116,267 @@ impl MlpKernel<Flex> for FusedMlp {
 
 type Ad = Autodiff<Flex>;
 
-impl FusedMlp {
-    /// Whether `mlp` may run fused under autodiff: a frozen-backbone run (so its inputs carry
-    /// no gradient either), no parameter of its own needs one, and no dropout is active.
-    fn fuses_in_training(&self, mlp: &Mlp<Ad>) -> bool {
-        let mut needs_grad = mlp.norm.gamma.val().is_require_grad()
-            || mlp
-                .norm
-                .beta
-                .as_ref()
-                .is_some_and(|b| b.val().is_require_grad());
-        for l in &mlp.layers {
-            needs_grad |= l.weight.val().is_require_grad()
-                || l.bias.as_ref().is_some_and(|b| b.val().is_require_grad());
+/// Autodiff's float tensor (its value and its node in the graph).
+type AdTensor = burn::tensor::ops::FloatTensor<Ad>;
+
+/// At most this many tracked inputs per block (terms' inputs and weights, biases, γ, β): the
+/// contract's blocks need 6 to 15; deeper blocks run Burn's operations.
+const MAX_PARENTS: usize = 32;
+
+/// An input of the block's first layer under autodiff (see [`Input`]).
+enum AdInput {
+    /// `x · w`.
+    Product(Tensor<Ad, 2>, Tensor<Ad, 2>),
+    /// Rows of `y`, gathered by an index.
+    Rows(Tensor<Ad, 2>, Option<Tensor<Ad, 1, Int>>),
+}
+
+/// What a parent of the tracked operation is, i.e. which gradient it receives.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    /// The input of term `t` (`x` of a product, `y` of rows).
+    TermInput(usize),
+    /// The weight rows of product term `t`.
+    TermWeight(usize),
+    /// The first layer's bias.
+    FirstBias,
+    /// Further layer `k`'s weight.
+    Weight(usize),
+    /// Further layer `k`'s bias.
+    Bias(usize),
+    /// LayerNorm's γ.
+    Gamma,
+    /// LayerNorm's β.
+    Beta,
+}
+
+/// A first-layer term as the backward needs it.
+#[derive(Debug, Clone)]
+enum SavedTerm {
+    Product {
+        x: FlexTensor,
+        w: FlexTensor,
+    },
+    Rows {
+        y: FlexTensor,
+        index: Option<FlexTensor>,
+    },
+}
+
+/// What the block's backward needs: the forward's inputs and every layer's output.
+#[derive(Debug, Clone)]
+struct BlockState {
+    terms: Vec<SavedTerm>,
+    weights: Vec<FlexTensor>,
+    gamma: FlexTensor,
+    saved: Vec<FlexTensor>,
+    slots: Vec<Slot>,
+}
+
+/// The whole MLP block as one tracked operation: forward by `mlp_forward_saving`, backward by
+/// `mlp_backward` (burn-flex patch 8).
+#[derive(Debug)]
+struct FusedBlock;
+
+impl Backward<Flex, MAX_PARENTS> for FusedBlock {
+    type State = BlockState;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, MAX_PARENTS>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let state = ops.state;
+        let tracked = |slot: &dyn Fn(Slot) -> bool| {
+            state
+                .slots
+                .iter()
+                .zip(&ops.parents)
+                .any(|(s, p)| p.is_some() && slot(*s))
+        };
+        let want_inputs: Vec<bool> = (0..state.terms.len())
+            .map(|t| tracked(&|s| matches!(s, Slot::TermInput(u) if u == t)))
+            .collect();
+        let terms: Vec<MlpTerm<'_>> = state
+            .terms
+            .iter()
+            .map(|t| match t {
+                SavedTerm::Product { x, w } => MlpTerm::Product { x, weight: w },
+                SavedTerm::Rows { y, index } => MlpTerm::Rows {
+                    y,
+                    index: index.as_ref(),
+                },
+            })
+            .collect();
+        let layers: Vec<MlpLayer<'_>> = state
+            .weights
+            .iter()
+            .map(|weight| MlpLayer { weight, bias: None })
+            .collect();
+        let mut g = mlp_backward(
+            &terms,
+            &layers,
+            &state.gamma,
+            LAYER_NORM_EPSILON,
+            &state.saved,
+            &grad,
+            &want_inputs,
+        )
+        .expect("f32 tensors: checked by the forward");
+        for (slot, parent) in state.slots.iter().zip(&ops.parents) {
+            let Some(node) = parent else { continue };
+            let value = match *slot {
+                Slot::TermInput(t) => g.terms[t].0.take(),
+                Slot::TermWeight(t) => g.terms[t].1.take(),
+                Slot::FirstBias => Some(g.first_bias.clone()),
+                Slot::Weight(k) => Some(g.layers[k].0.clone()),
+                Slot::Bias(k) => Some(g.layers[k].1.clone()),
+                Slot::Gamma => Some(g.gamma.clone()),
+                Slot::Beta => Some(g.beta.clone()),
+            };
+            grads.register::<Flex>(
+                node.id,
+                value.expect("every tracked input's gradient is computed"),
+            );
         }
-        self.frozen_backbone && !needs_grad && mlp.dropout.prob == 0.0
     }
+}
+
+fn ad<const D: usize>(t: Tensor<Ad, D>) -> AdTensor {
+    t.into_primitive().tensor()
+}
+
+/// The block over `inputs` as one tracked operation, or `None` when the kernel does not take
+/// these tensors (not f32, too many parents).
+fn tracked(mlp: &Mlp<Ad>, inputs: Vec<AdInput>) -> Option<Tensor<Ad, 2>> {
+    let mut nodes = Vec::new();
+    let mut slots = Vec::new();
+    let mut terms = Vec::new();
+    let mut parent = |t: &AdTensor, slot: Slot| {
+        nodes.push(t.node.clone());
+        slots.push(slot);
+        t.primitive.clone()
+    };
+    for (t, input) in inputs.into_iter().enumerate() {
+        terms.push(match input {
+            AdInput::Product(x, w) => SavedTerm::Product {
+                x: parent(&ad(x), Slot::TermInput(t)),
+                w: parent(&ad(w), Slot::TermWeight(t)),
+            },
+            AdInput::Rows(y, index) => SavedTerm::Rows {
+                y: parent(&ad(y), Slot::TermInput(t)),
+                index: index.map(Tensor::into_primitive),
+            },
+        });
+    }
+    let first_bias = mlp.layers[0]
+        .bias
+        .as_ref()
+        .map(|b| parent(&ad(b.val()), Slot::FirstBias));
+    let mut weights = Vec::new();
+    let mut biases = Vec::new();
+    for (k, l) in mlp.layers[1..].iter().enumerate() {
+        weights.push(parent(&ad(l.weight.val()), Slot::Weight(k)));
+        biases.push(l.bias.as_ref().map(|b| parent(&ad(b.val()), Slot::Bias(k))));
+    }
+    let gamma = parent(&ad(mlp.norm.gamma.val()), Slot::Gamma);
+    let beta = mlp
+        .norm
+        .beta
+        .as_ref()
+        .map(|b| parent(&ad(b.val()), Slot::Beta));
+    if nodes.len() > MAX_PARENTS {
+        return None;
+    }
+    // Unused parent places: an untracked tensor (no gradient flows there).
+    let pad = ad(Tensor::<Ad, 1>::zeros([1], &Default::default())).node;
+    nodes.resize(MAX_PARENTS, pad);
+    let nodes: [_; MAX_PARENTS] = nodes.try_into().expect("padded to MAX_PARENTS");
+
+    let term_refs: Vec<MlpTerm<'_>> = terms
+        .iter()
+        .map(|t| match t {
+            SavedTerm::Product { x, w } => MlpTerm::Product { x, weight: w },
+            SavedTerm::Rows { y, index } => MlpTerm::Rows {
+                y,
+                index: index.as_ref(),
+            },
+        })
+        .collect();
+    let layers: Vec<MlpLayer<'_>> = weights
+        .iter()
+        .zip(&biases)
+        .map(|(weight, bias)| MlpLayer {
+            weight,
+            bias: bias.as_ref(),
+        })
+        .collect();
+    let output = match FusedBlock
+        .prepare::<NoCheckpointing>(nodes)
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let (out, saved) = mlp_forward_saving(
+                &term_refs,
+                first_bias.as_ref(),
+                &layers,
+                &gamma,
+                beta.as_ref(),
+                LAYER_NORM_EPSILON,
+            )?;
+            drop((term_refs, layers));
+            let state = BlockState {
+                terms,
+                weights,
+                gamma,
+                saved,
+                slots,
+            };
+            prep.finish(state, out)
+        }
+        // Nothing needs a gradient (a frozen backbone): the values alone.
+        OpsKind::UnTracked(prep) => prep.finish(mlp_forward(
+            &term_refs,
+            first_bias.as_ref(),
+            &layers,
+            &gamma,
+            beta.as_ref(),
+            LAYER_NORM_EPSILON,
+        )?),
+    };
+    Some(Tensor::from_primitive(TensorPrimitive::Float(output)))
 }
 
 impl MlpKernel<Ad> for FusedMlp {
     fn forward(&self, mlp: &Mlp<Ad>, x: Tensor<Ad, 2>) -> Tensor<Ad, 2> {
-        if !self.fuses_in_training(mlp) {
-            return mlp.forward(x);
+        if mlp.dropout.prob != 0.0 {
+            return mlp.forward(x); // dropout: Burn's operations
         }
-        // Nothing here needs a gradient: the values alone, then an untracked tensor.
-        Tensor::from_inner(MlpKernel::<Flex>::forward(self, &mlp.valid(), x.inner())) // [n, d_out]
+        let w = mlp.layers[0].weight.val();
+        tracked(mlp, vec![AdInput::Product(x.clone(), w)]).unwrap_or_else(|| mlp.forward(x)) // [n, d_out]
     }
 
     fn forward_concat(&self, mlp: &Mlp<Ad>, parts: Vec<ConcatPart<Ad>>) -> Tensor<Ad, 2> {
-        if !self.fuses_in_training(mlp) {
+        if mlp.dropout.prob != 0.0 {
             return mlp.forward_concat(parts);
         }
-        let parts = parts
-            .into_iter()
-            .map(|(x, index)| (x.inner(), index.map(Tensor::inner)))
+        let mut offset = 0;
+        let inputs = parts
+            .iter()
+            .map(|(x, index)| {
+                let [_, d_k] = x.dims();
+                let w = mlp.first_weight_rows(offset..offset + d_k); // [d_k, d_first]
+                offset += d_k;
+                match index {
+                    // Gathered parts: the product on the (fewer) source rows, as OpByOp does.
+                    Some(i) => AdInput::Rows(x.clone().matmul(w), Some(i.clone())),
+                    None => AdInput::Product(x.clone(), w),
+                }
+            })
             .collect();
-        Tensor::from_inner(MlpKernel::<Flex>::forward_concat(self, &mlp.valid(), parts)) // [n, d_out]
+        tracked(mlp, inputs).unwrap_or_else(|| mlp.forward_concat(parts)) // [n, d_out]
     }
 }

@@ -1508,53 +1508,10 @@ pub fn layer_norm_backward(
     // rounding would otherwise depend on how the rows are split, e.g. between MPI ranks).
     let mut partial = alloc::vec![0.0f64; n_blocks * 2 * d];
 
-    // A row's sum exactly as `float_mean_dim` / `float_sum_dim` over the last axis compute it
-    // (`reduce_last_dim_f32`), so that every step below is the generic gradient's operation
-    // with the same rounding: `dx` is bitwise what burn-autodiff's elementary-operation version
-    // gives (the MPI parity test depends on that: see PATCHED.md).
-    fn row_sum(row: &[f32]) -> f32 {
-        #[cfg(feature = "simd")]
-        {
-            crate::simd::kernels::sum_f32(row)
-        }
-        #[cfg(not(feature = "simd"))]
-        {
-            row.iter().copied().sum()
-        }
-    }
-
     let block = |b: usize, dx: &mut [f32], part: &mut [f64]| {
         let (pg, pb) = part.split_at_mut(d);
-        // Scratch rows: centred values (then x̂), their squares (then g·γ·x̂), g·γ.
-        let mut xhat = alloc::vec![0.0f32; d];
-        let mut prod = alloc::vec![0.0f32; d];
-        let mut gg = alloc::vec![0.0f32; d];
-        let first = b * ROWS;
-        let n = d as f32;
-        for (r, dxr) in dx.chunks_exact_mut(d).enumerate() {
-            let row = first + r;
-            let xr = &xs[row * d..(row + 1) * d];
-            let gr = &gs[row * d..(row + 1) * d];
-            let mean = row_sum(xr) / n;
-            for j in 0..d {
-                xhat[j] = xr[j] - mean;
-                prod[j] = xhat[j] * xhat[j];
-            }
-            let var = row_sum(&prod) / n;
-            let rstd = 1.0 / (var + eps).sqrt();
-            for j in 0..d {
-                xhat[j] *= rstd;
-                gg[j] = gr[j] * gam[j];
-                prod[j] = gg[j] * xhat[j];
-                pg[j] += f64::from(gr[j] * xhat[j]);
-                pb[j] += f64::from(gr[j]);
-            }
-            let a = row_sum(&gg) / n;
-            let c = row_sum(&prod) / n;
-            for j in 0..d {
-                dxr[j] = (gg[j] - a - xhat[j] * c) * rstd;
-            }
-        }
+        let rows = b * ROWS * d..b * ROWS * d + dx.len();
+        layer_norm_backward_rows(&xs[rows.clone()], &gs[rows], gam, eps, dx, pg, pb);
     };
     #[cfg(feature = "rayon")]
     {
@@ -1594,4 +1551,65 @@ pub fn layer_norm_backward(
         vector(d_gamma),
         vector(d_beta),
     ])
+}
+
+/// A row's sum exactly as `float_mean_dim` / `float_sum_dim` over the last axis compute it
+/// (`reduce_last_dim_f32`), so that every step of [`layer_norm_backward_rows`] is the generic
+/// gradient's operation with the same rounding: `dx` is bitwise what burn-autodiff's
+/// elementary-operation version gives (the MPI parity test depends on that: see PATCHED.md).
+fn row_sum(row: &[f32]) -> f32 {
+    #[cfg(feature = "simd")]
+    {
+        crate::simd::kernels::sum_f32(row)
+    }
+    #[cfg(not(feature = "simd"))]
+    {
+        row.iter().copied().sum()
+    }
+}
+
+/// LayerNorm's gradient over whole rows (`xs`, `gs`: the rows' inputs and incoming gradients,
+/// `d` = `gamma.len()` values each): `dx` into `dx`, and `Σ g·x̂`, `Σ g` added (in f64) onto
+/// `pg`, `pb`. Shared by [`layer_norm_backward`] and the fused MLP block's backward
+/// (`crate::ops::fused`).
+pub(crate) fn layer_norm_backward_rows(
+    xs: &[f32],
+    gs: &[f32],
+    gam: &[f32],
+    eps: f32,
+    dx: &mut [f32],
+    pg: &mut [f64],
+    pb: &mut [f64],
+) {
+    let d = gam.len();
+    // Scratch rows: centred values (then x̂), their squares (then g·γ·x̂), g·γ.
+    let mut xhat = alloc::vec![0.0f32; d];
+    let mut prod = alloc::vec![0.0f32; d];
+    let mut gg = alloc::vec![0.0f32; d];
+    let n = d as f32;
+    for ((xr, gr), dxr) in xs
+        .chunks_exact(d)
+        .zip(gs.chunks_exact(d))
+        .zip(dx.chunks_exact_mut(d))
+    {
+        let mean = row_sum(xr) / n;
+        for j in 0..d {
+            xhat[j] = xr[j] - mean;
+            prod[j] = xhat[j] * xhat[j];
+        }
+        let var = row_sum(&prod) / n;
+        let rstd = 1.0 / (var + eps).sqrt();
+        for j in 0..d {
+            xhat[j] *= rstd;
+            gg[j] = gr[j] * gam[j];
+            prod[j] = gg[j] * xhat[j];
+            pg[j] += f64::from(gr[j] * xhat[j]);
+            pb[j] += f64::from(gr[j]);
+        }
+        let a = row_sum(&gg) / n;
+        let c = row_sum(&prod) / n;
+        for j in 0..d {
+            dxr[j] = (gg[j] - a - xhat[j] * c) * rstd;
+        }
+    }
 }

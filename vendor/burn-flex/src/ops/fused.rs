@@ -110,6 +110,32 @@ pub fn mlp_forward(
     beta: Option<&FlexTensor>,
     epsilon: f64,
 ) -> Option<FlexTensor> {
+    forward(terms, first_bias, layers, gamma, beta, epsilon, false).map(|(out, _)| out)
+}
+
+/// [`mlp_forward`] for training: also returns every layer's output after its ReLU (`[n, d_k]`,
+/// the first layer's first; the last one is the LayerNorm's input), which [`mlp_backward`]
+/// takes. Same values as [`mlp_forward`].
+pub fn mlp_forward_saving(
+    terms: &[MlpTerm<'_>],
+    first_bias: Option<&FlexTensor>,
+    layers: &[MlpLayer<'_>],
+    gamma: &FlexTensor,
+    beta: Option<&FlexTensor>,
+    epsilon: f64,
+) -> Option<(FlexTensor, Vec<FlexTensor>)> {
+    forward(terms, first_bias, layers, gamma, beta, epsilon, true)
+}
+
+fn forward(
+    terms: &[MlpTerm<'_>],
+    first_bias: Option<&FlexTensor>,
+    layers: &[MlpLayer<'_>],
+    gamma: &FlexTensor,
+    beta: Option<&FlexTensor>,
+    epsilon: f64,
+    save: bool,
+) -> Option<(FlexTensor, Vec<FlexTensor>)> {
     let f32s = |t: &FlexTensor| t.dtype() == DType::F32;
     let floats_ok = terms.iter().all(|t| match t {
         MlpTerm::Product { x, weight } => f32s(x) && f32s(weight),
@@ -195,7 +221,7 @@ pub fn mlp_forward(
     // One product plus a bias (a plain `Linear`): exactly `linear_fused`'s bias rows with the
     // product accumulated onto them.
     let linear = matches!(prepared.as_slice(), [Term::Product { .. }]) && first_bias.is_some();
-    let block = |first: usize, out: &mut [f32]| {
+    let block = |first: usize, out: &mut [f32], saves: &mut [&mut [f32]]| {
         let m = out.len() / d_out;
         let mut acc = vec![0.0f32; m * widest];
         let mut next = vec![0.0f32; m * widest];
@@ -246,9 +272,12 @@ pub fn mlp_forward(
         for p in pre.iter_mut() {
             *p = p.max(0.0);
         }
+        if let Some(saved) = saves.get_mut(0) {
+            saved.copy_from_slice(pre);
+        }
         // The other layers: bias rows, the product accumulated onto them, ReLU.
         let mut width = d_first;
-        for (w, bias) in &layers {
+        for (k, (w, bias)) in layers.iter().enumerate() {
             let dst = &mut next[..m * w.cols];
             match bias {
                 Some(bias) => {
@@ -269,6 +298,9 @@ pub fn mlp_forward(
             for v in dst.iter_mut() {
                 *v = v.max(0.0);
             }
+            if let Some(saved) = saves.get_mut(k + 1) {
+                saved.copy_from_slice(dst);
+            }
             width = w.cols;
             core::mem::swap(&mut acc, &mut next);
         }
@@ -284,31 +316,441 @@ pub fn mlp_forward(
     };
 
     let mut output = vec![0.0f32; n * d_out];
+    // Every layer's output after its ReLU, when saving (widths d_first, then each layer's).
+    let widths: Vec<usize> = core::iter::once(d_first)
+        .chain(layers.iter().map(|(w, _)| w.cols))
+        .collect();
+    let mut saved: Vec<Vec<f32>> = if save {
+        widths.iter().map(|&d| vec![0.0f32; n * d]).collect()
+    } else {
+        Vec::new()
+    };
     if n > 0 && d_out > 0 {
-        // The blocks' rows of the output, as disjoint slices (the same blocks as `linear_fused`,
-        // so that every product runs gemm's general kernel: see `row_blocks`).
-        let mut parts: Vec<(usize, &mut [f32])> = Vec::new();
+        // The blocks' rows of the output (and of every saved output), as disjoint slices (the
+        // same blocks as `linear_fused`, so that every product runs gemm's general kernel: see
+        // `row_blocks`).
+        let blocks = crate::ops::matmul::row_blocks(n, ROWS);
+        let mut parts: Vec<(usize, &mut [f32], Vec<&mut [f32]>)> = Vec::new();
         let mut rest = output.as_mut_slice();
-        for (first, rows) in crate::ops::matmul::row_blocks(n, ROWS) {
+        for &(first, rows) in &blocks {
             let (part, tail) = rest.split_at_mut(rows * d_out);
-            parts.push((first, part));
+            parts.push((first, part, Vec::new()));
             rest = tail;
+        }
+        for (buffer, &d) in saved.iter_mut().zip(&widths) {
+            let mut rest = buffer.as_mut_slice();
+            for (part, &(_, rows)) in parts.iter_mut().zip(&blocks) {
+                let (mine, tail) = rest.split_at_mut(rows * d);
+                part.2.push(mine);
+                rest = tail;
+            }
         }
         #[cfg(feature = "rayon")]
         {
             use rayon::prelude::*;
             parts
                 .into_par_iter()
-                .for_each(|(first, out)| block(first, out));
+                .for_each(|(first, out, mut saves)| block(first, out, &mut saves));
         }
         #[cfg(not(feature = "rayon"))]
-        for (first, out) in parts {
-            block(first, out);
+        for (first, out, mut saves) in parts {
+            block(first, out, &mut saves);
         }
     }
-    Some(FlexTensor::new(
-        Bytes::from_elems(output),
-        Layout::contiguous(Shape::from(vec![n, d_out])),
+    let saved = saved
+        .into_iter()
+        .zip(&widths)
+        .map(|(v, &d)| matrix(v, n, d))
+        .collect();
+    Some((matrix(output, n, d_out), saved))
+}
+
+/// A row-major `[rows, cols]` f32 tensor of `v`.
+fn matrix(v: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
+    FlexTensor::new(
+        Bytes::from_elems(v),
+        Layout::contiguous(Shape::from(vec![rows, cols])),
         DType::F32,
-    ))
+    )
+}
+
+/// The gradients of one MLP block (see [`mlp_backward`]).
+#[derive(Debug)]
+pub struct MlpGrads {
+    /// Per term of the first layer, in order: for `Product { x, weight }`, `(dx, dweight)`
+    /// (`dx` only if asked for); for `Rows { y, .. }`, `(dy, None)` (if asked for).
+    pub terms: Vec<(Option<FlexTensor>, Option<FlexTensor>)>,
+    /// The first layer's bias, `[d_first]`.
+    pub first_bias: FlexTensor,
+    /// Per further layer: `(dweight, dbias)`.
+    pub layers: Vec<(FlexTensor, FlexTensor)>,
+    /// LayerNorm's `dγ`, `[d_out]`.
+    pub gamma: FlexTensor,
+    /// LayerNorm's `dβ`, `[d_out]`.
+    pub beta: FlexTensor,
+}
+
+/// A matrix view for `gemm` of `rows × cols` f32 values at `ptr` with strides `rs`, `cs`.
+fn view(ptr: *const f32, rows: usize, cols: usize, rs: isize, cs: isize) -> Mat {
+    Mat { addr: ptr as usize, rs, cs, rows, cols }
+}
+
+/// `a · b` into the row-major `a.rows × b.cols` matrix `dst`, overwriting it (one thread).
+fn mm(a: Mat, b: Mat, dst: &mut [f32]) {
+    assert!(a.cols == b.rows && dst.len() >= a.rows * b.cols, "mlp_backward: product shapes");
+    // SAFETY: every caller builds `a` and `b` over live f32 storage (tensors borrowed by
+    // `mlp_backward` or the block's own buffers) of at least the stated extent; `dst` is a
+    // distinct buffer of room for the product.
+    unsafe { gemm_rows(a, 0, a.rows, b, dst.as_mut_ptr(), false, gemm::Parallelism::None) }
+}
+
+/// `Σ_rows dz` added (f64) onto `acc` (`dz`: row-major rows of `acc.len()` values).
+fn add_column_sums(dz: &[f32], acc: &mut [f64]) {
+    for row in dz.chunks_exact(acc.len()) {
+        for (a, v) in acc.iter_mut().zip(row) {
+            *a += f64::from(*v);
+        }
+    }
+}
+
+/// `g` where the layer's output is positive, 0 elsewhere (ReLU's gradient, as `relu_backward`).
+fn relu_mask(g: &mut [f32], output: &[f32]) {
+    for (g, o) in g.iter_mut().zip(output) {
+        if *o <= 0.0 {
+            *g = 0.0;
+        }
+    }
+}
+
+/// The backward of [`mlp_forward_saving`]: every parameter's gradient and, where asked
+/// (`want_inputs[t]`), the gradient of term `t`'s input, for the incoming gradient `grad`
+/// `[n, d_out]` of the block's output. `terms`, `layers`, `gamma` and `epsilon` are the
+/// forward's (biases and β are not needed); `saved` is what [`mlp_forward_saving`] returned.
+///
+/// The same blocks of rows as the forward, one thread each, take the rows' gradient back
+/// through the LayerNorm (the row kernel of [`crate::ops::activation::layer_norm_backward`],
+/// so the same `dx`), then through every layer (ReLU's mask; `dW += Aᵀ·dZ`, `db += Σ dZ` and
+/// `dA = dZ·Wᵀ`) while the rows are in cache. Parameter gradients are summed per block, then
+/// the blocks' sums added in block order in f64: the result does not depend on the number of
+/// threads. A gathered term's gradient (`Rows` with an index) is the rows' gradients added
+/// into their source rows in row order.
+///
+/// Returns `None` when a tensor is not f32 (as [`mlp_forward`]). Panics on inconsistent shapes.
+#[allow(clippy::too_many_arguments)]
+pub fn mlp_backward(
+    terms: &[MlpTerm<'_>],
+    layers: &[MlpLayer<'_>],
+    gamma: &FlexTensor,
+    epsilon: f64,
+    saved: &[FlexTensor],
+    grad: &FlexTensor,
+    want_inputs: &[bool],
+) -> Option<MlpGrads> {
+    let f32s = |t: &FlexTensor| t.dtype() == DType::F32;
+    let floats_ok = terms.iter().all(|t| match t {
+        MlpTerm::Product { x, weight } => f32s(x) && f32s(weight),
+        MlpTerm::Rows { y, index } => {
+            f32s(y) && index.is_none_or(|i| matches!(i.dtype(), DType::I32 | DType::I64))
+        }
+    }) && layers.iter().all(|l| f32s(l.weight))
+        && f32s(gamma)
+        && f32s(grad)
+        && saved.iter().all(f32s);
+    if !floats_ok || terms.is_empty() {
+        return None;
+    }
+    assert_eq!(want_inputs.len(), terms.len(), "mlp_backward: one flag per term");
+    assert_eq!(saved.len(), layers.len() + 1, "mlp_backward: one saved output per layer");
+    let saved: Vec<FlexTensor> = saved.iter().map(FlexTensor::to_contiguous).collect();
+    let acts: Vec<&[f32]> = saved.iter().map(|t| t.storage::<f32>()).collect();
+    let widths: Vec<usize> = saved
+        .iter()
+        .map(|t| {
+            let shape = t.layout().shape();
+            assert_eq!(shape.num_dims(), 2, "mlp_backward: saved outputs are 2-D");
+            shape[1]
+        })
+        .collect();
+    let n = saved[0].layout().shape()[0];
+    let d_first = widths[0];
+    let d_out = *widths.last().expect("at least one layer");
+    let grad = grad.to_contiguous();
+    assert_eq!(grad.layout().shape().num_elements(), n * d_out, "mlp_backward: gradient shape");
+    let gs: &[f32] = grad.storage();
+    let gamma = f32_vector(gamma);
+    assert_eq!(gamma.len(), d_out, "mlp_backward: LayerNorm width");
+    let ws: Vec<Mat> = layers.iter().map(|l| Mat::of(l.weight)).collect();
+    for (k, w) in ws.iter().enumerate() {
+        assert!(w.rows == widths[k] && w.cols == widths[k + 1], "mlp_backward: layer widths");
+    }
+
+    /// A term as the backward reads it.
+    enum Back<'a> {
+        Product { x: Mat, w: Mat },
+        Rows { n_src: usize, index: Option<Index<'a>> },
+    }
+    let indices: Vec<Option<FlexTensor>> = terms
+        .iter()
+        .map(|t| match t {
+            MlpTerm::Rows { index: Some(i), .. } => Some(i.to_contiguous()),
+            _ => None,
+        })
+        .collect();
+    let back: Vec<Back<'_>> = terms
+        .iter()
+        .zip(&indices)
+        .map(|(t, i)| match t {
+            MlpTerm::Product { x, weight } => {
+                let (x, w) = (Mat::of(x), Mat::of(weight));
+                assert!(x.rows == n && x.cols == w.rows && w.cols == d_first, "mlp_backward: term");
+                Back::Product { x, w }
+            }
+            MlpTerm::Rows { y, .. } => {
+                let shape = y.layout().shape();
+                assert!(shape.num_dims() == 2 && shape[1] == d_first, "mlp_backward: rows term");
+                let index = i.as_ref().map(|i| match i.dtype() {
+                    DType::I32 => Index::I32(i.storage::<i32>()),
+                    _ => Index::I64(i.storage::<i64>()),
+                });
+                assert_eq!(index.as_ref().map_or(shape[0], Index::len), n, "mlp_backward: rows");
+                Back::Rows { n_src: shape[0], index }
+            }
+        })
+        .collect();
+    let wants_rows = back
+        .iter()
+        .zip(want_inputs)
+        .any(|(b, &w)| w && matches!(b, Back::Rows { .. }));
+
+    // Per block, the parameters' partial gradients: f32 weight products (each product term's,
+    // then each further layer's), f64 sums (the first bias, each further bias, dγ, dβ).
+    let weight_sizes: Vec<usize> = back
+        .iter()
+        .filter_map(|b| match b {
+            Back::Product { w, .. } => Some(w.rows * w.cols),
+            Back::Rows { .. } => None,
+        })
+        .chain(ws.iter().map(|w| w.rows * w.cols))
+        .collect();
+    let f32_len: usize = weight_sizes.iter().sum();
+    let f64_len: usize = widths.iter().sum::<usize>() + 2 * d_out;
+    let blocks = crate::ops::matmul::row_blocks(n, ROWS);
+    let mut part32 = vec![0.0f32; blocks.len() * f32_len];
+    let mut part64 = vec![0.0f64; blocks.len() * f64_len];
+    // Full-size outputs: each wanted product term's dx, and the first layer's dZ (for
+    // gathered terms), written by rows.
+    let mut dxs: Vec<Vec<f32>> = back
+        .iter()
+        .zip(want_inputs)
+        .map(|(b, &want)| match b {
+            Back::Product { x, .. } if want => vec![0.0f32; n * x.cols],
+            _ => Vec::new(),
+        })
+        .collect();
+    let mut dz1 = if wants_rows { vec![0.0f32; n * d_first] } else { Vec::new() };
+    let widest = widths.iter().copied().fold(0, usize::max);
+    let eps = epsilon as f32;
+
+    let block = |first: usize,
+                 m: usize,
+                 p32: &mut [f32],
+                 p64: &mut [f64],
+                 dx_rows: &mut [&mut [f32]],
+                 dz1_rows: &mut [f32]| {
+        let rows = |k: usize| &acts[k][first * widths[k]..(first + m) * widths[k]];
+        let mut cur = vec![0.0f32; m * widest];
+        let mut prev = vec![0.0f32; m * widest];
+        let (p_bias, p_norm) = p64.split_at_mut(widths.iter().sum());
+        let (pg, pb) = p_norm.split_at_mut(d_out);
+        // LayerNorm: its input is the last layer's output.
+        let last = widths.len() - 1;
+        crate::ops::activation::layer_norm_backward_rows(
+            rows(last),
+            &gs[first * d_out..(first + m) * d_out],
+            &gamma,
+            eps,
+            &mut cur[..m * d_out],
+            pg,
+            pb,
+        );
+        let bias_offset = |k: usize| widths[..k].iter().sum::<usize>();
+        let mut w_offset: usize = weight_sizes[..weight_sizes.len() - ws.len()].iter().sum();
+        let product_parts: Vec<usize> = weight_sizes[..weight_sizes.len() - ws.len()].to_vec();
+        // Further layers, last first: dZ = dA ⊙ mask; db, dW; dA of the layer below.
+        let layer_offsets: Vec<usize> = ws
+            .iter()
+            .scan(&mut w_offset, |o, w| {
+                let at = **o;
+                **o += w.rows * w.cols;
+                Some(at)
+            })
+            .collect();
+        for k in (1..widths.len()).rev() {
+            let (d_in, d_k) = (widths[k - 1], widths[k]);
+            let dz = &mut cur[..m * d_k];
+            relu_mask(dz, rows(k));
+            add_column_sums(dz, &mut p_bias[bias_offset(k)..bias_offset(k) + d_k]);
+            let a_prev = rows(k - 1);
+            // dW += A_{k−1}ᵀ · dZ.
+            let at = view(a_prev.as_ptr(), d_in, m, 1, d_in as isize);
+            let dz_m = view(dz.as_ptr(), m, d_k, d_k as isize, 1);
+            let off = layer_offsets[k - 1];
+            mm(at, dz_m, &mut p32[off..off + d_in * d_k]);
+            // dA_{k−1} = dZ · Wᵀ.
+            let w = ws[k - 1];
+            let wt = view(w.addr as *const f32, w.cols, w.rows, w.cs, w.rs);
+            mm(dz_m, wt, &mut prev[..m * d_in]);
+            core::mem::swap(&mut cur, &mut prev);
+        }
+        // The first layer.
+        let dz = &mut cur[..m * d_first];
+        relu_mask(dz, rows(0));
+        add_column_sums(dz, &mut p_bias[..d_first]);
+        let dz_m = view(dz.as_ptr(), m, d_first, d_first as isize, 1);
+        let mut off = 0;
+        let mut product = 0;
+        for (t, b) in back.iter().enumerate() {
+            if let Back::Product { x, w } = b {
+                // SAFETY: `first + m ≤ n = x.rows`: this block's rows of `x`.
+                let x0 = unsafe { (x.addr as *const f32).offset(first as isize * x.rs) };
+                let xt = view(x0, x.cols, m, x.cs, x.rs);
+                mm(xt, dz_m, &mut p32[off..off + product_parts[product]]);
+                off += product_parts[product];
+                product += 1;
+                if !dx_rows[t].is_empty() {
+                    let wt = view(w.addr as *const f32, w.cols, w.rows, w.cs, w.rs);
+                    mm(dz_m, wt, dx_rows[t]);
+                }
+            }
+        }
+        if !dz1_rows.is_empty() {
+            dz1_rows.copy_from_slice(dz);
+        }
+    };
+
+    if n > 0 {
+        // Every block's disjoint rows of the full-size outputs, and its partial sums.
+        type Part<'p> = (usize, usize, &'p mut [f32], &'p mut [f64], Vec<&'p mut [f32]>, &'p mut [f32]);
+        let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
+        let mut r32 = part32.as_mut_slice();
+        let mut r64 = part64.as_mut_slice();
+        let mut rdz = dz1.as_mut_slice();
+        let mut rdx: Vec<&mut [f32]> = dxs.iter_mut().map(Vec::as_mut_slice).collect();
+        for &(first, m) in &blocks {
+            let (a, t32) = r32.split_at_mut(f32_len);
+            let (b, t64) = r64.split_at_mut(f64_len);
+            r32 = t32;
+            r64 = t64;
+            let dz_part = if wants_rows {
+                let (p, t) = rdz.split_at_mut(m * d_first);
+                rdz = t;
+                p
+            } else {
+                &mut []
+            };
+            let mut dx_parts = Vec::with_capacity(rdx.len());
+            for (slot, b) in rdx.iter_mut().zip(&back) {
+                if slot.is_empty() {
+                    dx_parts.push(<&mut [f32]>::default());
+                    continue;
+                }
+                let cols = match b {
+                    Back::Product { x, .. } => x.cols,
+                    Back::Rows { .. } => unreachable!("only product terms have dx"),
+                };
+                let (p, t) = core::mem::take(slot).split_at_mut(m * cols);
+                *slot = t;
+                dx_parts.push(p);
+            }
+            parts.push((first, m, a, b, dx_parts, dz_part));
+        }
+        #[cfg(feature = "rayon")]
+        {
+            use rayon::prelude::*;
+            parts
+                .into_par_iter()
+                .for_each(|(first, m, a, b, mut dx, dz)| block(first, m, a, b, &mut dx, dz));
+        }
+        #[cfg(not(feature = "rayon"))]
+        for (first, m, a, b, mut dx, dz) in parts {
+            block(first, m, a, b, &mut dx, dz);
+        }
+    }
+
+    // The blocks' partial sums, added in block order.
+    let mut sum32 = vec![0.0f64; f32_len];
+    for part in part32.chunks_exact(f32_len.max(1)).take(blocks.len()) {
+        for (s, v) in sum32.iter_mut().zip(part) {
+            *s += f64::from(*v);
+        }
+    }
+    let mut sum64 = vec![0.0f64; f64_len];
+    for part in part64.chunks_exact(f64_len.max(1)).take(blocks.len()) {
+        for (s, v) in sum64.iter_mut().zip(part) {
+            *s += *v;
+        }
+    }
+    let narrow = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let vector = |v: &[f64]| {
+        FlexTensor::new(
+            Bytes::from_elems(narrow(v)),
+            Layout::contiguous(Shape::from(vec![v.len()])),
+            DType::F32,
+        )
+    };
+
+    let mut w_at = 0;
+    let mut term_grads = Vec::with_capacity(back.len());
+    for ((b, dx), &want) in back.iter().zip(dxs).zip(want_inputs) {
+        match b {
+            Back::Product { x, w } => {
+                let size = w.rows * w.cols;
+                let dw = matrix(narrow(&sum32[w_at..w_at + size]), w.rows, w.cols);
+                w_at += size;
+                let dx = want.then(|| matrix(dx, n, x.cols));
+                term_grads.push((dx, Some(dw)));
+            }
+            Back::Rows { n_src, index } => {
+                let dy = want.then(|| match index {
+                    None => matrix(dz1.clone(), n, d_first),
+                    Some(index) => matrix(scatter_add(&dz1, index, *n_src, d_first), *n_src, d_first),
+                });
+                term_grads.push((dy, None));
+            }
+        }
+    }
+    let mut layer_grads = Vec::with_capacity(ws.len());
+    let mut bias_at = d_first;
+    for w in &ws {
+        let size = w.rows * w.cols;
+        let dw = matrix(narrow(&sum32[w_at..w_at + size]), w.rows, w.cols);
+        w_at += size;
+        let db = vector(&sum64[bias_at..bias_at + w.cols]);
+        bias_at += w.cols;
+        layer_grads.push((dw, db));
+    }
+    Some(MlpGrads {
+        terms: term_grads,
+        first_bias: vector(&sum64[..d_first]),
+        layers: layer_grads,
+        gamma: vector(&sum64[bias_at..bias_at + d_out]),
+        beta: vector(&sum64[bias_at + d_out..bias_at + 2 * d_out]),
+    })
+}
+
+/// `dy[index[r]] += dz[r]` for every row `r` in order, into `n_src` zero rows of `d` values:
+/// the gradient of a gather. Columns are split between threads (each keeps the row order, so
+/// the sums do not depend on the number of threads).
+fn scatter_add(dz: &[f32], index: &Index<'_>, n_src: usize, d: usize) -> Vec<f32> {
+    let mut dy = vec![0.0f32; n_src * d];
+    let rows = index.len();
+    for r in 0..rows {
+        let i = index.get(r);
+        assert!(i < n_src, "mlp_backward: index {i} out of {n_src} rows");
+        let (src, dst) = (&dz[r * d..(r + 1) * d], &mut dy[i * d..(i + 1) * d]);
+        for (a, b) in dst.iter_mut().zip(src) {
+            *a += *b;
+        }
+    }
+    dy
 }

@@ -44,7 +44,7 @@ fn fused_network_matches_pytorch() {
             &shared(&format!("fixtures/edge_network_{name}.safetensors")),
         )
         .expect("load weights");
-        let fused = m.with_kernel(FusedMlp::default());
+        let fused = m.with_kernel(FusedMlp);
         let logits = values(fused.logits(&model_inputs(vec![0; 8], vec![1.0; 8]), &device));
         let mut z = fixture(&format!("expected_logits_{name}.npz"));
         let want: Array2<f32> = z.by_name("logits").expect("logits");
@@ -116,7 +116,7 @@ fn fused_network_gives_the_logits_of_burns_operations_on_a_tall_batch() {
     );
     let batch = host.to_device::<B>(&device);
     let want = values(model.forward(&batch));
-    let fused = model.with_kernel(FusedMlp::default());
+    let fused = model.with_kernel(FusedMlp);
     let got = values(fused.logits(&host, &device));
     assert_same("logits", &got, &want);
 }
@@ -155,13 +155,13 @@ fn fused_blocks_equal_operations(d: usize, d_hidden: usize) {
         };
         assert_same(
             &format!("forward_concat, {n} rows of width {d}"),
-            &values(FusedMlp::default().forward_concat(&mlp, parts())),
+            &values(FusedMlp.forward_concat(&mlp, parts())),
             &values(OpByOp.forward_concat(&mlp, parts())),
         );
         let cat = Tensor::cat(vec![x.clone(), a.clone(), x.clone()], 1);
         assert_same(
             &format!("forward, {n} rows of width {d}"),
-            &values(FusedMlp::default().forward(&mlp, cat.clone())),
+            &values(FusedMlp.forward(&mlp, cat.clone())),
             &values(OpByOp.forward(&mlp, cat)),
         );
     }
@@ -199,31 +199,192 @@ where
 
 type Ad = burn::backend::Autodiff<B>;
 
-#[test]
-fn frozen_backbone_training_steps_fuse_with_the_same_values_and_others_do_not_change() {
-    let device = Default::default();
-    let host = tall_batch(12);
-    for frozen in [true, false] {
-        <Ad as Backend>::seed(&device, 3);
-        let net: EdgeNetwork<Ad> = EdgeNetworkConfig::new(1).init(&device);
-        let net = net.clone().load_record(net.into_record());
-        let net = if frozen { net.freeze_backbone() } else { net };
-        let (want_logits, want_head, want_backbone) = step_with(&net, &host);
-        let fused = net.clone().with_kernel(FusedMlp {
-            frozen_backbone: true,
-        });
-        let (logits, head, backbone) = step_with(&fused, &host);
-        assert_same(&format!("logits (frozen {frozen})"), &logits, &want_logits);
-        assert_same(
-            &format!("head gradient (frozen {frozen})"),
-            &head,
-            &want_head,
+/// Largest `|got − want|` over the largest `|want|` (at least 1).
+fn relative_error(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().fold(1.0f32, |m, w| m.max(w.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f32::max)
+        / scale
+}
+
+/// Every parameter of an MLP block with its gradient (`name`, values).
+fn block_grads(
+    name: &str,
+    mlp: &gnn4c_root_gnn::Mlp<Ad>,
+    grads: &<Ad as burn::tensor::backend::AutodiffBackend>::Gradients,
+) -> Vec<(String, Vec<f32>)> {
+    let mut out = Vec::new();
+    let mut push = |what: String, g: Option<Tensor<Flex, 1>>| {
+        let g = g.unwrap_or_else(|| panic!("{what} has a gradient"));
+        out.push((what, g.into_data().to_vec().expect("f32")));
+    };
+    for (k, l) in mlp.layers.iter().enumerate() {
+        push(
+            format!("{name}.layers[{k}].weight"),
+            l.weight.val().grad(grads).map(|g| g.flatten(0, 1)),
         );
-        // A frozen backbone gets no gradient either way; a trainable one gets the same gradient
-        // (its blocks run Burn's operations, as the parameters need gradients).
-        assert_eq!(backbone.is_some(), !frozen, "backbone gradient present");
-        if let (Some(g), Some(w)) = (&backbone, &want_backbone) {
-            assert_same("backbone gradient", g, w);
+        if let Some(b) = &l.bias {
+            push(format!("{name}.layers[{k}].bias"), b.val().grad(grads));
         }
     }
+    push(
+        format!("{name}.norm.gamma"),
+        mlp.norm.gamma.val().grad(grads),
+    );
+    if let Some(b) = &mlp.norm.beta {
+        push(format!("{name}.norm.beta"), b.val().grad(grads));
+    }
+    out
+}
+
+/// A tracked tensor's gradient.
+fn grad_of(
+    t: &Tensor<Ad, 2>,
+    grads: &<Ad as burn::tensor::backend::AutodiffBackend>::Gradients,
+) -> Vec<f32> {
+    t.grad(grads)
+        .expect("a gradient")
+        .into_data()
+        .to_vec()
+        .expect("f32")
+}
+
+#[test]
+fn fused_block_gradients_are_those_of_burns_operations() {
+    // f32 sums in another order (per block of rows, then the blocks in f64): the contract's
+    // 1e-5 parity tolerance, relative to each gradient's scale.
+    for (d, d_hidden) in [(16usize, 24usize), (64, 64)] {
+        let device = Default::default();
+        <Ad as Backend>::seed(&device, 9);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let mlp = MlpConfig::new(3 * d, d)
+            .with_d_hidden(d_hidden)
+            .init::<Ad>(&device);
+        for n in [0usize, 7, 257, 515, 2049] {
+            let n_src = 37;
+            let leaf =
+                |rows: usize| Tensor::<Ad, 2>::random([rows, d], normal, &device).require_grad();
+            let (x, a, src) = (leaf(n), leaf(n), leaf(n_src));
+            let index: Vec<i64> = (0..n).map(|r| ((r * 7 + 3) % n_src) as i64).collect();
+            let index = Tensor::<Ad, 1, Int>::from_data(TensorData::new(index, [n]), &device);
+            let weights = Tensor::<Ad, 2>::random([n, d], normal, &device);
+            let run = |kernel: &dyn MlpKernel<Ad>, concat: bool| {
+                let out = if concat {
+                    kernel.forward_concat(
+                        &mlp,
+                        vec![
+                            (x.clone(), None),
+                            (src.clone(), Some(index.clone())),
+                            (a.clone(), None),
+                        ],
+                    )
+                } else {
+                    kernel.forward(
+                        &mlp,
+                        Tensor::cat(
+                            vec![x.clone(), a.clone(), src.clone().select(0, index.clone())],
+                            1,
+                        ),
+                    )
+                };
+                let values = out
+                    .clone()
+                    .inner()
+                    .into_data()
+                    .to_vec::<f32>()
+                    .expect("f32");
+                let grads = (out * weights.clone()).sum().backward();
+                let mut all = block_grads("mlp", &mlp, &grads);
+                if n > 0 {
+                    all.push(("x".into(), grad_of(&x, &grads)));
+                    all.push(("a".into(), grad_of(&a, &grads)));
+                    all.push(("src".into(), grad_of(&src, &grads)));
+                }
+                (values, all)
+            };
+            for concat in [true, false] {
+                let (got_values, got) = run(&FusedMlp, concat);
+                let (want_values, want) = run(&OpByOp, concat);
+                let what = format!("width {d}, {n} rows, concat {concat}");
+                assert_same(&format!("{what}: values"), &got_values, &want_values);
+                assert_eq!(got.len(), want.len());
+                for ((name, g), (_, w)) in got.iter().zip(&want) {
+                    let err = relative_error(g, w);
+                    assert!(
+                        err <= 1e-5,
+                        "{what}: {name} gradient off by {err:e} (relative)"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_training_step_gives_the_gradients_of_burns_operations() {
+    let device = Default::default();
+    let host = tall_batch(12);
+    <Ad as Backend>::seed(&device, 4);
+    let net: EdgeNetwork<Ad> = EdgeNetworkConfig::new(12).init(&device);
+    let net = net.clone().load_record(net.into_record());
+    let all = |model: &EdgeNetwork<Ad, _>, grads| {
+        let mut v = Vec::new();
+        for (name, mlp) in [
+            ("node_encoder", &model.node_encoder),
+            ("edge_encoder", &model.edge_encoder),
+            ("global_encoder", &model.global_encoder),
+            ("edge_update", &model.edge_update),
+            ("node_update", &model.node_update),
+            ("global_update", &model.global_update),
+            ("global_decoder", &model.global_decoder),
+        ] {
+            v.extend(block_grads(name, mlp, grads));
+        }
+        v
+    };
+    let batch = host.to_device::<Ad>(&device);
+    let step = |logits: Tensor<Ad, 2>| logits.powf_scalar(2.0).mean().backward();
+    let want_logits = net.forward(&batch);
+    let want_grads = step(want_logits.clone());
+    let want = all(&net, &want_grads);
+    let fused = net.with_kernel(FusedMlp);
+    let got_logits = fused.forward(&batch);
+    let got_grads = step(got_logits.clone());
+    let got = all(&fused.with_kernel(OpByOp), &got_grads);
+    assert_same(
+        "logits",
+        &got_logits.inner().into_data().to_vec::<f32>().expect("f32"),
+        &want_logits
+            .inner()
+            .into_data()
+            .to_vec::<f32>()
+            .expect("f32"),
+    );
+    assert_eq!(got.len(), 7 * 10);
+    for ((name, g), (_, w)) in got.iter().zip(&want) {
+        let err = relative_error(g, w);
+        assert!(err <= 1e-5, "{name} gradient off by {err:e} (relative)");
+    }
+}
+
+#[test]
+fn frozen_backbone_training_steps_fuse_with_the_same_values() {
+    let device = Default::default();
+    let host = tall_batch(12);
+    <Ad as Backend>::seed(&device, 3);
+    let net: EdgeNetwork<Ad> = EdgeNetworkConfig::new(1).init(&device);
+    let net = net.clone().load_record(net.into_record()).freeze_backbone();
+    let (want_logits, want_head, want_backbone) = step_with(&net, &host);
+    let fused = net.with_kernel(FusedMlp);
+    let (logits, head, backbone) = step_with(&fused, &host);
+    assert_same("logits", &logits, &want_logits);
+    assert_same("head gradient", &head, &want_head);
+    // A frozen backbone gets no gradient either way.
+    assert!(
+        backbone.is_none() && want_backbone.is_none(),
+        "backbone gradient present"
+    );
 }
