@@ -20,6 +20,10 @@ use crate::{FlexTensor, Layout};
 /// Rows per block (and per task): a block's activations (256 × 64 f32 = 64 kB) stay in L2.
 const ROWS: usize = 256;
 
+/// Tasks of the backward (at most): each takes a fixed run of blocks and keeps one partial sum
+/// of every parameter gradient (see [`mlp_backward`]).
+const CHUNKS: usize = 16;
+
 /// One term of the first layer's pre-activation; the terms are summed in their order.
 pub enum MlpTerm<'a> {
     /// `x · weight`, computed block by block (`x [n, d_k]`, `weight [d_k, d_first]`, any strides:
@@ -221,12 +225,21 @@ fn forward(
     // One product plus a bias (a plain `Linear`): exactly `linear_fused`'s bias rows with the
     // product accumulated onto them.
     let linear = matches!(prepared.as_slice(), [Term::Product { .. }]) && first_bias.is_some();
+    // One block of rows. When saving, every layer writes its output straight into its rows of
+    // the saved outputs (`saves[k]`) and the next layer reads it there; otherwise two scratch
+    // buffers take turns.
     let block = |first: usize, out: &mut [f32], saves: &mut [&mut [f32]]| {
         let m = out.len() / d_out;
-        let mut acc = vec![0.0f32; m * widest];
+        let save = !saves.is_empty();
+        let mut acc = vec![0.0f32; if save { 0 } else { m * widest }];
+        // Scratch: a product term's rows before they are added, and the turns' other buffer.
         let mut next = vec![0.0f32; m * widest];
         // The first layer's pre-activation: its terms in order, then the bias, then ReLU.
-        let pre = &mut acc[..m * d_first];
+        let pre: &mut [f32] = if save {
+            &mut *saves[0]
+        } else {
+            &mut acc[..m * d_first]
+        };
         for (t, term) in prepared.iter().enumerate() {
             match term {
                 Term::Product { x, w } if linear => {
@@ -272,39 +285,46 @@ fn forward(
         for p in pre.iter_mut() {
             *p = p.max(0.0);
         }
-        if let Some(saved) = saves.get_mut(0) {
-            saved.copy_from_slice(pre);
-        }
         // The other layers: bias rows, the product accumulated onto them, ReLU.
         let mut width = d_first;
         for (k, (w, bias)) in layers.iter().enumerate() {
-            let dst = &mut next[..m * w.cols];
-            match bias {
-                Some(bias) => {
-                    for row in dst.chunks_exact_mut(w.cols) {
-                        row.copy_from_slice(bias);
+            {
+                let (src, dst): (&[f32], &mut [f32]) = if save {
+                    let (done, rest) = saves.split_at_mut(k + 1);
+                    (&*done[k], &mut *rest[0])
+                } else {
+                    (&acc[..m * width], &mut next[..m * w.cols])
+                };
+                match bias {
+                    Some(bias) => {
+                        for row in dst.chunks_exact_mut(w.cols) {
+                            row.copy_from_slice(bias);
+                        }
                     }
+                    None => dst.fill(0.0),
                 }
-                None => dst.fill(0.0),
+                let src = Mat {
+                    addr: src.as_ptr() as usize,
+                    rs: width as isize,
+                    cs: 1,
+                    rows: m,
+                    cols: width,
+                };
+                product(src, 0, m, *w, dst, true);
+                for v in dst.iter_mut() {
+                    *v = v.max(0.0);
+                }
             }
-            let src = Mat {
-                addr: acc.as_ptr() as usize,
-                rs: width as isize,
-                cs: 1,
-                rows: m,
-                cols: width,
-            };
-            product(src, 0, m, *w, dst, true);
-            for v in dst.iter_mut() {
-                *v = v.max(0.0);
-            }
-            if let Some(saved) = saves.get_mut(k + 1) {
-                saved.copy_from_slice(dst);
+            if !save {
+                core::mem::swap(&mut acc, &mut next);
             }
             width = w.cols;
-            core::mem::swap(&mut acc, &mut next);
         }
-        let input = &acc[..m * d_out];
+        let input: &[f32] = if save {
+            &*saves[layers.len()]
+        } else {
+            &acc[..m * d_out]
+        };
         match &beta {
             Some(beta) => crate::ops::activation::layer_norm_rows_f32_with_beta(
                 input, out, &gamma, beta, d_out, epsilon as f32,
@@ -397,27 +417,28 @@ fn view(ptr: *const f32, rows: usize, cols: usize, rs: isize, cs: isize) -> Mat 
 
 /// `a · b` into the row-major `a.rows × b.cols` matrix `dst`, overwriting it (one thread).
 fn mm(a: Mat, b: Mat, dst: &mut [f32]) {
+    mm_onto(a, b, dst, false);
+}
+
+/// `a · b` into `dst` as [`mm`], or (`accumulate`) added, summed first, onto what it holds.
+fn mm_onto(a: Mat, b: Mat, dst: &mut [f32], accumulate: bool) {
     assert!(a.cols == b.rows && dst.len() >= a.rows * b.cols, "mlp_backward: product shapes");
     // SAFETY: every caller builds `a` and `b` over live f32 storage (tensors borrowed by
     // `mlp_backward` or the block's own buffers) of at least the stated extent; `dst` is a
     // distinct buffer of room for the product.
-    unsafe { gemm_rows(a, 0, a.rows, b, dst.as_mut_ptr(), false, gemm::Parallelism::None) }
+    unsafe { gemm_rows(a, 0, a.rows, b, dst.as_mut_ptr(), accumulate, gemm::Parallelism::None) }
 }
 
-/// `Σ_rows dz` added (f64) onto `acc` (`dz`: row-major rows of `acc.len()` values).
-fn add_column_sums(dz: &[f32], acc: &mut [f64]) {
-    for row in dz.chunks_exact(acc.len()) {
-        for (a, v) in acc.iter_mut().zip(row) {
-            *a += f64::from(*v);
-        }
-    }
-}
-
-/// `g` where the layer's output is positive, 0 elsewhere (ReLU's gradient, as `relu_backward`).
-fn relu_mask(g: &mut [f32], output: &[f32]) {
-    for (g, o) in g.iter_mut().zip(output) {
-        if *o <= 0.0 {
-            *g = 0.0;
+/// ReLU's gradient in place (`dz` kept where the layer's `output` is positive, 0 elsewhere, as
+/// `relu_backward`), its column sums added (f64) onto `acc` (the bias gradient); rows of
+/// `acc.len()` values.
+fn relu_grad_and_bias(dz: &mut [f32], output: &[f32], acc: &mut [f64]) {
+    let d = acc.len();
+    for (row, out) in dz.chunks_exact_mut(d).zip(output.chunks_exact(d)) {
+        for ((g, o), a) in row.iter_mut().zip(out).zip(acc.iter_mut()) {
+            let v = if *o > 0.0 { *g } else { 0.0 };
+            *g = v;
+            *a += f64::from(v);
         }
     }
 }
@@ -430,9 +451,10 @@ fn relu_mask(g: &mut [f32], output: &[f32]) {
 /// The same blocks of rows as the forward, one thread each, take the rows' gradient back
 /// through the LayerNorm (the row kernel of [`crate::ops::activation::layer_norm_backward`],
 /// so the same `dx`), then through every layer (ReLU's mask; `dW += Aᵀ·dZ`, `db += Σ dZ` and
-/// `dA = dZ·Wᵀ`) while the rows are in cache. Parameter gradients are summed per block, then
-/// the blocks' sums added in block order in f64: the result does not depend on the number of
-/// threads. A gathered term's gradient (`Rows` with an index) is the rows' gradients added
+/// `dA = dZ·Wᵀ`) while the rows are in cache. Parameter gradients are summed per fixed run of
+/// blocks (up to [`CHUNKS`] runs, one task each; weight products accumulated in f32 as one long
+/// product, bias, γ and β sums in f64), then the runs' sums added in order in f64: the result
+/// does not depend on the number of threads. A gathered term's gradient (`Rows` with an index) is the rows' gradients added
 /// into their source rows in row order.
 ///
 /// Returns `None` when a tensor is not f32 (as [`mlp_forward`]). Panics on inconsistent shapes.
@@ -535,8 +557,16 @@ pub fn mlp_backward(
     let f32_len: usize = weight_sizes.iter().sum();
     let f64_len: usize = widths.iter().sum::<usize>() + 2 * d_out;
     let blocks = crate::ops::matmul::row_blocks(n, ROWS);
-    let mut part32 = vec![0.0f32; blocks.len() * f32_len];
-    let mut part64 = vec![0.0f64; blocks.len() * f64_len];
+    // Fixed chunks of consecutive blocks (one task each) share partial sums: a chunk's blocks
+    // accumulate their weight products onto one f32 partial (as one long product would), the
+    // chunks' partials are added in f64 in chunk order. The chunks depend on the rows only,
+    // not on the number of threads.
+    let n_chunks = blocks.len().min(CHUNKS);
+    let chunks: Vec<core::ops::Range<usize>> = (0..n_chunks)
+        .map(|c| c * blocks.len() / n_chunks..(c + 1) * blocks.len() / n_chunks)
+        .collect();
+    let mut part32 = vec![0.0f32; chunks.len() * f32_len];
+    let mut part64 = vec![0.0f64; chunks.len() * f64_len];
     // Full-size outputs: each wanted product term's dx, and the first layer's dZ (for
     // gathered terms), written by rows.
     let mut dxs: Vec<Vec<f32>> = back
@@ -553,6 +583,7 @@ pub fn mlp_backward(
 
     let block = |first: usize,
                  m: usize,
+                 accumulate: bool,
                  p32: &mut [f32],
                  p64: &mut [f64],
                  dx_rows: &mut [&mut [f32]],
@@ -588,14 +619,13 @@ pub fn mlp_backward(
         for k in (1..widths.len()).rev() {
             let (d_in, d_k) = (widths[k - 1], widths[k]);
             let dz = &mut cur[..m * d_k];
-            relu_mask(dz, rows(k));
-            add_column_sums(dz, &mut p_bias[bias_offset(k)..bias_offset(k) + d_k]);
+            relu_grad_and_bias(dz, rows(k), &mut p_bias[bias_offset(k)..bias_offset(k) + d_k]);
             let a_prev = rows(k - 1);
             // dW += A_{k−1}ᵀ · dZ.
             let at = view(a_prev.as_ptr(), d_in, m, 1, d_in as isize);
             let dz_m = view(dz.as_ptr(), m, d_k, d_k as isize, 1);
             let off = layer_offsets[k - 1];
-            mm(at, dz_m, &mut p32[off..off + d_in * d_k]);
+            mm_onto(at, dz_m, &mut p32[off..off + d_in * d_k], accumulate);
             // dA_{k−1} = dZ · Wᵀ.
             let w = ws[k - 1];
             let wt = view(w.addr as *const f32, w.cols, w.rows, w.cs, w.rs);
@@ -604,8 +634,7 @@ pub fn mlp_backward(
         }
         // The first layer.
         let dz = &mut cur[..m * d_first];
-        relu_mask(dz, rows(0));
-        add_column_sums(dz, &mut p_bias[..d_first]);
+        relu_grad_and_bias(dz, rows(0), &mut p_bias[..d_first]);
         let dz_m = view(dz.as_ptr(), m, d_first, d_first as isize, 1);
         let mut off = 0;
         let mut product = 0;
@@ -614,7 +643,7 @@ pub fn mlp_backward(
                 // SAFETY: `first + m ≤ n = x.rows`: this block's rows of `x`.
                 let x0 = unsafe { (x.addr as *const f32).offset(first as isize * x.rs) };
                 let xt = view(x0, x.cols, m, x.cs, x.rs);
-                mm(xt, dz_m, &mut p32[off..off + product_parts[product]]);
+                mm_onto(xt, dz_m, &mut p32[off..off + product_parts[product]], accumulate);
                 off += product_parts[product];
                 product += 1;
                 if !dx_rows[t].is_empty() {
@@ -629,18 +658,13 @@ pub fn mlp_backward(
     };
 
     if n > 0 {
-        // Every block's disjoint rows of the full-size outputs, and its partial sums.
-        type Part<'p> = (usize, usize, &'p mut [f32], &'p mut [f64], Vec<&'p mut [f32]>, &'p mut [f32]);
+        // Every block's disjoint rows of the full-size outputs, grouped into the chunks of
+        // blocks that share partial sums.
+        type Part<'p> = (usize, usize, Vec<&'p mut [f32]>, &'p mut [f32]);
         let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
-        let mut r32 = part32.as_mut_slice();
-        let mut r64 = part64.as_mut_slice();
         let mut rdz = dz1.as_mut_slice();
         let mut rdx: Vec<&mut [f32]> = dxs.iter_mut().map(Vec::as_mut_slice).collect();
         for &(first, m) in &blocks {
-            let (a, t32) = r32.split_at_mut(f32_len);
-            let (b, t64) = r64.split_at_mut(f64_len);
-            r32 = t32;
-            r64 = t64;
             let dz_part = if wants_rows {
                 let (p, t) = rdz.split_at_mut(m * d_first);
                 rdz = t;
@@ -662,30 +686,40 @@ pub fn mlp_backward(
                 *slot = t;
                 dx_parts.push(p);
             }
-            parts.push((first, m, a, b, dx_parts, dz_part));
+            parts.push((first, m, dx_parts, dz_part));
         }
+        let mut chunk_parts: Vec<(Vec<Part<'_>>, &mut [f32], &mut [f64])> = Vec::new();
+        let mut parts = parts.into_iter();
+        for ((c, a), b) in chunks
+            .iter()
+            .zip(part32.chunks_exact_mut(f32_len.max(1)))
+            .zip(part64.chunks_exact_mut(f64_len.max(1)))
+        {
+            chunk_parts.push((parts.by_ref().take(c.len()).collect(), a, b));
+        }
+        let chunk = |(blocks, a, b): (Vec<Part<'_>>, &mut [f32], &mut [f64])| {
+            for (k, (first, m, mut dx, dz)) in blocks.into_iter().enumerate() {
+                block(first, m, k > 0, a, b, &mut dx, dz);
+            }
+        };
         #[cfg(feature = "rayon")]
         {
             use rayon::prelude::*;
-            parts
-                .into_par_iter()
-                .for_each(|(first, m, a, b, mut dx, dz)| block(first, m, a, b, &mut dx, dz));
+            chunk_parts.into_par_iter().for_each(chunk);
         }
         #[cfg(not(feature = "rayon"))]
-        for (first, m, a, b, mut dx, dz) in parts {
-            block(first, m, a, b, &mut dx, dz);
-        }
+        chunk_parts.into_iter().for_each(chunk);
     }
 
-    // The blocks' partial sums, added in block order.
+    // The chunks' partial sums, added in chunk order.
     let mut sum32 = vec![0.0f64; f32_len];
-    for part in part32.chunks_exact(f32_len.max(1)).take(blocks.len()) {
+    for part in part32.chunks_exact(f32_len.max(1)).take(chunks.len()) {
         for (s, v) in sum32.iter_mut().zip(part) {
             *s += f64::from(*v);
         }
     }
     let mut sum64 = vec![0.0f64; f64_len];
-    for part in part64.chunks_exact(f64_len.max(1)).take(blocks.len()) {
+    for part in part64.chunks_exact(f64_len.max(1)).take(chunks.len()) {
         for (s, v) in sum64.iter_mut().zip(part) {
             *s += *v;
         }
@@ -739,17 +773,49 @@ pub fn mlp_backward(
 }
 
 /// `dy[index[r]] += dz[r]` for every row `r` in order, into `n_src` zero rows of `d` values:
-/// the gradient of a gather. Columns are split between threads (each keeps the row order, so
-/// the sums do not depend on the number of threads).
+/// the gradient of a gather. Columns are split between tasks (each keeps the row order, so the
+/// sums do not depend on the number of threads).
 fn scatter_add(dz: &[f32], index: &Index<'_>, n_src: usize, d: usize) -> Vec<f32> {
-    let mut dy = vec![0.0f32; n_src * d];
+    /// Columns per task: one 64-byte cache line of f32.
+    const COLS: usize = 16;
     let rows = index.len();
     for r in 0..rows {
         let i = index.get(r);
         assert!(i < n_src, "mlp_backward: index {i} out of {n_src} rows");
-        let (src, dst) = (&dz[r * d..(r + 1) * d], &mut dy[i * d..(i + 1) * d]);
-        for (a, b) in dst.iter_mut().zip(src) {
-            *a += *b;
+    }
+    let mut dy = vec![0.0f32; n_src * d];
+    let columns = |c0: usize, out: &mut [f32]| {
+        let c1 = (c0 + COLS).min(d);
+        for r in 0..rows {
+            let i = index.get(r);
+            let (src, dst) = (&dz[r * d + c0..r * d + c1], &mut out[i * (c1 - c0)..(i + 1) * (c1 - c0)]);
+            for (a, b) in dst.iter_mut().zip(src) {
+                *a += *b;
+            }
+        }
+    };
+    // Each task adds into its own column panel `[n_src, c1 − c0]`, copied into `dy` after.
+    let panels: Vec<usize> = (0..d).step_by(COLS).collect();
+    let mut parts: Vec<Vec<f32>> = panels
+        .iter()
+        .map(|&c0| vec![0.0f32; n_src * ((c0 + COLS).min(d) - c0)])
+        .collect();
+    #[cfg(feature = "rayon")]
+    {
+        use rayon::prelude::*;
+        parts
+            .par_iter_mut()
+            .zip(panels.par_iter())
+            .for_each(|(out, &c0)| columns(c0, out));
+    }
+    #[cfg(not(feature = "rayon"))]
+    for (out, &c0) in parts.iter_mut().zip(&panels) {
+        columns(c0, out);
+    }
+    for (part, &c0) in parts.iter().zip(&panels) {
+        let w = (c0 + COLS).min(d) - c0;
+        for (row, src) in dy.chunks_exact_mut(d).zip(part.chunks_exact(w)) {
+            row[c0..c0 + w].copy_from_slice(src);
         }
     }
     dy
