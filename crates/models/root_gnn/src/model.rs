@@ -81,7 +81,7 @@ pub type ConcatPart<B> = (Tensor<B, 2>, Option<Tensor<B, 1, Int>>);
 /// The provided methods are Burn's operations one at a time ([`Mlp::forward`],
 /// [`Mlp::forward_concat`]), which every backend (and autodiff) supports; a backend crate may
 /// run a whole block at once instead, computing the same function (gnn4c-root-gnn-cpu does on
-/// burn-flex where no gradient is needed).
+/// burn-flex, forward and backward).
 pub trait MlpKernel<B: Backend> {
     /// [`Mlp::forward`].
     ///

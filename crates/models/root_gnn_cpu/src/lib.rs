@@ -1,14 +1,16 @@
 //! The Edge_Network's MLP blocks run as one fused kernel each on the CPU backend (burn-flex).
 //!
 //! Run operation by operation, an MLP block (`[Linear → ReLU] × 4 → LayerNorm` over every edge)
-//! makes a full pass over memory per operation; burn-flex's `ops::fused::mlp_forward` (a
-//! vendored patch) takes blocks of rows through the whole chain while they are in cache.
-//! [`FusedMlp`] is the [`MlpKernel`] that calls it, with the same function as
-//! [`gnn4c_root_gnn::OpByOp`] (same operations, same order; checked in `tests/it`). The network
-//! carries it (`EdgeNetwork<B, FusedMlp>`): on `Flex` (inference, validation) every block is
-//! fused; on `Autodiff<Flex>` (training) a block is fused only in a frozen-backbone run, where
-//! no backbone value needs a gradient, and otherwise runs Burn's operations, which autodiff
-//! differentiates.
+//! makes a full pass over memory per operation; burn-flex's `ops::fused` (a vendored patch)
+//! takes blocks of rows through the whole chain while they are in cache. [`FusedMlp`] is the
+//! [`MlpKernel`] that calls it, with the same function as [`gnn4c_root_gnn::OpByOp`] (same
+//! operations, same order: the same values; checked in `tests/it`). The network carries it
+//! (`EdgeNetwork<B, FusedMlp>`): on `Flex` (inference, validation) every block runs
+//! `mlp_forward`; on `Autodiff<Flex>` (training) every block is one tracked operation whose
+//! forward keeps each layer's output (`mlp_forward_saving`) and whose backward is
+//! `mlp_backward` (gradients within 1e-5 of Burn's, summed per block of rows), or the values
+//! alone where nothing needs a gradient (a frozen backbone). Blocks with dropout run Burn's
+//! operations.
 //!
 //! The one model-side crate that names a backend: only `cli` and `benchmarks` depend on it, and
 //! they choose when to use it. Knows no files. Start at [`FusedMlp`].
@@ -24,8 +26,9 @@ use burn_flex::FlexTensor;
 use burn_flex::ops::fused::{MlpLayer, MlpTerm, mlp_backward, mlp_forward, mlp_forward_saving};
 use gnn4c_root_gnn::{ConcatPart, LAYER_NORM_EPSILON, Mlp, MlpKernel};
 
-/// Runs each MLP block as one burn-flex kernel (see the crate docs). Falls back to Burn's
-/// operations for tensors the kernel does not take (other than f32).
+/// Runs each MLP block as one burn-flex kernel, in inference and in training (see the crate
+/// docs). Falls back to Burn's operations for tensors the kernel does not take (other than f32)
+/// and for blocks with dropout.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FusedMlp;
 

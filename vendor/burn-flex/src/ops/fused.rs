@@ -1,4 +1,5 @@
-//! GNN4Colliders patch 8 (vendor/burn-flex/PATCHED.md): a whole MLP block's forward, in blocks of rows.
+//! GNN4Colliders patch 8 (vendor/burn-flex/PATCHED.md): a whole MLP block's forward and backward,
+//! in blocks of rows.
 //!
 //! `[Linear → ReLU] × L → LayerNorm` run one operation at a time makes a full pass over memory per
 //! operation (each product, bias, ReLU, add and the norm), with its own allocation and a thread
@@ -7,7 +8,10 @@
 //! in the same order as the operation-by-operation path (the first layer's terms summed in their
 //! order, `(x · W) + b`, `x.max(0)`, the same LayerNorm row kernel, products by `gemm` with the
 //! bias as the starting rows exactly as [`crate::ops::matmul::linear_fused`]), so the values are
-//! the same. Forward only: nothing is kept for a backward pass.
+//! the same. For training, [`mlp_forward_saving`] also keeps every layer's output and
+//! [`mlp_backward`] takes the same blocks back through the chain (LayerNorm's row gradient,
+//! ReLU masks, the transposed products), summing the parameter gradients per fixed run of
+//! blocks.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -554,6 +558,21 @@ pub fn mlp_backward(
         })
         .chain(ws.iter().map(|w| w.rows * w.cols))
         .collect();
+    let n_products = weight_sizes.len() - ws.len();
+    // Where each weight's partial (product terms', then the layers') and each layer's bias
+    // partial starts.
+    let starts = |sizes: &[usize]| -> Vec<usize> {
+        sizes
+            .iter()
+            .scan(0, |at, &size| {
+                let start = *at;
+                *at += size;
+                Some(start)
+            })
+            .collect()
+    };
+    let weight_at = starts(&weight_sizes);
+    let bias_at = starts(&widths);
     let f32_len: usize = weight_sizes.iter().sum();
     let f64_len: usize = widths.iter().sum::<usize>() + 2 * d_out;
     let blocks = crate::ops::matmul::row_blocks(n, ROWS);
@@ -604,27 +623,16 @@ pub fn mlp_backward(
             pg,
             pb,
         );
-        let bias_offset = |k: usize| widths[..k].iter().sum::<usize>();
-        let mut w_offset: usize = weight_sizes[..weight_sizes.len() - ws.len()].iter().sum();
-        let product_parts: Vec<usize> = weight_sizes[..weight_sizes.len() - ws.len()].to_vec();
         // Further layers, last first: dZ = dA ⊙ mask; db, dW; dA of the layer below.
-        let layer_offsets: Vec<usize> = ws
-            .iter()
-            .scan(&mut w_offset, |o, w| {
-                let at = **o;
-                **o += w.rows * w.cols;
-                Some(at)
-            })
-            .collect();
         for k in (1..widths.len()).rev() {
             let (d_in, d_k) = (widths[k - 1], widths[k]);
             let dz = &mut cur[..m * d_k];
-            relu_grad_and_bias(dz, rows(k), &mut p_bias[bias_offset(k)..bias_offset(k) + d_k]);
+            relu_grad_and_bias(dz, rows(k), &mut p_bias[bias_at[k]..bias_at[k] + d_k]);
             let a_prev = rows(k - 1);
             // dW += A_{k−1}ᵀ · dZ.
             let at = view(a_prev.as_ptr(), d_in, m, 1, d_in as isize);
             let dz_m = view(dz.as_ptr(), m, d_k, d_k as isize, 1);
-            let off = layer_offsets[k - 1];
+            let off = weight_at[n_products + k - 1];
             mm_onto(at, dz_m, &mut p32[off..off + d_in * d_k], accumulate);
             // dA_{k−1} = dZ · Wᵀ.
             let w = ws[k - 1];
@@ -636,15 +644,14 @@ pub fn mlp_backward(
         let dz = &mut cur[..m * d_first];
         relu_grad_and_bias(dz, rows(0), &mut p_bias[..d_first]);
         let dz_m = view(dz.as_ptr(), m, d_first, d_first as isize, 1);
-        let mut off = 0;
         let mut product = 0;
         for (t, b) in back.iter().enumerate() {
             if let Back::Product { x, w } = b {
                 // SAFETY: `first + m ≤ n = x.rows`: this block's rows of `x`.
                 let x0 = unsafe { (x.addr as *const f32).offset(first as isize * x.rs) };
                 let xt = view(x0, x.cols, m, x.cs, x.rs);
-                mm_onto(xt, dz_m, &mut p32[off..off + product_parts[product]], accumulate);
-                off += product_parts[product];
+                let off = weight_at[product];
+                mm_onto(xt, dz_m, &mut p32[off..off + weight_sizes[product]], accumulate);
                 product += 1;
                 if !dx_rows[t].is_empty() {
                     let wt = view(w.addr as *const f32, w.cols, w.rows, w.cs, w.rs);
@@ -733,42 +740,44 @@ pub fn mlp_backward(
         )
     };
 
-    let mut w_at = 0;
+    let weight = |p: usize, w: &Mat| {
+        matrix(narrow(&sum32[weight_at[p]..weight_at[p] + weight_sizes[p]]), w.rows, w.cols)
+    };
+    let mut product = 0;
     let mut term_grads = Vec::with_capacity(back.len());
     for ((b, dx), &want) in back.iter().zip(dxs).zip(want_inputs) {
         match b {
             Back::Product { x, w } => {
-                let size = w.rows * w.cols;
-                let dw = matrix(narrow(&sum32[w_at..w_at + size]), w.rows, w.cols);
-                w_at += size;
-                let dx = want.then(|| matrix(dx, n, x.cols));
-                term_grads.push((dx, Some(dw)));
+                let dw = weight(product, w);
+                product += 1;
+                term_grads.push((want.then(|| matrix(dx, n, x.cols)), Some(dw)));
             }
             Back::Rows { n_src, index } => {
                 let dy = want.then(|| match index {
                     None => matrix(dz1.clone(), n, d_first),
-                    Some(index) => matrix(scatter_add(&dz1, index, *n_src, d_first), *n_src, d_first),
+                    Some(index) => {
+                        matrix(scatter_add(&dz1, index, *n_src, d_first), *n_src, d_first)
+                    }
                 });
                 term_grads.push((dy, None));
             }
         }
     }
-    let mut layer_grads = Vec::with_capacity(ws.len());
-    let mut bias_at = d_first;
-    for w in &ws {
-        let size = w.rows * w.cols;
-        let dw = matrix(narrow(&sum32[w_at..w_at + size]), w.rows, w.cols);
-        w_at += size;
-        let db = vector(&sum64[bias_at..bias_at + w.cols]);
-        bias_at += w.cols;
-        layer_grads.push((dw, db));
-    }
+    let layer_grads = ws
+        .iter()
+        .enumerate()
+        .map(|(k, w)| {
+            let at = bias_at[k + 1];
+            (weight(n_products + k, w), vector(&sum64[at..at + w.cols]))
+        })
+        .collect();
+    let norm_at = widths.iter().sum::<usize>();
     Some(MlpGrads {
         terms: term_grads,
         first_bias: vector(&sum64[..d_first]),
         layers: layer_grads,
-        gamma: vector(&sum64[bias_at..bias_at + d_out]),
-        beta: vector(&sum64[bias_at + d_out..bias_at + 2 * d_out]),
+        gamma: vector(&sum64[norm_at..norm_at + d_out]),
+        beta: vector(&sum64[norm_at + d_out..norm_at + 2 * d_out]),
     })
 }
 
