@@ -166,6 +166,19 @@ enum SavedTerm {
     },
 }
 
+impl SavedTerm {
+    /// The term as burn-flex's kernels take it.
+    fn as_term(&self) -> MlpTerm<'_> {
+        match self {
+            SavedTerm::Product { x, w } => MlpTerm::Product { x, weight: w },
+            SavedTerm::Rows { y, index } => MlpTerm::Rows {
+                y,
+                index: index.as_ref(),
+            },
+        }
+    }
+}
+
 /// What the block's backward needs: the forward's inputs and every layer's output.
 #[derive(Debug, Clone)]
 struct BlockState {
@@ -192,7 +205,7 @@ impl Backward<Flex, MAX_PARENTS> for FusedBlock {
     ) {
         let grad = grads.consume::<Flex>(&ops.node);
         let state = ops.state;
-        let tracked = |slot: &dyn Fn(Slot) -> bool| {
+        let has_tracked = |slot: &dyn Fn(Slot) -> bool| {
             state
                 .slots
                 .iter()
@@ -200,19 +213,9 @@ impl Backward<Flex, MAX_PARENTS> for FusedBlock {
                 .any(|(s, p)| p.is_some() && slot(*s))
         };
         let want_inputs: Vec<bool> = (0..state.terms.len())
-            .map(|t| tracked(&|s| matches!(s, Slot::TermInput(u) if u == t)))
+            .map(|t| has_tracked(&|s| matches!(s, Slot::TermInput(u) if u == t)))
             .collect();
-        let terms: Vec<MlpTerm<'_>> = state
-            .terms
-            .iter()
-            .map(|t| match t {
-                SavedTerm::Product { x, w } => MlpTerm::Product { x, weight: w },
-                SavedTerm::Rows { y, index } => MlpTerm::Rows {
-                    y,
-                    index: index.as_ref(),
-                },
-            })
-            .collect();
+        let terms: Vec<MlpTerm<'_>> = state.terms.iter().map(SavedTerm::as_term).collect();
         let layers: Vec<MlpLayer<'_>> = state
             .weights
             .iter()
@@ -298,16 +301,7 @@ fn tracked(mlp: &Mlp<Ad>, inputs: Vec<AdInput>) -> Option<Tensor<Ad, 2>> {
     nodes.resize(MAX_PARENTS, pad);
     let nodes: [_; MAX_PARENTS] = nodes.try_into().expect("padded to MAX_PARENTS");
 
-    let term_refs: Vec<MlpTerm<'_>> = terms
-        .iter()
-        .map(|t| match t {
-            SavedTerm::Product { x, w } => MlpTerm::Product { x, weight: w },
-            SavedTerm::Rows { y, index } => MlpTerm::Rows {
-                y,
-                index: index.as_ref(),
-            },
-        })
-        .collect();
+    let term_refs: Vec<MlpTerm<'_>> = terms.iter().map(SavedTerm::as_term).collect();
     let layers: Vec<MlpLayer<'_>> = weights
         .iter()
         .zip(&biases)
