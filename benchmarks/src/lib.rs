@@ -147,6 +147,20 @@ pub fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
     collate(&refs, Padding::None).map_err(anyhow::Error::msg)
 }
 
+/// Prints `usage` and exits when the arguments ask for help (`-h`, `--help`); the benchmarks
+/// otherwise read their arguments as numbers and flags, and "--help" is neither.
+pub fn help_and_exit_if_asked(usage: &str) {
+    if std::env::args().skip(1).any(|a| a == "-h" || a == "--help") {
+        use std::io::Write;
+        // If stdout is closed there is nobody to tell.
+        let _ = writeln!(
+            std::io::stdout(),
+            "usage: {usage}\n(details: benchmarks/README.md and docs/performance.md)"
+        );
+        std::process::exit(0);
+    }
+}
+
 /// Removes `--device X` from `args` and returns the device (CPU when absent).
 pub fn take_device(args: &mut Vec<String>) -> anyhow::Result<DeviceChoice> {
     let Some(i) = args.iter().position(|a| a == "--device") else {

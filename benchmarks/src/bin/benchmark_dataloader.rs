@@ -53,6 +53,7 @@ fn timed(reps: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {
 }
 
 fn main() -> anyhow::Result<()> {
+    gnn4c_benchmarks::help_and_exit_if_asked("benchmark_dataloader [EVENTS_PER_PROCESS] [REPS]");
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
     let reps: usize = args.next().map_or(Ok(3), |a| a.parse())?;

@@ -159,6 +159,9 @@ fn bench<B: InferenceBackend>(
 }
 
 fn main() -> anyhow::Result<()> {
+    gnn4c_benchmarks::help_and_exit_if_asked(
+        "benchmark_inference [N_EVENTS] [--device cpu|cuda[:N]] [--op-by-op]",
+    );
     gnn4c_benchmarks::setup_like_the_cli();
     let mut positional: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut positional)?;

@@ -9,6 +9,7 @@ use gnn4c_benchmarks::{Stats, machine, read_events, time_reps};
 use gnn4c_data::{FINETUNE_PROCESSES, PRETRAIN_PROCESSES, toy_events, write_demo};
 
 fn main() -> anyhow::Result<()> {
+    gnn4c_benchmarks::help_and_exit_if_asked("benchmark_io [EVENTS_PER_PROCESS] [REPS]");
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
     let reps: usize = args.next().map_or(Ok(5), |a| a.parse())?;

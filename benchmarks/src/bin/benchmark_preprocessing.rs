@@ -45,6 +45,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn main() -> anyhow::Result<()> {
+    gnn4c_benchmarks::help_and_exit_if_asked("benchmark_preprocessing [N_EVENTS] [REPS]");
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(Ok(1_000_000), |a| a.parse())?;
     let reps: usize = args.next().map_or(Ok(5), |a| a.parse())?;

@@ -219,6 +219,9 @@ fn bench<B: TrainingBackend>(
 }
 
 fn main() -> anyhow::Result<()> {
+    gnn4c_benchmarks::help_and_exit_if_asked(
+        "benchmark_training [BATCH] [REPS] [--device cpu|cuda[:N]] [--dump-batch FILE.npz]",
+    );
     gnn4c_benchmarks::setup_like_the_cli();
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut rest)?;

@@ -260,19 +260,26 @@ fn tracked(mlp: &Mlp<Ad>, inputs: Vec<AdInput>) -> Option<Tensor<Ad, 2>> {
     let mut nodes = Vec::new();
     let mut slots = Vec::new();
     let mut terms = Vec::new();
-    let mut parent = |t: &AdTensor, slot: Slot| {
+    // The parents' tensors stay alive until the operation is registered: a tensor's reference
+    // count is what tells autodiff's graph cleaning (run after any backward, from any thread)
+    // that its node is still wanted; an intermediate (a slice of the first weight, a gathered
+    // product) dropped before `finish` could be cleaned away with its gradient path.
+    let mut alive: Vec<AdTensor> = Vec::new();
+    let mut parent = |t: AdTensor, slot: Slot| {
         nodes.push(t.node.clone());
         slots.push(slot);
-        t.primitive.clone()
+        let value = t.primitive.clone();
+        alive.push(t);
+        value
     };
     for (t, input) in inputs.into_iter().enumerate() {
         terms.push(match input {
             AdInput::Product(x, w) => SavedTerm::Product {
-                x: parent(&ad(x), Slot::TermInput(t)),
-                w: parent(&ad(w), Slot::TermWeight(t)),
+                x: parent(ad(x), Slot::TermInput(t)),
+                w: parent(ad(w), Slot::TermWeight(t)),
             },
             AdInput::Rows(y, index) => SavedTerm::Rows {
-                y: parent(&ad(y), Slot::TermInput(t)),
+                y: parent(ad(y), Slot::TermInput(t)),
                 index: index.map(Tensor::into_primitive),
             },
         });
@@ -280,19 +287,19 @@ fn tracked(mlp: &Mlp<Ad>, inputs: Vec<AdInput>) -> Option<Tensor<Ad, 2>> {
     let first_bias = mlp.layers[0]
         .bias
         .as_ref()
-        .map(|b| parent(&ad(b.val()), Slot::FirstBias));
+        .map(|b| parent(ad(b.val()), Slot::FirstBias));
     let mut weights = Vec::new();
     let mut biases = Vec::new();
     for (k, l) in mlp.layers[1..].iter().enumerate() {
-        weights.push(parent(&ad(l.weight.val()), Slot::Weight(k)));
-        biases.push(l.bias.as_ref().map(|b| parent(&ad(b.val()), Slot::Bias(k))));
+        weights.push(parent(ad(l.weight.val()), Slot::Weight(k)));
+        biases.push(l.bias.as_ref().map(|b| parent(ad(b.val()), Slot::Bias(k))));
     }
-    let gamma = parent(&ad(mlp.norm.gamma.val()), Slot::Gamma);
+    let gamma = parent(ad(mlp.norm.gamma.val()), Slot::Gamma);
     let beta = mlp
         .norm
         .beta
         .as_ref()
-        .map(|b| parent(&ad(b.val()), Slot::Beta));
+        .map(|b| parent(ad(b.val()), Slot::Beta));
     if nodes.len() > MAX_PARENTS {
         return None;
     }
@@ -344,6 +351,7 @@ fn tracked(mlp: &Mlp<Ad>, inputs: Vec<AdInput>) -> Option<Tensor<Ad, 2>> {
             LAYER_NORM_EPSILON,
         )?),
     };
+    drop(alive); // registered: the operation's step now holds its parents
     Some(Tensor::from_primitive(TensorPrimitive::Float(output)))
 }
 
