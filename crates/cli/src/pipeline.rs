@@ -253,11 +253,26 @@ pub fn load_split(
     folds: &Folds,
     split: gnn4c_data::Split,
 ) -> anyhow::Result<(CacheManifest, Vec<GraphSample>)> {
-    let (manifest, records) = gnn4c_data::read_split(dir, folds, split)?;
+    let (manifest, mut splits) = load_splits(dir, folds, &[split])?;
+    Ok((manifest, splits.pop().expect("one split asked for")))
+}
+
+/// [`load_split`] of several splits in one pass over the cache (`gnn4c_data::read_splits`).
+pub fn load_splits(
+    dir: &Path,
+    folds: &Folds,
+    splits: &[gnn4c_data::Split],
+) -> anyhow::Result<(CacheManifest, Vec<Vec<GraphSample>>)> {
+    let (manifest, records) = gnn4c_data::read_splits(dir, folds, splits)?;
     let mut topo = TopologyCache::new(64);
     let graphs = records
         .into_iter()
-        .map(|r| from_record(r, &mut topo))
+        .map(|split| {
+            split
+                .into_iter()
+                .map(|r| from_record(r, &mut topo))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((manifest, graphs))
 }

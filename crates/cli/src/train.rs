@@ -13,7 +13,7 @@ use burn::module::AutodiffModule;
 use burn::prelude::*;
 use gnn4c_cli::backend::TrainingBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split, subset};
+use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split, load_splits, subset};
 use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
 use gnn4c_distributed::World;
 use gnn4c_features::SelectionConfig;
@@ -658,11 +658,14 @@ fn train_on<B: TrainingBackend>(
     drop(cache_span);
     let load_span = tracing::info_span!("load_splits").entered();
     let seed = cfg.trainer.seed;
-    let (_, train) = load_split(&cache, &cfg.folds, Split::Train)?;
+    // Both splits in one pass over the cache.
+    let (_, splits) = load_splits(&cache, &cfg.folds, &[Split::Train, Split::Validation])?;
+    let [train, val]: [Vec<gnn4c_graphs::GraphSample>; 2] = splits
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("two splits asked for"))?;
     let train = Arc::new(GraphSet {
         graphs: subset(train, cfg.subset.train_events, seed ^ 0x0074_7261_696e),
     });
-    let (_, val) = load_split(&cache, &cfg.folds, Split::Validation)?;
     let val = Arc::new(GraphSet {
         graphs: subset(val, cfg.subset.val_events, seed ^ 0x76_616c),
     });

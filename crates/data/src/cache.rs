@@ -728,6 +728,18 @@ pub fn read_split(
     folds: &Folds,
     split: Split,
 ) -> Result<(CacheManifest, Vec<GraphRecord>), DataError> {
+    let (manifest, mut splits) = read_splits(dir, folds, &[split])?;
+    Ok((manifest, splits.pop().expect("one split asked for")))
+}
+
+/// [`read_split`] of several splits in one pass over the cache: `splits[k]`'s events, in
+/// cache order, are the `k`-th vector. The same errors, for the first split that holds no
+/// events.
+pub fn read_splits(
+    dir: &Path,
+    folds: &Folds,
+    splits: &[Split],
+) -> Result<(CacheManifest, Vec<Vec<GraphRecord>>), DataError> {
     folds.validate()?;
     let manifest = read_manifest(dir)?;
     if manifest.n_folds != folds.n_folds {
@@ -739,23 +751,32 @@ pub fn read_split(
             ),
         ));
     }
-    let records = read_cache(dir, &manifest, &|f| folds.split_of(f) == split)?;
-    if records.is_empty() {
-        let which = match split {
-            Split::Train => format!(
-                "the training folds (all but {} and {})",
-                folds.test_fold, folds.validation_fold
-            ),
-            Split::Validation => format!("validation fold {}", folds.validation_fold),
-            Split::Test => format!("test fold {}", folds.test_fold),
-        };
-        return Err(cache_err(
-            dir,
-            format!(
-                "{which} holds no events ({} events in the cache)",
-                manifest.events()
-            ),
-        ));
+    let records = read_cache(dir, &manifest, &|f| splits.contains(&folds.split_of(f)))?;
+    let mut out: Vec<Vec<GraphRecord>> = splits.iter().map(|_| Vec::new()).collect();
+    for r in records {
+        let split = folds.split_of(r.fold);
+        if let Some(k) = splits.iter().position(|s| *s == split) {
+            out[k].push(r);
+        }
     }
-    Ok((manifest, records))
+    for (split, records) in splits.iter().zip(&out) {
+        if records.is_empty() {
+            let which = match split {
+                Split::Train => format!(
+                    "the training folds (all but {} and {})",
+                    folds.test_fold, folds.validation_fold
+                ),
+                Split::Validation => format!("validation fold {}", folds.validation_fold),
+                Split::Test => format!("test fold {}", folds.test_fold),
+            };
+            return Err(cache_err(
+                dir,
+                format!(
+                    "{which} holds no events ({} events in the cache)",
+                    manifest.events()
+                ),
+            ));
+        }
+    }
+    Ok((manifest, out))
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gnn4c_data::{
     CONTRACT_VERSION, CacheManifest, CacheWriter, DataError, Folds, GraphRecord, MANIFEST, Split,
-    fingerprint_of, first_difference, fold_of, read_cache, read_manifest, read_split,
+    fingerprint_of, first_difference, fold_of, read_cache, read_manifest, read_split, read_splits,
 };
 use gnn4c_events::{EventId, Label};
 
@@ -91,6 +91,10 @@ fn round_trip_is_exact_and_sharded() {
                 .len(),
         25
     );
+    // Several splits in one pass: the same events, in the same order, as one split at a time.
+    let (_, both) =
+        read_splits(dir.path(), &folds, &[Split::Train, Split::Validation]).expect("both");
+    assert_eq!(both, vec![train, val]);
 }
 
 #[test]
