@@ -22,8 +22,11 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
+use burn::tensor::ops::FloatTensor;
 use burn_flex::FlexTensor;
-use burn_flex::ops::fused::{MlpLayer, MlpTerm, mlp_backward, mlp_forward, mlp_forward_saving};
+use burn_flex::ops::fused::{
+    MlpGrads, MlpLayer, MlpTerm, mlp_backward, mlp_forward, mlp_forward_saving,
+};
 use gnn4c_root_gnn::{ConcatPart, LAYER_NORM_EPSILON, Mlp, MlpKernel};
 
 /// Runs each MLP block as one burn-flex kernel, in inference and in training (see the crate
@@ -32,106 +35,31 @@ use gnn4c_root_gnn::{ConcatPart, LAYER_NORM_EPSILON, Mlp, MlpKernel};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FusedMlp;
 
-fn float<const D: usize>(t: Tensor<Flex, D>) -> FlexTensor {
-    t.into_primitive().tensor()
-}
-
-/// An input of the block's first layer, as the kernel takes it.
-enum Input {
-    /// `x · W_rows`, computed in the kernel's row blocks.
-    Product(FlexTensor, FlexTensor),
+/// An input of the block's first layer, on either backend.
+enum Part<B: Backend> {
+    /// `x · w`, computed in the kernel's row blocks.
+    Product(Tensor<B, 2>, Tensor<B, 2>),
     /// Rows of `y`, gathered by an index or taken in order.
-    Rows(FlexTensor, Option<FlexTensor>),
+    Rows(Tensor<B, 2>, Option<Tensor<B, 1, Int>>),
 }
 
-/// The block over `inputs` (the first layer's terms, in order), or `None` when the kernel does
-/// not take these tensors.
-fn fused(mlp: &Mlp<Flex>, inputs: &[Input]) -> Option<Tensor<Flex, 2>> {
-    let first_bias = mlp.layers[0].bias.as_ref().map(|b| float(b.val()));
-    let rest: Vec<(FlexTensor, Option<FlexTensor>)> = mlp.layers[1..]
+/// The first layer's inputs for [`Mlp::forward_concat`]'s `parts`: a gathered part is its
+/// product on the (fewer) source rows, then gathered, as [`gnn4c_root_gnn::OpByOp`] does; the
+/// others are products with their rows of the first weight.
+fn concat_parts<B: Backend>(mlp: &Mlp<B>, parts: &[ConcatPart<B>]) -> Vec<Part<B>> {
+    let mut offset = 0;
+    parts
         .iter()
-        .map(|l| {
-            (
-                float(l.weight.val()),
-                l.bias.as_ref().map(|b| float(b.val())),
-            )
+        .map(|(x, index)| {
+            let [_, d_k] = x.dims();
+            let w = mlp.first_weight_rows(offset..offset + d_k); // [d_k, d_first]
+            offset += d_k;
+            match index {
+                Some(i) => Part::Rows(x.clone().matmul(w), Some(i.clone())),
+                None => Part::Product(x.clone(), w),
+            }
         })
-        .collect();
-    let gamma = float(mlp.norm.gamma.val());
-    let beta = mlp.norm.beta.as_ref().map(|b| float(b.val()));
-    let terms: Vec<MlpTerm<'_>> = inputs
-        .iter()
-        .map(|i| match i {
-            Input::Product(x, weight) => MlpTerm::Product { x, weight },
-            Input::Rows(y, index) => MlpTerm::Rows {
-                y,
-                index: index.as_ref(),
-            },
-        })
-        .collect();
-    let layers: Vec<MlpLayer<'_>> = rest
-        .iter()
-        .map(|(weight, bias)| MlpLayer {
-            weight,
-            bias: bias.as_ref(),
-        })
-        .collect();
-    let out = mlp_forward(
-        &terms,
-        first_bias.as_ref(),
-        &layers,
-        &gamma,
-        beta.as_ref(),
-        LAYER_NORM_EPSILON,
-    )?;
-    Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
-}
-
-impl MlpKernel<Flex> for FusedMlp {
-    fn forward(&self, mlp: &Mlp<Flex>, x: Tensor<Flex, 2>) -> Tensor<Flex, 2> {
-        let inputs = [Input::Product(
-            float(x.clone()),
-            float(mlp.layers[0].weight.val()),
-        )];
-        fused(mlp, &inputs).unwrap_or_else(|| mlp.forward(x)) // [n, d_out]
-    }
-
-    fn forward_concat(&self, mlp: &Mlp<Flex>, parts: Vec<ConcatPart<Flex>>) -> Tensor<Flex, 2> {
-        let mut offset = 0;
-        let inputs: Vec<Input> = parts
-            .iter()
-            .map(|(x, index)| {
-                let [_, d_k] = x.dims();
-                let w = mlp.first_weight_rows(offset..offset + d_k); // [d_k, d_first]
-                offset += d_k;
-                match index {
-                    // Gathered parts: the product on the (fewer) source rows, as OpByOp does.
-                    Some(i) => {
-                        Input::Rows(float(x.clone().matmul(w)), Some(i.clone().into_primitive()))
-                    }
-                    None => Input::Product(float(x.clone()), float(w)),
-                }
-            })
-            .collect();
-        fused(mlp, &inputs).unwrap_or_else(|| mlp.forward_concat(parts)) // [n, d_out]
-    }
-}
-
-type Ad = Autodiff<Flex>;
-
-/// Autodiff's float tensor (its value and its node in the graph).
-type AdTensor = burn::tensor::ops::FloatTensor<Ad>;
-
-/// At most this many tracked inputs per block (terms' inputs and weights, biases, γ, β): the
-/// contract's blocks need 6 to 15; deeper blocks run Burn's operations.
-const MAX_PARENTS: usize = 32;
-
-/// An input of the block's first layer under autodiff (see [`Input`]).
-enum AdInput {
-    /// `x · w`.
-    Product(Tensor<Ad, 2>, Tensor<Ad, 2>),
-    /// Rows of `y`, gathered by an index.
-    Rows(Tensor<Ad, 2>, Option<Tensor<Ad, 1, Int>>),
+        .collect()
 }
 
 /// What a parent of the tracked operation is, i.e. which gradient it receives.
@@ -153,9 +81,9 @@ enum Slot {
     Beta,
 }
 
-/// A first-layer term as the backward needs it.
+/// A first-layer term as burn-flex's kernels take it.
 #[derive(Debug, Clone)]
-enum SavedTerm {
+enum Term {
     Product {
         x: FlexTensor,
         w: FlexTensor,
@@ -166,12 +94,11 @@ enum SavedTerm {
     },
 }
 
-impl SavedTerm {
-    /// The term as burn-flex's kernels take it.
+impl Term {
     fn as_term(&self) -> MlpTerm<'_> {
         match self {
-            SavedTerm::Product { x, w } => MlpTerm::Product { x, weight: w },
-            SavedTerm::Rows { y, index } => MlpTerm::Rows {
+            Term::Product { x, w } => MlpTerm::Product { x, weight: w },
+            Term::Rows { y, index } => MlpTerm::Rows {
                 y,
                 index: index.as_ref(),
             },
@@ -179,12 +106,156 @@ impl SavedTerm {
     }
 }
 
+/// An MLP block's tensors as burn-flex's kernels take them.
+#[derive(Debug, Clone)]
+struct Block {
+    terms: Vec<Term>,
+    first_bias: Option<FlexTensor>,
+    /// The layers after the first.
+    weights: Vec<FlexTensor>,
+    biases: Vec<Option<FlexTensor>>,
+    gamma: FlexTensor,
+    beta: Option<FlexTensor>,
+}
+
+impl Block {
+    /// `mlp` with its first layer's `parts`; every float tensor goes through `take`, told
+    /// which gradient it would receive.
+    fn of<B: Backend<IntTensorPrimitive = FlexTensor>>(
+        mlp: &Mlp<B>,
+        parts: Vec<Part<B>>,
+        mut take: impl FnMut(FloatTensor<B>, Slot) -> FlexTensor,
+    ) -> Self {
+        let mut take = |t: TensorPrimitive<B>, slot| take(t.tensor(), slot);
+        let terms = parts
+            .into_iter()
+            .enumerate()
+            .map(|(t, part)| match part {
+                Part::Product(x, w) => Term::Product {
+                    x: take(x.into_primitive(), Slot::TermInput(t)),
+                    w: take(w.into_primitive(), Slot::TermWeight(t)),
+                },
+                Part::Rows(y, index) => Term::Rows {
+                    y: take(y.into_primitive(), Slot::TermInput(t)),
+                    index: index.map(Tensor::into_primitive),
+                },
+            })
+            .collect();
+        let first_bias = mlp.layers[0]
+            .bias
+            .as_ref()
+            .map(|b| take(b.val().into_primitive(), Slot::FirstBias));
+        let mut weights = Vec::new();
+        let mut biases = Vec::new();
+        for (k, l) in mlp.layers[1..].iter().enumerate() {
+            weights.push(take(l.weight.val().into_primitive(), Slot::Weight(k)));
+            biases.push(
+                l.bias
+                    .as_ref()
+                    .map(|b| take(b.val().into_primitive(), Slot::Bias(k))),
+            );
+        }
+        let gamma = take(mlp.norm.gamma.val().into_primitive(), Slot::Gamma);
+        let beta = mlp
+            .norm
+            .beta
+            .as_ref()
+            .map(|b| take(b.val().into_primitive(), Slot::Beta));
+        Block {
+            terms,
+            first_bias,
+            weights,
+            biases,
+            gamma,
+            beta,
+        }
+    }
+
+    /// `kernel` (`mlp_forward` or `mlp_forward_saving`) over the block.
+    fn forward<R>(
+        &self,
+        kernel: impl FnOnce(
+            &[MlpTerm<'_>],
+            Option<&FlexTensor>,
+            &[MlpLayer<'_>],
+            &FlexTensor,
+            Option<&FlexTensor>,
+            f64,
+        ) -> R,
+    ) -> R {
+        let terms: Vec<MlpTerm<'_>> = self.terms.iter().map(Term::as_term).collect();
+        let layers: Vec<MlpLayer<'_>> = self
+            .weights
+            .iter()
+            .zip(&self.biases)
+            .map(|(weight, bias)| MlpLayer {
+                weight,
+                bias: bias.as_ref(),
+            })
+            .collect();
+        kernel(
+            &terms,
+            self.first_bias.as_ref(),
+            &layers,
+            &self.gamma,
+            self.beta.as_ref(),
+            LAYER_NORM_EPSILON,
+        )
+    }
+
+    /// `mlp_backward` over the block, given what `mlp_forward_saving` kept.
+    fn backward(
+        &self,
+        saved: &[FlexTensor],
+        grad: &FlexTensor,
+        want_inputs: &[bool],
+    ) -> Option<MlpGrads> {
+        let terms: Vec<MlpTerm<'_>> = self.terms.iter().map(Term::as_term).collect();
+        let layers: Vec<MlpLayer<'_>> = self
+            .weights
+            .iter()
+            .map(|weight| MlpLayer { weight, bias: None })
+            .collect();
+        mlp_backward(
+            &terms,
+            &layers,
+            &self.gamma,
+            LAYER_NORM_EPSILON,
+            saved,
+            grad,
+            want_inputs,
+        )
+    }
+}
+
+/// The block over `parts` on burn-flex, or `None` when the kernel does not take these tensors.
+fn fused(mlp: &Mlp<Flex>, parts: Vec<Part<Flex>>) -> Option<Tensor<Flex, 2>> {
+    let out = Block::of(mlp, parts, |t, _| t).forward(mlp_forward)?;
+    Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
+}
+
+impl MlpKernel<Flex> for FusedMlp {
+    fn forward(&self, mlp: &Mlp<Flex>, x: Tensor<Flex, 2>) -> Tensor<Flex, 2> {
+        let parts = vec![Part::Product(x.clone(), mlp.layers[0].weight.val())];
+        fused(mlp, parts).unwrap_or_else(|| mlp.forward(x)) // [n, d_out]
+    }
+
+    fn forward_concat(&self, mlp: &Mlp<Flex>, parts: Vec<ConcatPart<Flex>>) -> Tensor<Flex, 2> {
+        let fused_parts = concat_parts(mlp, &parts);
+        fused(mlp, fused_parts).unwrap_or_else(|| mlp.forward_concat(parts)) // [n, d_out]
+    }
+}
+
+type Ad = Autodiff<Flex>;
+
+/// At most this many tracked inputs per block (terms' inputs and weights, biases, γ, β): the
+/// contract's blocks need 6 to 15; deeper blocks run Burn's operations.
+const MAX_PARENTS: usize = 32;
+
 /// What the block's backward needs: the forward's inputs and every layer's output.
 #[derive(Debug, Clone)]
 struct BlockState {
-    terms: Vec<SavedTerm>,
-    weights: Vec<FlexTensor>,
-    gamma: FlexTensor,
+    block: Block,
     saved: Vec<FlexTensor>,
     slots: Vec<Slot>,
 }
@@ -205,32 +276,19 @@ impl Backward<Flex, MAX_PARENTS> for FusedBlock {
     ) {
         let grad = grads.consume::<Flex>(&ops.node);
         let state = ops.state;
-        let has_tracked = |slot: &dyn Fn(Slot) -> bool| {
-            state
-                .slots
-                .iter()
-                .zip(&ops.parents)
-                .any(|(s, p)| p.is_some() && slot(*s))
-        };
-        let want_inputs: Vec<bool> = (0..state.terms.len())
-            .map(|t| has_tracked(&|s| matches!(s, Slot::TermInput(u) if u == t)))
+        let want_inputs: Vec<bool> = (0..state.block.terms.len())
+            .map(|t| {
+                state
+                    .slots
+                    .iter()
+                    .zip(&ops.parents)
+                    .any(|(s, p)| p.is_some() && matches!(s, Slot::TermInput(u) if *u == t))
+            })
             .collect();
-        let terms: Vec<MlpTerm<'_>> = state.terms.iter().map(SavedTerm::as_term).collect();
-        let layers: Vec<MlpLayer<'_>> = state
-            .weights
-            .iter()
-            .map(|weight| MlpLayer { weight, bias: None })
-            .collect();
-        let mut g = mlp_backward(
-            &terms,
-            &layers,
-            &state.gamma,
-            LAYER_NORM_EPSILON,
-            &state.saved,
-            &grad,
-            &want_inputs,
-        )
-        .expect("f32 tensors: checked by the forward");
+        let mut g = state
+            .block
+            .backward(&state.saved, &grad, &want_inputs)
+            .expect("f32 tensors: checked by the forward");
         for (slot, parent) in state.slots.iter().zip(&ops.parents) {
             let Some(node) = parent else { continue };
             let value = match *slot {
@@ -250,106 +308,51 @@ impl Backward<Flex, MAX_PARENTS> for FusedBlock {
     }
 }
 
-fn ad<const D: usize>(t: Tensor<Ad, D>) -> AdTensor {
-    t.into_primitive().tensor()
-}
-
-/// The block over `inputs` as one tracked operation, or `None` when the kernel does not take
+/// The block over `parts` as one tracked operation, or `None` when the kernel does not take
 /// these tensors (not f32, too many parents).
-fn tracked(mlp: &Mlp<Ad>, inputs: Vec<AdInput>) -> Option<Tensor<Ad, 2>> {
+fn tracked(mlp: &Mlp<Ad>, parts: Vec<Part<Ad>>) -> Option<Tensor<Ad, 2>> {
     let mut nodes = Vec::new();
     let mut slots = Vec::new();
-    let mut terms = Vec::new();
     // The parents' tensors stay alive until the operation is registered: a tensor's reference
     // count is what tells autodiff's graph cleaning (run after any backward, from any thread)
     // that its node is still wanted; an intermediate (a slice of the first weight, a gathered
     // product) dropped before `finish` could be cleaned away with its gradient path.
-    let mut alive: Vec<AdTensor> = Vec::new();
-    let mut parent = |t: AdTensor, slot: Slot| {
+    let mut alive = Vec::new();
+    let block = Block::of(mlp, parts, |t: FloatTensor<Ad>, slot| {
         nodes.push(t.node.clone());
         slots.push(slot);
         let value = t.primitive.clone();
         alive.push(t);
         value
-    };
-    for (t, input) in inputs.into_iter().enumerate() {
-        terms.push(match input {
-            AdInput::Product(x, w) => SavedTerm::Product {
-                x: parent(ad(x), Slot::TermInput(t)),
-                w: parent(ad(w), Slot::TermWeight(t)),
-            },
-            AdInput::Rows(y, index) => SavedTerm::Rows {
-                y: parent(ad(y), Slot::TermInput(t)),
-                index: index.map(Tensor::into_primitive),
-            },
-        });
-    }
-    let first_bias = mlp.layers[0]
-        .bias
-        .as_ref()
-        .map(|b| parent(ad(b.val()), Slot::FirstBias));
-    let mut weights = Vec::new();
-    let mut biases = Vec::new();
-    for (k, l) in mlp.layers[1..].iter().enumerate() {
-        weights.push(parent(ad(l.weight.val()), Slot::Weight(k)));
-        biases.push(l.bias.as_ref().map(|b| parent(ad(b.val()), Slot::Bias(k))));
-    }
-    let gamma = parent(ad(mlp.norm.gamma.val()), Slot::Gamma);
-    let beta = mlp
-        .norm
-        .beta
-        .as_ref()
-        .map(|b| parent(ad(b.val()), Slot::Beta));
+    });
     if nodes.len() > MAX_PARENTS {
         return None;
     }
     // Unused parent places: an untracked tensor (no gradient flows there).
-    let pad = ad(Tensor::<Ad, 1>::zeros([1], &Default::default())).node;
+    let pad = Tensor::<Ad, 1>::zeros([1], &Default::default())
+        .into_primitive()
+        .tensor()
+        .node;
     nodes.resize(MAX_PARENTS, pad);
     let nodes: [_; MAX_PARENTS] = nodes.try_into().expect("padded to MAX_PARENTS");
-
-    let term_refs: Vec<MlpTerm<'_>> = terms.iter().map(SavedTerm::as_term).collect();
-    let layers: Vec<MlpLayer<'_>> = weights
-        .iter()
-        .zip(&biases)
-        .map(|(weight, bias)| MlpLayer {
-            weight,
-            bias: bias.as_ref(),
-        })
-        .collect();
     let output = match FusedBlock
         .prepare::<NoCheckpointing>(nodes)
         .compute_bound()
         .stateful()
     {
         OpsKind::Tracked(prep) => {
-            let (out, saved) = mlp_forward_saving(
-                &term_refs,
-                first_bias.as_ref(),
-                &layers,
-                &gamma,
-                beta.as_ref(),
-                LAYER_NORM_EPSILON,
-            )?;
-            drop((term_refs, layers));
-            let state = BlockState {
-                terms,
-                weights,
-                gamma,
-                saved,
-                slots,
-            };
-            prep.finish(state, out)
+            let (out, saved) = block.forward(mlp_forward_saving)?;
+            prep.finish(
+                BlockState {
+                    block,
+                    saved,
+                    slots,
+                },
+                out,
+            )
         }
         // Nothing needs a gradient (a frozen backbone): the values alone.
-        OpsKind::UnTracked(prep) => prep.finish(mlp_forward(
-            &term_refs,
-            first_bias.as_ref(),
-            &layers,
-            &gamma,
-            beta.as_ref(),
-            LAYER_NORM_EPSILON,
-        )?),
+        OpsKind::UnTracked(prep) => prep.finish(block.forward(mlp_forward)?),
     };
     drop(alive); // registered: the operation's step now holds its parents
     Some(Tensor::from_primitive(TensorPrimitive::Float(output)))
@@ -360,28 +363,15 @@ impl MlpKernel<Ad> for FusedMlp {
         if mlp.dropout.prob != 0.0 {
             return mlp.forward(x); // dropout: Burn's operations
         }
-        let w = mlp.layers[0].weight.val();
-        tracked(mlp, vec![AdInput::Product(x.clone(), w)]).unwrap_or_else(|| mlp.forward(x)) // [n, d_out]
+        let parts = vec![Part::Product(x.clone(), mlp.layers[0].weight.val())];
+        tracked(mlp, parts).unwrap_or_else(|| mlp.forward(x)) // [n, d_out]
     }
 
     fn forward_concat(&self, mlp: &Mlp<Ad>, parts: Vec<ConcatPart<Ad>>) -> Tensor<Ad, 2> {
         if mlp.dropout.prob != 0.0 {
             return mlp.forward_concat(parts);
         }
-        let mut offset = 0;
-        let inputs = parts
-            .iter()
-            .map(|(x, index)| {
-                let [_, d_k] = x.dims();
-                let w = mlp.first_weight_rows(offset..offset + d_k); // [d_k, d_first]
-                offset += d_k;
-                match index {
-                    // Gathered parts: the product on the (fewer) source rows, as OpByOp does.
-                    Some(i) => AdInput::Rows(x.clone().matmul(w), Some(i.clone())),
-                    None => AdInput::Product(x.clone(), w),
-                }
-            })
-            .collect();
-        tracked(mlp, inputs).unwrap_or_else(|| mlp.forward_concat(parts)) // [n, d_out]
+        let fused_parts = concat_parts(mlp, &parts);
+        tracked(mlp, fused_parts).unwrap_or_else(|| mlp.forward_concat(parts)) // [n, d_out]
     }
 }

@@ -62,7 +62,15 @@ enum Index<'a> {
     I64(&'a [i64]),
 }
 
-impl Index<'_> {
+impl<'a> Index<'a> {
+    /// A contiguous i32 or i64 index tensor's values.
+    fn of(i: &'a FlexTensor) -> Self {
+        match i.dtype() {
+            DType::I32 => Index::I32(i.storage::<i32>()),
+            _ => Index::I64(i.storage::<i64>()),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Index::I32(s) => s.len(),
@@ -83,6 +91,20 @@ impl Index<'_> {
 enum Term<'a> {
     Product { x: Mat, w: Mat },
     Rows { y: &'a [f32], index: Option<Index<'a>> },
+}
+
+fn is_f32(t: &FlexTensor) -> bool {
+    t.dtype() == DType::F32
+}
+
+/// Whether the kernels take these terms: f32 values, i32 or i64 indices.
+fn terms_are_f32(terms: &[MlpTerm<'_>]) -> bool {
+    terms.iter().all(|t| match t {
+        MlpTerm::Product { x, weight } => is_f32(x) && is_f32(weight),
+        MlpTerm::Rows { y, index } => {
+            is_f32(y) && index.is_none_or(|i| matches!(i.dtype(), DType::I32 | DType::I64))
+        }
+    })
 }
 
 fn f32_vector(t: &FlexTensor) -> Vec<f32> {
@@ -144,16 +166,11 @@ fn forward(
     epsilon: f64,
     save: bool,
 ) -> Option<(FlexTensor, Vec<FlexTensor>)> {
-    let f32s = |t: &FlexTensor| t.dtype() == DType::F32;
-    let floats_ok = terms.iter().all(|t| match t {
-        MlpTerm::Product { x, weight } => f32s(x) && f32s(weight),
-        MlpTerm::Rows { y, index } => {
-            f32s(y) && index.is_none_or(|i| matches!(i.dtype(), DType::I32 | DType::I64))
-        }
-    }) && first_bias.is_none_or(f32s)
-        && layers.iter().all(|l| f32s(l.weight) && l.bias.is_none_or(f32s))
-        && f32s(gamma)
-        && beta.is_none_or(f32s);
+    let floats_ok = terms_are_f32(terms)
+        && first_bias.is_none_or(is_f32)
+        && layers.iter().all(|l| is_f32(l.weight) && l.bias.is_none_or(is_f32))
+        && is_f32(gamma)
+        && beta.is_none_or(is_f32);
     if !floats_ok || terms.is_empty() {
         return None;
     }
@@ -186,10 +203,7 @@ fn forward(
                 let shape = y.layout().shape();
                 assert_eq!(shape.num_dims(), 2, "mlp_forward: rows are 2-D");
                 agree(&mut d_first, shape[1], "the first layer's width");
-                let index = index.as_ref().map(|i| match i.dtype() {
-                    DType::I32 => Index::I32(i.storage::<i32>()),
-                    _ => Index::I64(i.storage::<i64>()),
-                });
+                let index = index.as_ref().map(Index::of);
                 agree(
                     &mut n_rows,
                     index.as_ref().map_or(shape[0], Index::len),
@@ -458,8 +472,8 @@ fn relu_grad_and_bias(dz: &mut [f32], output: &[f32], acc: &mut [f64]) {
 /// `dA = dZ·Wᵀ`) while the rows are in cache. Parameter gradients are summed per fixed run of
 /// blocks (up to [`CHUNKS`] runs, one task each; weight products accumulated in f32 as one long
 /// product, bias, γ and β sums in f64), then the runs' sums added in order in f64: the result
-/// does not depend on the number of threads. A gathered term's gradient (`Rows` with an index) is the rows' gradients added
-/// into their source rows in row order.
+/// does not depend on the number of threads. A gathered term's gradient (`Rows` with an
+/// index) is the rows' gradients added into their source rows in row order.
 ///
 /// Returns `None` when a tensor is not f32 (as [`mlp_forward`]). Panics on inconsistent shapes.
 #[allow(clippy::too_many_arguments)]
@@ -472,16 +486,11 @@ pub fn mlp_backward(
     grad: &FlexTensor,
     want_inputs: &[bool],
 ) -> Option<MlpGrads> {
-    let f32s = |t: &FlexTensor| t.dtype() == DType::F32;
-    let floats_ok = terms.iter().all(|t| match t {
-        MlpTerm::Product { x, weight } => f32s(x) && f32s(weight),
-        MlpTerm::Rows { y, index } => {
-            f32s(y) && index.is_none_or(|i| matches!(i.dtype(), DType::I32 | DType::I64))
-        }
-    }) && layers.iter().all(|l| f32s(l.weight))
-        && f32s(gamma)
-        && f32s(grad)
-        && saved.iter().all(f32s);
+    let floats_ok = terms_are_f32(terms)
+        && layers.iter().all(|l| is_f32(l.weight))
+        && is_f32(gamma)
+        && is_f32(grad)
+        && saved.iter().all(is_f32);
     if !floats_ok || terms.is_empty() {
         return None;
     }
@@ -534,10 +543,7 @@ pub fn mlp_backward(
             MlpTerm::Rows { y, .. } => {
                 let shape = y.layout().shape();
                 assert!(shape.num_dims() == 2 && shape[1] == d_first, "mlp_backward: rows term");
-                let index = i.as_ref().map(|i| match i.dtype() {
-                    DType::I32 => Index::I32(i.storage::<i32>()),
-                    _ => Index::I64(i.storage::<i64>()),
-                });
+                let index = i.as_ref().map(Index::of);
                 assert_eq!(index.as_ref().map_or(shape[0], Index::len), n, "mlp_backward: rows");
                 Back::Rows { n_src: shape[0], index }
             }
@@ -794,10 +800,10 @@ fn scatter_add(dz: &[f32], index: &Index<'_>, n_src: usize, d: usize) -> Vec<f32
     }
     let mut dy = vec![0.0f32; n_src * d];
     let columns = |c0: usize, out: &mut [f32]| {
-        let c1 = (c0 + COLS).min(d);
+        let (c1, w) = ((c0 + COLS).min(d), (c0 + COLS).min(d) - c0);
         for r in 0..rows {
             let i = index.get(r);
-            let (src, dst) = (&dz[r * d + c0..r * d + c1], &mut out[i * (c1 - c0)..(i + 1) * (c1 - c0)]);
+            let (src, dst) = (&dz[r * d + c0..r * d + c1], &mut out[i * w..(i + 1) * w]);
             for (a, b) in dst.iter_mut().zip(src) {
                 *a += *b;
             }

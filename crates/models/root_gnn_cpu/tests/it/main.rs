@@ -357,12 +357,8 @@ fn fused_training_step_gives_the_gradients_of_burns_operations() {
     let got = all(&fused.with_kernel(OpByOp), &got_grads);
     assert_same(
         "logits",
-        &got_logits.inner().into_data().to_vec::<f32>().expect("f32"),
-        &want_logits
-            .inner()
-            .into_data()
-            .to_vec::<f32>()
-            .expect("f32"),
+        &values(got_logits.inner()),
+        &values(want_logits.inner()),
     );
     assert_eq!(got.len(), 7 * 10);
     for ((name, g), (_, w)) in got.iter().zip(&want) {
