@@ -1568,48 +1568,50 @@ fn row_sum(row: &[f32]) -> f32 {
     }
 }
 
-/// LayerNorm's gradient over whole rows (`xs`, `gs`: the rows' inputs and incoming gradients,
-/// `d` = `gamma.len()` values each): `dx` into `dx`, and `Σ g·x̂`, `Σ g` added (in f64) onto
-/// `pg`, `pb`. Shared by [`layer_norm_backward`] and the fused MLP block's backward
-/// (`crate::ops::fused`).
-pub(crate) fn layer_norm_backward_rows(
-    xs: &[f32],
-    gs: &[f32],
-    gam: &[f32],
-    eps: f32,
-    dx: &mut [f32],
-    pg: &mut [f64],
-    pb: &mut [f64],
-) {
-    let d = gam.len();
-    // Scratch rows: centred values (then x̂), their squares (then g·γ·x̂), g·γ.
-    let mut xhat = alloc::vec![0.0f32; d];
-    let mut prod = alloc::vec![0.0f32; d];
-    let mut gg = alloc::vec![0.0f32; d];
-    let n = d as f32;
-    for ((xr, gr), dxr) in xs
-        .chunks_exact(d)
-        .zip(gs.chunks_exact(d))
-        .zip(dx.chunks_exact_mut(d))
-    {
-        let mean = row_sum(xr) / n;
-        for j in 0..d {
-            xhat[j] = xr[j] - mean;
-            prod[j] = xhat[j] * xhat[j];
-        }
-        let var = row_sum(&prod) / n;
-        let rstd = 1.0 / (var + eps).sqrt();
-        for j in 0..d {
-            xhat[j] *= rstd;
-            gg[j] = gr[j] * gam[j];
-            prod[j] = gg[j] * xhat[j];
-            pg[j] += f64::from(gr[j] * xhat[j]);
-            pb[j] += f64::from(gr[j]);
-        }
-        let a = row_sum(&gg) / n;
-        let c = row_sum(&prod) / n;
-        for j in 0..d {
-            dxr[j] = (gg[j] - a - xhat[j] * c) * rstd;
+multiversioned! {
+    /// LayerNorm's gradient over whole rows (`xs`, `gs`: the rows' inputs and incoming
+    /// gradients, `d` = `gamma.len()` values each): `dx` into `dx`, and `Σ g·x̂`, `Σ g` added
+    /// (in f64) onto `pg`, `pb`. Shared by [`layer_norm_backward`] and the fused MLP block's
+    /// backward (`crate::ops::fused`). Multiversioned (patch 9).
+    pub(crate) fn layer_norm_backward_rows(
+        xs: &[f32],
+        gs: &[f32],
+        gam: &[f32],
+        eps: f32,
+        dx: &mut [f32],
+        pg: &mut [f64],
+        pb: &mut [f64],
+    ) {
+        let d = gam.len();
+        // Scratch rows: centred values (then x̂), their squares (then g·γ·x̂), g·γ.
+        let mut xhat = alloc::vec![0.0f32; d];
+        let mut prod = alloc::vec![0.0f32; d];
+        let mut gg = alloc::vec![0.0f32; d];
+        let n = d as f32;
+        for ((xr, gr), dxr) in xs
+            .chunks_exact(d)
+            .zip(gs.chunks_exact(d))
+            .zip(dx.chunks_exact_mut(d))
+        {
+            let mean = row_sum(xr) / n;
+            for j in 0..d {
+                xhat[j] = xr[j] - mean;
+                prod[j] = xhat[j] * xhat[j];
+            }
+            let var = row_sum(&prod) / n;
+            let rstd = 1.0 / (var + eps).sqrt();
+            for j in 0..d {
+                xhat[j] *= rstd;
+                gg[j] = gr[j] * gam[j];
+                prod[j] = gg[j] * xhat[j];
+                pg[j] += f64::from(gr[j] * xhat[j]);
+                pb[j] += f64::from(gr[j]);
+            }
+            let a = row_sum(&gg) / n;
+            let c = row_sum(&prod) / n;
+            for j in 0..d {
+                dxr[j] = (gg[j] - a - xhat[j] * c) * rstd;
+            }
         }
     }
 }

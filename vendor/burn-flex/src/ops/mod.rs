@@ -88,6 +88,46 @@ pub(crate) fn float_storage_as_f32(tensor: &FlexTensor) -> Cow<'_, [f32]> {
     }
 }
 
+/// GNN4Colliders patch 9 (vendor/burn-flex/PATCHED.md): an element-wise loop compiled for the
+/// CPU it runs on. The crate is built for baseline x86-64 (SSE2), so plain loops over f32/f64
+/// run 2–4 lanes wide even where the CPU has AVX-512. `multiversioned!` defines `fn name(..)`
+/// whose body is compiled three times, for AVX-512 (x86-64-v4), AVX2 + FMA (v3) and the
+/// baseline, and picks one at run time. Only the instruction width changes: Rust never contracts
+/// `a * b + c` into an FMA nor reorders a floating-point sum, so the results are bitwise the same.
+macro_rules! multiversioned {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) {
+            #[inline(always)]
+            fn body($($arg: $ty),*) $body
+            #[cfg(all(feature = "std", target_arch = "x86_64"))]
+            {
+                #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq")]
+                fn v4($($arg: $ty),*) {
+                    body($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn v3($($arg: $ty),*) {
+                    body($($arg),*)
+                }
+                if std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512dq")
+                {
+                    // SAFETY: the CPU has these features (checked just above).
+                    return unsafe { v4($($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: as above.
+                    return unsafe { v3($($arg),*) };
+                }
+            }
+            body($($arg),*)
+        }
+    };
+}
+
 pub mod activation;
 pub mod attention;
 pub mod binary;
