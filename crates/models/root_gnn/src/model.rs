@@ -249,6 +249,19 @@ impl EdgeNetworkConfig {
 }
 
 impl<B: Backend, K> EdgeNetwork<B, K> {
+    /// The seven MLP blocks in order, each with its name (the PyTorch state dict's prefix).
+    pub fn blocks(&self) -> [(&'static str, &Mlp<B>); 7] {
+        [
+            ("node_encoder", &self.node_encoder),
+            ("edge_encoder", &self.edge_encoder),
+            ("global_encoder", &self.global_encoder),
+            ("edge_update", &self.edge_update),
+            ("node_update", &self.node_update),
+            ("global_update", &self.global_update),
+            ("global_decoder", &self.global_decoder),
+        ]
+    }
+
     /// The same network, its MLP blocks run by `kernel`.
     pub fn with_kernel<K2>(self, kernel: K2) -> EdgeNetwork<B, K2> {
         EdgeNetwork {

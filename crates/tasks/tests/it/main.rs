@@ -9,7 +9,7 @@ use burn::module::Param;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use gnn4c_root_gnn::{
-    EdgeNetwork, EdgeNetworkConfig, Mlp, load_pytorch_safetensors, save_pytorch_safetensors,
+    EdgeNetwork, EdgeNetworkConfig, load_pytorch_safetensors, save_pytorch_safetensors,
 };
 use gnn4c_tasks::{Task, accuracy, per_event_loss, roc_auc, weighted_loss};
 use gnn4c_testkit::{fixture, model_inputs, read_safetensors, shared};
@@ -79,17 +79,8 @@ fn named_grads(
         let g = p.grad(grads).expect("gradient").transpose();
         out.insert(name, g.into_data().to_vec::<f32>().expect("f32"));
     };
-    let blocks: [(&str, &Mlp<AD>); 7] = [
-        ("node_encoder", &m.node_encoder),
-        ("edge_encoder", &m.edge_encoder),
-        ("global_encoder", &m.global_encoder),
-        ("edge_update", &m.edge_update),
-        ("node_update", &m.node_update),
-        ("global_update", &m.global_update),
-        ("global_decoder", &m.global_decoder),
-    ];
     let mut ones: Vec<(String, Vec<f32>)> = Vec::new();
-    for (name, mlp) in blocks {
+    for (name, mlp) in m.blocks() {
         for (k, layer) in mlp.layers.iter().enumerate() {
             put2(format!("{name}.{}.weight", 3 * k), &layer.weight);
             let b = layer

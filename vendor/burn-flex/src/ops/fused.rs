@@ -878,8 +878,8 @@ pub fn mlp_backward(
 /// `dy[index[r]] += dz[r]` for every row `r` in order, into `n_src` zero rows of `d` values:
 /// the gradient of a gather (patch 9). The rows are first grouped by their source row (a
 /// counting sort, keeping the row order within a group); then each task sums whole source rows,
-/// reading each group's rows of `dz` in order. Every sum is the sequential one (same terms, same order), so
-/// it does not depend on the number of threads.
+/// reading each group's rows of `dz` in order. Every sum is the sequential one (same terms, same
+/// order), so it does not depend on the number of threads.
 fn scatter_add(dz: &[f32], index: &Index<'_>, n_src: usize, d: usize) -> Vec<f32> {
     /// Source rows per task.
     const SRC_ROWS: usize = 64;

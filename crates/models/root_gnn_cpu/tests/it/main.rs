@@ -333,15 +333,7 @@ fn fused_training_step_gives_the_gradients_of_burns_operations() {
     let net = net.clone().load_record(net.into_record());
     let all = |model: &EdgeNetwork<Ad, _>, grads| {
         let mut v = Vec::new();
-        for (name, mlp) in [
-            ("node_encoder", &model.node_encoder),
-            ("edge_encoder", &model.edge_encoder),
-            ("global_encoder", &model.global_encoder),
-            ("edge_update", &model.edge_update),
-            ("node_update", &model.node_update),
-            ("global_update", &model.global_update),
-            ("global_decoder", &model.global_decoder),
-        ] {
+        for (name, mlp) in model.blocks() {
             v.extend(block_grads(name, mlp, grads));
         }
         v
