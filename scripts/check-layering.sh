@@ -34,6 +34,20 @@ forbid gnn4c-root-gnn-cpu "clap, anyhow or figment (cli and benchmarks only)" "$
 for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference; do
   forbid "$c" "gnn4c-root-gnn-cpu (cli and benchmarks choose the backend)" '^gnn4c-root-gnn-cpu$'
 done
+# The project's CPU kernels: plain slices, no tensor library, no file formats, no CLI crates.
+forbid gnn4c-kernels "Burn, file formats or CLI crates (plain f32 slices)" "$burn|$formats|$cli_only|^gnn4c-"
+# Third-party code only from the registry: no [patch] but the xz2 shim, no vendored folder.
+patched=$(awk '/^\[patch\./{p=1;next} /^\[/{p=0} p && /=/ {print $1}' Cargo.toml | tr '\n' ' ')
+if [ "$patched" != "xz2 " ]; then
+  echo "layering: [patch] may name the xz2 shim only, but names: $patched"; fail=1
+fi
+if [ -e vendor ] || git ls-files | grep -qiE '\.(ttf|otf|woff2?)$'; then
+  echo "layering: vendored code or a copied font is in the repository"; fail=1
+fi
+# `unsafe` lives in gnn4c-kernels alone (the workspace denies it elsewhere; no crate allows it).
+if grep -rln 'allow(unsafe_code)' crates benchmarks --include='*.rs' | grep -v '^crates/kernels/'; then
+  echo "layering: the files above allow unsafe code outside crates/kernels"; fail=1
+fi
 # No crate re-exports another workspace crate's items.
 if grep -rnE 'pub use (::)?gnn4c_' crates benchmarks --include='*.rs'; then
   echo "layering: the lines above re-export another workspace crate"; fail=1

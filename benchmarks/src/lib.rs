@@ -4,12 +4,14 @@
 //! The bench crate may depend on every workspace crate and choose a backend; nothing depends on it.
 //! Results are printed as JSON lines plus a table; speed is measured here, never asserted in tests.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use anyhow::Context;
 use gnn4c_cli::device::DeviceChoice;
 use gnn4c_data::{
-    EntryRange, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, read_file_events, write_demo,
+    DEMO_TREE, DatasetConfig, EntryRange, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, ToyProcess,
+    read_file_events, toy_events, write_demo, write_tree,
 };
 use gnn4c_events::{EventSample, Label};
 use gnn4c_features::{EventFeatures, SelectionConfig};
@@ -140,11 +142,147 @@ pub fn demo_graphs(per_process: usize, cores: usize) -> anyhow::Result<Vec<Graph
     Ok(graphs)
 }
 
-/// One batch of `batch` mixed demo pretraining graphs (the benchmarks' fixed input).
-pub fn demo_batch(batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
-    let graphs = demo_graphs(batch.div_ceil(PRETRAIN_PROCESSES.len()) * 2, cores)?;
-    let refs: Vec<&GraphSample> = graphs.iter().take(batch).collect();
-    collate(&refs, Padding::None).map_err(anyhow::Error::msg)
+/// Which events a benchmark runs on (`--events`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Events {
+    /// The demo pretraining processes, mixed (≈ 6 nodes, 35 edges per event).
+    Demo,
+    /// A toy at the object multiplicity of ttH/tttt analyses ([`BUSY_PROCESS`]: ≈ 10–11 nodes,
+    /// ≈ 110–120 edges per event), written by the demo generator.
+    Busy,
+    /// Every sample of a dataset config, in order (files relative to the folder run from).
+    Config(PathBuf),
+}
+
+/// The `--events busy` toy: the demo generator's ttH with the jet and lepton activity of a
+/// ttH/tttt signal region (≥ 6 jets, 4 b-tags expected, leptons and photons), so that an
+/// event has the node and edge counts of those analyses.
+pub const BUSY_PROCESS: ToyProcess = ToyProcess {
+    name: "busy",
+    jets: (7, 2.0),
+    b_jets: 4.0,
+    leptons: (1, 0.8),
+    photons: (0, 0.3),
+    jet_pt: 60.0,
+    jet_eta: 1.5,
+    lep_pt: 35.0,
+    met: 50.0,
+    weight: 1.0,
+    negative_fraction: 0.08,
+};
+
+impl Events {
+    /// Removes `--events demo|busy|CONFIG.yaml` from `args` (demo when absent).
+    pub fn take(args: &mut Vec<String>) -> anyhow::Result<Events> {
+        let Some(i) = args.iter().position(|a| a == "--events") else {
+            return Ok(Events::Demo);
+        };
+        args.remove(i);
+        if i >= args.len() {
+            anyhow::bail!("--events needs demo, busy or a dataset config (.yaml)");
+        }
+        Ok(match args.remove(i).as_str() {
+            "demo" => Events::Demo,
+            "busy" => Events::Busy,
+            path if path.ends_with(".yaml") || path.ends_with(".yml") => {
+                Events::Config(path.into())
+            }
+            other => anyhow::bail!("--events {other}: expected demo, busy or a dataset config"),
+        })
+    }
+
+    /// What the output says the events were.
+    pub fn describe(&self) -> String {
+        match self {
+            Events::Demo => "demo (12 pretraining processes, seed 42)".into(),
+            Events::Busy => "busy (ttH/tttt-like toy, seed 42)".into(),
+            Events::Config(p) => format!("dataset config {}", p.display()),
+        }
+    }
+
+    /// `n` graphs of these events, mixed across processes for the demo; a dataset config with
+    /// fewer events is repeated.
+    pub fn graphs(&self, n: usize, cores: usize) -> anyhow::Result<Vec<GraphSample>> {
+        let mut graphs = match self {
+            // ≈ 0.3 % of demo events fail the selection: a tenth more per process is plenty.
+            Events::Demo => {
+                demo_graphs(n.div_ceil(PRETRAIN_PROCESSES.len()) * 11 / 10 + 10, cores)?
+            }
+            Events::Busy => busy_graphs(n)?,
+            Events::Config(path) => config_graphs(path)?,
+        };
+        anyhow::ensure!(
+            !graphs.is_empty(),
+            "{}: no event passes the selection",
+            self.describe()
+        );
+        let source = graphs.len();
+        for k in source..n {
+            graphs.push(graphs[k % source].clone());
+        }
+        graphs.truncate(n);
+        Ok(graphs)
+    }
+
+    /// One batch of `batch` graphs ([`Events::graphs`]).
+    pub fn batch(&self, batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
+        let graphs = self.graphs(batch, cores)?;
+        let refs: Vec<&GraphSample> = graphs.iter().collect();
+        collate(&refs, Padding::None).map_err(anyhow::Error::msg)
+    }
+}
+
+/// Graphs of every event of `events` that passes the contract's selection.
+fn graphs_of(events: &[EventSample], out: &mut Vec<GraphSample>) {
+    let selection = SelectionConfig::default();
+    let mut topo = TopologyCache::new(selection.max_nodes());
+    let mut feats = EventFeatures::default();
+    out.extend(
+        events
+            .iter()
+            .filter_map(|ev| graph_of_event(ev, &selection, &mut feats, &mut topo).ok()),
+    );
+}
+
+/// `n` events of [`BUSY_PROCESS`] (and a few more: some fail the selection), written to a
+/// temporary ROOT file and read back, as graphs.
+fn busy_graphs(n: usize) -> anyhow::Result<Vec<GraphSample>> {
+    let tmp = tempfile::tempdir()?;
+    let path = tmp.path().join("busy.root");
+    let columns = toy_events(&BUSY_PROCESS, 0, n + n / 8 + 16, 42).into_write_columns();
+    write_tree(&path, DEMO_TREE, columns)?;
+    let mut graphs = Vec::new();
+    graphs_of(
+        &read_events(&path, DEMO_TREE, "vector", "busy", 0)?,
+        &mut graphs,
+    );
+    Ok(graphs)
+}
+
+/// Every sample of the dataset config at `path`, as graphs.
+fn config_graphs(path: &Path) -> anyhow::Result<Vec<GraphSample>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let cfg: DatasetConfig =
+        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    cfg.validate()?;
+    let mut graphs = Vec::new();
+    for sample in &cfg.samples {
+        cfg.read_sample(sample, Path::new("."), &mut |evs| {
+            graphs_of(evs, &mut graphs);
+            Ok(())
+        })
+        .with_context(|| format!("reading sample '{}' of {}", sample.name, path.display()))?;
+    }
+    Ok(graphs)
+}
+
+/// Mean nodes and edges per graph of `graphs`.
+pub fn multiplicity(graphs: &[GraphSample]) -> (f64, f64) {
+    let n = graphs.len().max(1) as f64;
+    let nodes: usize = graphs.iter().map(GraphSample::n_nodes).sum();
+    let edges: usize = graphs.iter().map(GraphSample::n_edges).sum();
+    (nodes as f64 / n, edges as f64 / n)
 }
 
 /// Prints `usage` and exits when the arguments ask for help (`-h`, `--help`); the benchmarks
@@ -202,6 +340,8 @@ pub struct Meta {
     pub dtype: &'static str,
     /// Data-parallel processes (the benchmarks run one).
     pub world_size: usize,
+    /// The events measured ([`Events::describe`]), when the benchmark runs the model.
+    pub events: Option<String>,
 }
 
 impl Meta {
@@ -228,6 +368,7 @@ impl Meta {
             threads: rayon::current_num_threads(),
             dtype: "f32",
             world_size: 1,
+            events: None,
         }
     }
 
@@ -240,7 +381,7 @@ impl Meta {
             .unwrap_or_default();
         format!(
             "{}: {} on {} ({}{gpu}); CPU {} ({} logical cores, {:.0} GiB), {} compute threads; \
-             burn {BURN_VERSION} {} {}; world size {}",
+             burn {BURN_VERSION} {} {}; world size {}{}",
             self.benchmark,
             self.rustc,
             self.device,
@@ -251,7 +392,11 @@ impl Meta {
             self.threads,
             self.backend,
             self.dtype,
-            self.world_size
+            self.world_size,
+            self.events
+                .as_deref()
+                .map(|e| format!("; events: {e}"))
+                .unwrap_or_default()
         )
     }
 
@@ -261,7 +406,7 @@ impl Meta {
             "benchmark": self.benchmark, "rustc": self.rustc, "burn": BURN_VERSION,
             "backend": self.backend, "device": self.device, "cpu": self.cpu, "cores": self.cores,
             "memory_gib": self.memory_gib, "gpu": self.gpu, "threads": self.threads,
-            "dtype": self.dtype, "world_size": self.world_size,
+            "dtype": self.dtype, "world_size": self.world_size, "events": self.events,
         });
         if let (Some(out), serde_json::Value::Object(extra)) = (line.as_object_mut(), fields) {
             out.extend(extra);

@@ -1,8 +1,9 @@
 //! Inference throughput by batch size, split into stages, and the output writers.
 //!
-//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_inference -- [N_EVENTS] [--device cpu|cuda[:N]] [--op-by-op]`
-//! (`--features cuda` for CUDA). Builds N_EVENTS (default 8,192) demo pretraining graphs in
-//! memory (untimed), then for batch sizes 64, 256, 1024, 4096 and 16384 (those ≤ N_EVENTS) scores them all with the
+//! `cargo run --release -p gnn4c-benchmarks --bin benchmark_inference -- [N_EVENTS] [--device cpu|cuda[:N]] [--events demo|busy|DATA.yaml] [--op-by-op]`
+//! (`--features cuda` for CUDA). Builds N_EVENTS (default 8,192) graphs of the chosen events
+//! (default: the demo pretraining processes; `busy`: ttH/tttt-like multiplicity) in memory
+//! (untimed), then for batch sizes 64, 256, 1024, 4096 and 16384 (those ≤ N_EVENTS) scores them all with the
 //! contract-default 12-class model on the inner backend (no autodiff), timing per stage: host
 //! collation (the loader's work, here on the calling thread), host-to-device transfer, forward
 //! (synchronised), post-processing (logits read back, softmax in f64). Then the writers on the
@@ -14,12 +15,10 @@ use std::io::Write;
 use std::time::Instant;
 
 use burn::module::Module;
-use gnn4c_benchmarks::{Meta, demo_graphs, machine, take_device};
+use gnn4c_benchmarks::{Events, Meta, machine, take_device};
 use gnn4c_cli::backend::InferenceBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_data::{
-    FriendTree, PRETRAIN_PROCESSES, PredictionTable, write_friend_tree, write_predictions_npz,
-};
+use gnn4c_data::{FriendTree, PredictionTable, write_friend_tree, write_predictions_npz};
 use gnn4c_graphs::{GraphSample, Padding, collate};
 use gnn4c_root_gnn::EdgeNetworkConfig;
 use gnn4c_tasks::{Task, scores_host};
@@ -39,11 +38,12 @@ fn bench<B: InferenceBackend>(
     let model = model.clone().load_record(model.into_record());
     let scorer = B::inference_model(model.clone());
     let n = graphs.len();
+    let (nodes, edges) = gnn4c_benchmarks::multiplicity(graphs);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "{n} demo graphs; 12-class model, inference mode ({}); each row is the second of two passes",
+        "{n} graphs ({nodes:.1} nodes, {edges:.1} edges per event); 12-class model, inference mode ({}); each row is the second of two passes",
         if op_by_op {
             "Burn's operations one at a time"
         } else {
@@ -160,21 +160,19 @@ fn bench<B: InferenceBackend>(
 
 fn main() -> anyhow::Result<()> {
     gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_inference [N_EVENTS] [--device cpu|cuda[:N]] [--op-by-op]",
+        "benchmark_inference [N_EVENTS] [--device cpu|cuda[:N]] [--events demo|busy|DATA.yaml] [--op-by-op]",
     );
     gnn4c_benchmarks::setup_like_the_cli();
     let mut positional: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut positional)?;
+    let events = Events::take(&mut positional)?;
     let op_by_op = positional.iter().any(|a| a == "--op-by-op");
     positional.retain(|a| a != "--op-by-op");
     let n: usize = positional.first().map_or(Ok(8192), |a| a.parse())?;
     check_device(device).map_err(anyhow::Error::msg)?;
-    let mut graphs = demo_graphs(
-        n.div_ceil(PRETRAIN_PROCESSES.len()) * 11 / 10 + 10,
-        machine().1,
-    )?;
-    graphs.truncate(n);
-    let meta = Meta::new("benchmark_inference", device);
+    let graphs = events.graphs(n, machine().1)?;
+    let mut meta = Meta::new("benchmark_inference", device);
+    meta.events = Some(events.describe());
     match device {
         DeviceChoice::Cpu => {
             bench::<burn::backend::Flex>(&Default::default(), &meta, &graphs, op_by_op)

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
-use gnn4c_benchmarks::{Stats, demo_batch, machine, take_device, time_reps};
+use gnn4c_benchmarks::{Events, Stats, machine, take_device, time_reps};
 use gnn4c_cli::backend::InferenceBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_graphs::{GraphBatch, HostBatch};
@@ -249,11 +249,12 @@ fn bench<B: Backend>(
 
 fn main() -> anyhow::Result<()> {
     gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_model [BATCH] [REPS] [--device cpu|cuda[:N]] [--backend flex|ndarray]",
+        "benchmark_model [BATCH] [REPS] [--device cpu|cuda[:N]] [--events demo|busy|DATA.yaml] [--backend flex|ndarray]",
     );
     gnn4c_benchmarks::setup_like_the_cli();
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut rest)?;
+    let events = Events::take(&mut rest)?;
     let mut positional = Vec::new();
     let mut ndarray = false;
     let mut args = rest.into_iter();
@@ -274,7 +275,15 @@ fn main() -> anyhow::Result<()> {
     check_device(device).map_err(anyhow::Error::msg)?;
     let timer = SpanTimer::default();
     tracing_subscriber::registry().with(timer.clone()).init();
-    let host = demo_batch(batch, machine().1)?;
+    let host = events.batch(batch, machine().1)?;
+    let (g, n) = (host.n_graphs().max(1) as f64, host.total_nodes() as f64);
+    writeln!(
+        std::io::stdout(),
+        "events: {} ({:.1} nodes, {:.1} edges per event)",
+        events.describe(),
+        n / g,
+        host.total_edges() as f64 / g
+    )?;
     match device {
         #[cfg(feature = "ndarray")]
         DeviceChoice::Cpu if ndarray => bench::<burn::backend::NdArray>(

@@ -20,7 +20,7 @@ use burn::backend::Autodiff;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use gnn4c_benchmarks::{
-    Meta, Stats, demo_batch, forward_matmul_flops, gemm_gflops, machine, matmul_gflops, take_device,
+    Events, Meta, Stats, forward_matmul_flops, gemm_gflops, machine, matmul_gflops, take_device,
 };
 use gnn4c_cli::backend::TrainingBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
@@ -156,7 +156,7 @@ fn bench<B: TrainingBackend>(
     writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "batch {batch} demo graphs: {nodes} nodes, {edges} edges; Adam (eps 1e-8); medians of {reps} steps after 2 warm-ups; f32 GEMM on this backend: 1024³ {gemm:.1} GFLOP/s, per-edge layer [{edges}×64]·[64×64] {edge_gemm:.1} GFLOP/s"
+        "batch {batch} graphs: {nodes} nodes, {edges} edges; Adam (eps 1e-8); medians of {reps} steps after 2 warm-ups; f32 GEMM on this backend: 1024³ {gemm:.1} GFLOP/s, per-edge layer [{edges}×64]·[64×64] {edge_gemm:.1} GFLOP/s"
     )?;
     writeln!(
         out,
@@ -220,11 +220,12 @@ fn bench<B: TrainingBackend>(
 
 fn main() -> anyhow::Result<()> {
     gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_training [BATCH] [REPS] [--device cpu|cuda[:N]] [--dump-batch FILE.npz]",
+        "benchmark_training [BATCH] [REPS] [--device cpu|cuda[:N]] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]",
     );
     gnn4c_benchmarks::setup_like_the_cli();
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut rest)?;
+    let events = Events::take(&mut rest)?;
     let mut positional = Vec::new();
     let mut dump: Option<std::path::PathBuf> = None;
     let mut args = rest.into_iter();
@@ -238,8 +239,9 @@ fn main() -> anyhow::Result<()> {
     let batch: usize = positional.first().map_or(Ok(512), |a| a.parse())?;
     let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
     check_device(device).map_err(anyhow::Error::msg)?;
-    let host = demo_batch(batch, machine().1)?;
-    let meta = Meta::new("benchmark_training", device);
+    let host = events.batch(batch, machine().1)?;
+    let mut meta = Meta::new("benchmark_training", device);
+    meta.events = Some(events.describe());
     if let Some(path) = &dump {
         dump_batch(&host, path)?;
     }

@@ -1,6 +1,7 @@
 //! PNG plots for `evaluate`: ROC curves, score distributions per class, training curves.
 //!
-//! Drawn with plotters' bitmap backend and an embedded DejaVu Sans (no system fonts needed).
+//! Drawn with plotters' bitmap backend and DejaVu Sans embedded by the `dejavu` crate (no system
+//! fonts needed).
 
 use std::path::Path;
 
@@ -9,13 +10,11 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
-static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
-
 fn ensure_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // The embedded font is valid; a failure would only mean text is not drawn.
-        let _ = register_font("sans-serif", FontStyle::Normal, FONT);
+        let _ = register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
     });
 }
 

@@ -81,7 +81,7 @@ pub type ConcatPart<B> = (Tensor<B, 2>, Option<Tensor<B, 1, Int>>);
 /// The provided methods are Burn's operations one at a time ([`Mlp::forward`],
 /// [`Mlp::forward_concat`]), which every backend (and autodiff) supports; a backend crate may
 /// run a whole block at once instead, computing the same function (gnn4c-root-gnn-cpu does on
-/// burn-flex, forward and backward).
+/// the CPU backend, forward and backward).
 pub trait MlpKernel<B: Backend> {
     /// [`Mlp::forward`].
     ///
@@ -114,7 +114,27 @@ impl<B: Backend> Mlp<B> {
         for layer in &self.layers {
             x = self.dropout.forward(relu(layer.forward(x)));
         }
-        self.norm.forward(x)
+        self.normalize(x)
+    }
+
+    /// The block's LayerNorm with the variance of the centred values, written with Burn's
+    /// elementary operations (the backend trait's default `layer_norm`). Not `LayerNorm::forward`:
+    /// that calls the backend's own `layer_norm`, which burn-flex 0.21 computes as
+    /// `E[x²] − E[x]²` in one sweep — digits lost, or NaN, for rows whose mean is large against
+    /// their spread.
+    ///
+    /// # Shapes
+    /// `x [n, d_out]` → `[n, d_out]`.
+    pub fn normalize(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let mean = x.clone().mean_dim(1); // [n, 1]
+        let centred = x - mean; // [n, d_out]
+        let var = (centred.clone() * centred.clone()).mean_dim(1); // [n, 1]
+        let x_hat = centred / (var + LAYER_NORM_EPSILON).sqrt(); // [n, d_out]
+        let y = x_hat * self.norm.gamma.val().unsqueeze_dim(0);
+        match &self.norm.beta {
+            Some(beta) => y + beta.val().unsqueeze_dim(0),
+            None => y,
+        }
     }
 
     /// The first layer's weight rows `rows` (the part of `W` that multiplies those input
@@ -162,7 +182,7 @@ impl<B: Backend> Mlp<B> {
         for layer in &self.layers[1..] {
             x = self.dropout.forward(relu(layer.forward(x)));
         }
-        self.norm.forward(x)
+        self.normalize(x)
     }
 }
 

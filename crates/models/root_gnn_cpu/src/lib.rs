@@ -1,41 +1,178 @@
-//! The Edge_Network's MLP blocks run as one fused kernel each on the CPU backend (burn-flex).
+//! The Edge_Network's MLP blocks as one operation each, through a Burn backend extension.
 //!
 //! Run operation by operation, an MLP block (`[Linear → ReLU] × 4 → LayerNorm` over every edge)
-//! makes a full pass over memory per operation; burn-flex's `ops::fused` (a vendored patch)
-//! takes blocks of rows through the whole chain while they are in cache. [`FusedMlp`] is the
-//! [`MlpKernel`] that calls it, with the same function as [`gnn4c_root_gnn::OpByOp`] (same
-//! operations, same order: the same values; checked in `tests/it`). The network carries it
-//! (`EdgeNetwork<B, FusedMlp>`): on `Flex` (inference, validation) every block runs
-//! `mlp_forward`; on `Autodiff<Flex>` (training) every block is one tracked operation whose
-//! forward keeps each layer's output (`mlp_forward_saving`) and whose backward is
-//! `mlp_backward` (gradients within 1e-5 of Burn's, summed per block of rows), or the values
-//! alone where nothing needs a gradient (a frozen backbone). Blocks with dropout run Burn's
-//! operations.
+//! makes a full pass over memory per operation; the project's kernels (`gnn4c-kernels`) take
+//! blocks of rows through the whole chain while they are in cache. This crate plugs them into
+//! the unmodified registry Burn through its public extension points:
+//! - [`MlpBlockBackend`], a backend extension trait: an MLP block as one operation. Implemented
+//!   for the CPU backend (`Flex`: the tensors' storage handed to `gnn4c_kernels::mlp_forward`)
+//!   and for `Autodiff<B, C>` over any [`MlpBlockGradBackend`] and any checkpoint strategy: one
+//!   tracked operation whose forward keeps every layer's output (`mlp_forward_saving`) and
+//!   whose backward is `mlp_backward`, or the values alone where nothing needs a gradient (a
+//!   frozen backbone).
+//! - [`FusedMlp`], the model's [`MlpKernel`] for every such backend; it falls back to Burn's
+//!   operations ([`gnn4c_root_gnn::OpByOp`]'s) for tensors the kernels do not take (other than
+//!   f32) and for training blocks with dropout. Same function as `OpByOp`: values within 1e-6,
+//!   gradients within 1e-5 (`tests/it`).
 //!
 //! The one model-side crate that names a backend: only `cli` and `benchmarks` depend on it, and
-//! they choose when to use it. Knows no files. Start at [`FusedMlp`].
+//! they choose when to use it. No `unsafe` here. Knows no files. Start at [`FusedMlp`].
 
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
-use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::{Autodiff, Flex};
+mod autodiff;
+mod flex;
+
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
-use burn::tensor::ops::FloatTensor;
-use burn_flex::FlexTensor;
-use burn_flex::ops::fused::{
-    MlpGrads, MlpLayer, MlpTerm, mlp_backward, mlp_forward, mlp_forward_saving,
-};
+use burn::tensor::ops::{FloatTensor, IntTensor};
 use gnn4c_root_gnn::{ConcatPart, LAYER_NORM_EPSILON, Mlp, MlpKernel};
 
-/// Runs each MLP block as one burn-flex kernel, in inference and in training (see the crate
-/// docs). Falls back to Burn's operations for tensors the kernel does not take (other than f32)
-/// and for blocks with dropout.
+/// A backend that runs an MLP block (`[Linear → ReLU] × L → LayerNorm`) as one operation.
+pub trait MlpBlockBackend: Backend {
+    /// The block's output `[n, d_out]`, or `None` when this backend does not run these tensors
+    /// as one operation (the caller then runs Burn's operations).
+    fn mlp_block(block: BlockTensors<Self>) -> Option<FloatTensor<Self>>;
+}
+
+/// What the autodiff implementation of [`MlpBlockBackend`] needs of the backend it wraps: the
+/// forward keeping what the backward needs, and the backward.
+pub trait MlpBlockGradBackend: MlpBlockBackend {
+    /// What the forward keeps for the backward.
+    type Saved: Clone + Send + Sync + std::fmt::Debug + 'static;
+
+    /// [`MlpBlockBackend::mlp_block`], also returning what the backward needs.
+    fn mlp_block_saving(block: &BlockTensors<Self>) -> Option<(FloatTensor<Self>, Self::Saved)>;
+
+    /// Every parameter's gradient and, where `want_inputs[t]`, term `t`'s input's, for the
+    /// gradient `grad` of the output of the block [`MlpBlockGradBackend::mlp_block_saving`]
+    /// ran (`saved`).
+    fn mlp_block_backward(
+        saved: &Self::Saved,
+        grad: FloatTensor<Self>,
+        want_inputs: &[bool],
+    ) -> BlockGrads<Self>;
+}
+
+/// One term of the first layer's pre-activation (the terms are summed in their order).
+#[derive(Debug, Clone)]
+pub enum TermTensors<B: Backend> {
+    /// `x [n, d_k] · weight [d_k, d_first]`.
+    Product {
+        /// The input rows.
+        x: FloatTensor<B>,
+        /// The first layer's weight rows that multiply them.
+        weight: FloatTensor<B>,
+    },
+    /// Rows of `y [n_src, d_first]`: row `index[r]` for output row `r`, or row `r`.
+    Rows {
+        /// The rows.
+        y: FloatTensor<B>,
+        /// Which row each output row takes.
+        index: Option<IntTensor<B>>,
+    },
+}
+
+/// An MLP block's inputs and parameters, as a backend's primitives.
+#[derive(Debug, Clone)]
+pub struct BlockTensors<B: Backend> {
+    /// The first layer's terms.
+    pub terms: Vec<TermTensors<B>>,
+    /// The first layer's bias.
+    pub first_bias: Option<FloatTensor<B>>,
+    /// The layers after the first: `(weight [d_in, d_out], bias [d_out])`.
+    pub layers: Vec<(FloatTensor<B>, Option<FloatTensor<B>>)>,
+    /// LayerNorm's γ.
+    pub gamma: FloatTensor<B>,
+    /// LayerNorm's β.
+    pub beta: Option<FloatTensor<B>>,
+    /// LayerNorm's ε.
+    pub epsilon: f64,
+}
+
+/// The gradients of [`MlpBlockGradBackend::mlp_block_backward`], shaped as their tensors.
+#[derive(Debug)]
+pub struct BlockGrads<B: Backend> {
+    /// Per term: `(d input, d weight)` of a product (the input's if asked for); `(d y, None)`
+    /// of rows (if asked for).
+    pub terms: Vec<(Option<FloatTensor<B>>, Option<FloatTensor<B>>)>,
+    /// The first layer's bias.
+    pub first_bias: FloatTensor<B>,
+    /// Per further layer: `(d weight, d bias)`.
+    pub layers: Vec<(FloatTensor<B>, FloatTensor<B>)>,
+    /// LayerNorm's γ.
+    pub gamma: FloatTensor<B>,
+    /// LayerNorm's β.
+    pub beta: FloatTensor<B>,
+}
+
+/// Which gradient a float tensor of a block receives.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    /// The input of term `t` (`x` of a product, `y` of rows).
+    TermInput(usize),
+    /// The weight rows of product term `t`.
+    TermWeight(usize),
+    /// The first layer's bias.
+    FirstBias,
+    /// Further layer `k`'s weight.
+    Weight(usize),
+    /// Further layer `k`'s bias.
+    Bias(usize),
+    /// LayerNorm's γ.
+    Gamma,
+    /// LayerNorm's β.
+    Beta,
+}
+
+impl<B: Backend> BlockTensors<B> {
+    /// The same block on another backend: every float tensor through `float`, told which
+    /// gradient it would receive, and every index through `int`.
+    fn map<O: Backend>(
+        self,
+        mut float: impl FnMut(FloatTensor<B>, Slot) -> FloatTensor<O>,
+        mut int: impl FnMut(IntTensor<B>) -> IntTensor<O>,
+    ) -> BlockTensors<O> {
+        let terms = self
+            .terms
+            .into_iter()
+            .enumerate()
+            .map(|(t, term)| match term {
+                TermTensors::Product { x, weight } => TermTensors::Product {
+                    x: float(x, Slot::TermInput(t)),
+                    weight: float(weight, Slot::TermWeight(t)),
+                },
+                TermTensors::Rows { y, index } => TermTensors::Rows {
+                    y: float(y, Slot::TermInput(t)),
+                    index: index.map(&mut int),
+                },
+            })
+            .collect();
+        let first_bias = self.first_bias.map(|b| float(b, Slot::FirstBias));
+        let layers = self
+            .layers
+            .into_iter()
+            .enumerate()
+            .map(|(k, (w, b))| {
+                let w = float(w, Slot::Weight(k));
+                (w, b.map(|b| float(b, Slot::Bias(k))))
+            })
+            .collect();
+        BlockTensors {
+            terms,
+            first_bias,
+            layers,
+            gamma: float(self.gamma, Slot::Gamma),
+            beta: self.beta.map(|b| float(b, Slot::Beta)),
+            epsilon: self.epsilon,
+        }
+    }
+}
+
+/// Runs each MLP block as one operation of the backend ([`MlpBlockBackend`]), in inference and
+/// in training (see the crate docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FusedMlp;
 
-/// An input of the block's first layer, on either backend.
+/// An input of the block's first layer.
 enum Part<B: Backend> {
     /// `x · w`, computed in the kernel's row blocks.
     Product(Tensor<B, 2>, Tensor<B, 2>),
@@ -62,316 +199,57 @@ fn concat_parts<B: Backend>(mlp: &Mlp<B>, parts: &[ConcatPart<B>]) -> Vec<Part<B
         .collect()
 }
 
-/// What a parent of the tracked operation is, i.e. which gradient it receives.
-#[derive(Debug, Clone, Copy)]
-enum Slot {
-    /// The input of term `t` (`x` of a product, `y` of rows).
-    TermInput(usize),
-    /// The weight rows of product term `t`.
-    TermWeight(usize),
-    /// The first layer's bias.
-    FirstBias,
-    /// Further layer `k`'s weight.
-    Weight(usize),
-    /// Further layer `k`'s bias.
-    Bias(usize),
-    /// LayerNorm's γ.
-    Gamma,
-    /// LayerNorm's β.
-    Beta,
-}
-
-/// A first-layer term as burn-flex's kernels take it.
-#[derive(Debug, Clone)]
-enum Term {
-    Product {
-        x: FlexTensor,
-        w: FlexTensor,
-    },
-    Rows {
-        y: FlexTensor,
-        index: Option<FlexTensor>,
-    },
-}
-
-impl Term {
-    fn as_term(&self) -> MlpTerm<'_> {
-        match self {
-            Term::Product { x, w } => MlpTerm::Product { x, weight: w },
-            Term::Rows { y, index } => MlpTerm::Rows {
-                y,
-                index: index.as_ref(),
-            },
-        }
-    }
-}
-
-/// An MLP block's tensors as burn-flex's kernels take them.
-#[derive(Debug, Clone)]
-struct Block {
-    terms: Vec<Term>,
-    first_bias: Option<FlexTensor>,
-    /// The layers after the first.
-    weights: Vec<FlexTensor>,
-    biases: Vec<Option<FlexTensor>>,
-    gamma: FlexTensor,
-    beta: Option<FlexTensor>,
-}
-
-impl Block {
-    /// `mlp` with its first layer's `parts`; every float tensor goes through `take`, told
-    /// which gradient it would receive.
-    fn of<B: Backend<IntTensorPrimitive = FlexTensor>>(
-        mlp: &Mlp<B>,
-        parts: Vec<Part<B>>,
-        mut take: impl FnMut(FloatTensor<B>, Slot) -> FlexTensor,
-    ) -> Self {
-        let mut take = |t: TensorPrimitive<B>, slot| take(t.tensor(), slot);
-        let terms = parts
+/// `mlp` over the first-layer `parts` as the backend's primitives.
+fn block_tensors<B: Backend>(mlp: &Mlp<B>, parts: Vec<Part<B>>) -> BlockTensors<B> {
+    let float = |t: Tensor<B, 2>| t.into_primitive().tensor();
+    let vector = |t: Tensor<B, 1>| t.into_primitive().tensor();
+    BlockTensors {
+        terms: parts
             .into_iter()
-            .enumerate()
-            .map(|(t, part)| match part {
-                Part::Product(x, w) => Term::Product {
-                    x: take(x.into_primitive(), Slot::TermInput(t)),
-                    w: take(w.into_primitive(), Slot::TermWeight(t)),
+            .map(|part| match part {
+                Part::Product(x, w) => TermTensors::Product {
+                    x: float(x),
+                    weight: float(w),
                 },
-                Part::Rows(y, index) => Term::Rows {
-                    y: take(y.into_primitive(), Slot::TermInput(t)),
+                Part::Rows(y, index) => TermTensors::Rows {
+                    y: float(y),
                     index: index.map(Tensor::into_primitive),
                 },
             })
-            .collect();
-        let first_bias = mlp.layers[0]
-            .bias
-            .as_ref()
-            .map(|b| take(b.val().into_primitive(), Slot::FirstBias));
-        let mut weights = Vec::new();
-        let mut biases = Vec::new();
-        for (k, l) in mlp.layers[1..].iter().enumerate() {
-            weights.push(take(l.weight.val().into_primitive(), Slot::Weight(k)));
-            biases.push(
-                l.bias
-                    .as_ref()
-                    .map(|b| take(b.val().into_primitive(), Slot::Bias(k))),
-            );
-        }
-        let gamma = take(mlp.norm.gamma.val().into_primitive(), Slot::Gamma);
-        let beta = mlp
-            .norm
-            .beta
-            .as_ref()
-            .map(|b| take(b.val().into_primitive(), Slot::Beta));
-        Block {
-            terms,
-            first_bias,
-            weights,
-            biases,
-            gamma,
-            beta,
-        }
-    }
-
-    /// `kernel` (`mlp_forward` or `mlp_forward_saving`) over the block.
-    fn forward<R>(
-        &self,
-        kernel: impl FnOnce(
-            &[MlpTerm<'_>],
-            Option<&FlexTensor>,
-            &[MlpLayer<'_>],
-            &FlexTensor,
-            Option<&FlexTensor>,
-            f64,
-        ) -> R,
-    ) -> R {
-        let terms: Vec<MlpTerm<'_>> = self.terms.iter().map(Term::as_term).collect();
-        let layers: Vec<MlpLayer<'_>> = self
-            .weights
+            .collect(),
+        first_bias: mlp.layers[0].bias.as_ref().map(|b| vector(b.val())),
+        layers: mlp.layers[1..]
             .iter()
-            .zip(&self.biases)
-            .map(|(weight, bias)| MlpLayer {
-                weight,
-                bias: bias.as_ref(),
+            .map(|l| {
+                let bias = l.bias.as_ref().map(|b| vector(b.val()));
+                (float(l.weight.val()), bias)
             })
-            .collect();
-        kernel(
-            &terms,
-            self.first_bias.as_ref(),
-            &layers,
-            &self.gamma,
-            self.beta.as_ref(),
-            LAYER_NORM_EPSILON,
-        )
-    }
-
-    /// `mlp_backward` over the block, given what `mlp_forward_saving` kept.
-    fn backward(
-        &self,
-        saved: &[FlexTensor],
-        grad: &FlexTensor,
-        want_inputs: &[bool],
-    ) -> Option<MlpGrads> {
-        let terms: Vec<MlpTerm<'_>> = self.terms.iter().map(Term::as_term).collect();
-        let layers: Vec<MlpLayer<'_>> = self
-            .weights
-            .iter()
-            .map(|weight| MlpLayer { weight, bias: None })
-            .collect();
-        mlp_backward(
-            &terms,
-            &layers,
-            &self.gamma,
-            LAYER_NORM_EPSILON,
-            saved,
-            grad,
-            want_inputs,
-        )
+            .collect(),
+        gamma: vector(mlp.norm.gamma.val()),
+        beta: mlp.norm.beta.as_ref().map(|b| vector(b.val())),
+        epsilon: LAYER_NORM_EPSILON,
     }
 }
 
-/// The block over `parts` on burn-flex, or `None` when the kernel does not take these tensors.
-fn fused(mlp: &Mlp<Flex>, parts: Vec<Part<Flex>>) -> Option<Tensor<Flex, 2>> {
-    let out = Block::of(mlp, parts, |t, _| t).forward(mlp_forward)?;
+/// The block as one operation, or `None` where Burn's operations must run it: dropout while
+/// training (the kernels have none), or tensors the backend's kernel does not take.
+fn fused<B: MlpBlockBackend>(mlp: &Mlp<B>, parts: Vec<Part<B>>) -> Option<Tensor<B, 2>> {
+    let device = mlp.norm.gamma.device();
+    if mlp.dropout.prob != 0.0 && B::ad_enabled(&device) {
+        return None;
+    }
+    let out = B::mlp_block(block_tensors(mlp, parts))?;
     Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
 }
 
-impl MlpKernel<Flex> for FusedMlp {
-    fn forward(&self, mlp: &Mlp<Flex>, x: Tensor<Flex, 2>) -> Tensor<Flex, 2> {
+impl<B: MlpBlockBackend> MlpKernel<B> for FusedMlp {
+    fn forward(&self, mlp: &Mlp<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let parts = vec![Part::Product(x.clone(), mlp.layers[0].weight.val())];
         fused(mlp, parts).unwrap_or_else(|| mlp.forward(x)) // [n, d_out]
     }
 
-    fn forward_concat(&self, mlp: &Mlp<Flex>, parts: Vec<ConcatPart<Flex>>) -> Tensor<Flex, 2> {
+    fn forward_concat(&self, mlp: &Mlp<B>, parts: Vec<ConcatPart<B>>) -> Tensor<B, 2> {
         let fused_parts = concat_parts(mlp, &parts);
         fused(mlp, fused_parts).unwrap_or_else(|| mlp.forward_concat(parts)) // [n, d_out]
-    }
-}
-
-type Ad = Autodiff<Flex>;
-
-/// At most this many tracked inputs per block (terms' inputs and weights, biases, γ, β): the
-/// contract's blocks need 6 to 15; deeper blocks run Burn's operations.
-const MAX_PARENTS: usize = 32;
-
-/// What the block's backward needs: the forward's inputs and every layer's output.
-#[derive(Debug, Clone)]
-struct BlockState {
-    block: Block,
-    saved: Vec<FlexTensor>,
-    slots: Vec<Slot>,
-}
-
-/// The whole MLP block as one tracked operation: forward by `mlp_forward_saving`, backward by
-/// `mlp_backward` (burn-flex patch 8).
-#[derive(Debug)]
-struct FusedBlock;
-
-impl Backward<Flex, MAX_PARENTS> for FusedBlock {
-    type State = BlockState;
-
-    fn backward(
-        self,
-        ops: Ops<Self::State, MAX_PARENTS>,
-        grads: &mut Gradients,
-        _checkpointer: &mut Checkpointer,
-    ) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let state = ops.state;
-        let want_inputs: Vec<bool> = (0..state.block.terms.len())
-            .map(|t| {
-                state
-                    .slots
-                    .iter()
-                    .zip(&ops.parents)
-                    .any(|(s, p)| p.is_some() && matches!(s, Slot::TermInput(u) if *u == t))
-            })
-            .collect();
-        let mut g = state
-            .block
-            .backward(&state.saved, &grad, &want_inputs)
-            .expect("f32 tensors: checked by the forward");
-        for (slot, parent) in state.slots.iter().zip(&ops.parents) {
-            let Some(node) = parent else { continue };
-            let value = match *slot {
-                Slot::TermInput(t) => g.terms[t].0.take(),
-                Slot::TermWeight(t) => g.terms[t].1.take(),
-                Slot::FirstBias => Some(g.first_bias.clone()),
-                Slot::Weight(k) => Some(g.layers[k].0.clone()),
-                Slot::Bias(k) => Some(g.layers[k].1.clone()),
-                Slot::Gamma => Some(g.gamma.clone()),
-                Slot::Beta => Some(g.beta.clone()),
-            };
-            grads.register::<Flex>(
-                node.id,
-                value.expect("every tracked input's gradient is computed"),
-            );
-        }
-    }
-}
-
-/// The block over `parts` as one tracked operation, or `None` when the kernel does not take
-/// these tensors (not f32, too many parents).
-fn tracked(mlp: &Mlp<Ad>, parts: Vec<Part<Ad>>) -> Option<Tensor<Ad, 2>> {
-    let mut nodes = Vec::new();
-    let mut slots = Vec::new();
-    // The parents' tensors stay alive until the operation is registered: a tensor's reference
-    // count is what tells autodiff's graph cleaning (run after any backward, from any thread)
-    // that its node is still wanted; an intermediate (a slice of the first weight, a gathered
-    // product) dropped before `finish` could be cleaned away with its gradient path.
-    let mut alive = Vec::new();
-    let block = Block::of(mlp, parts, |t: FloatTensor<Ad>, slot| {
-        nodes.push(t.node.clone());
-        slots.push(slot);
-        let value = t.primitive.clone();
-        alive.push(t);
-        value
-    });
-    if nodes.len() > MAX_PARENTS {
-        return None;
-    }
-    // Unused parent places: an untracked tensor (no gradient flows there).
-    let pad = Tensor::<Ad, 1>::zeros([1], &Default::default())
-        .into_primitive()
-        .tensor()
-        .node;
-    nodes.resize(MAX_PARENTS, pad);
-    let nodes: [_; MAX_PARENTS] = nodes.try_into().expect("padded to MAX_PARENTS");
-    let output = match FusedBlock
-        .prepare::<NoCheckpointing>(nodes)
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(prep) => {
-            let (out, saved) = block.forward(mlp_forward_saving)?;
-            prep.finish(
-                BlockState {
-                    block,
-                    saved,
-                    slots,
-                },
-                out,
-            )
-        }
-        // Nothing needs a gradient (a frozen backbone): the values alone.
-        OpsKind::UnTracked(prep) => prep.finish(block.forward(mlp_forward)?),
-    };
-    drop(alive); // registered: the operation's step now holds its parents
-    Some(Tensor::from_primitive(TensorPrimitive::Float(output)))
-}
-
-impl MlpKernel<Ad> for FusedMlp {
-    fn forward(&self, mlp: &Mlp<Ad>, x: Tensor<Ad, 2>) -> Tensor<Ad, 2> {
-        if mlp.dropout.prob != 0.0 {
-            return mlp.forward(x); // dropout: Burn's operations
-        }
-        let parts = vec![Part::Product(x.clone(), mlp.layers[0].weight.val())];
-        tracked(mlp, parts).unwrap_or_else(|| mlp.forward(x)) // [n, d_out]
-    }
-
-    fn forward_concat(&self, mlp: &Mlp<Ad>, parts: Vec<ConcatPart<Ad>>) -> Tensor<Ad, 2> {
-        if mlp.dropout.prob != 0.0 {
-            return mlp.forward_concat(parts);
-        }
-        let fused_parts = concat_parts(mlp, &parts);
-        tracked(mlp, fused_parts).unwrap_or_else(|| mlp.forward_concat(parts)) // [n, d_out]
     }
 }

@@ -1,6 +1,6 @@
-//! The fused MLP blocks compute the model's function: PyTorch parity, and the same values as
-//! Burn's operations one at a time on tall (multi-block) inputs, in inference and in a
-//! frozen-backbone training step.
+//! The fused MLP blocks compute the model's function: PyTorch parity, and the values (within
+//! 1e-6) and gradients (within 1e-5) of Burn's operations one at a time on tall (multi-block)
+//! inputs, in inference and in training steps.
 
 use burn::backend::Flex;
 use burn::prelude::*;
@@ -20,18 +20,12 @@ fn values<const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
     t.into_data().to_vec().expect("f32")
 }
 
-/// Same values, element by element (`==`, so `-0.0` equals `0.0`).
-fn assert_same(what: &str, got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let bad = got.iter().zip(want).filter(|(g, w)| g != w).count();
-    let first = got.iter().zip(want).position(|(g, w)| g != w);
-    assert!(
-        bad == 0,
-        "{what}: {bad} of {} values differ, first at {first:?}: {:?} vs {:?}",
-        got.len(),
-        first.map(|k| got[k]),
-        first.map(|k| want[k])
-    );
+/// The same values up to f32 rounding: within 1e-6 of the largest `|want|` (at least 1). The
+/// fused blocks compute each operation as Burn's do, but sum some terms in another order (the
+/// bias added onto the product's rows, LayerNorm's row sums in 16 partial sums).
+fn assert_values_close(what: &str, got: &[f32], want: &[f32]) {
+    let err = relative_error(got, want);
+    assert!(err <= 1e-6, "{what}: off by {err:e} (relative)");
 }
 
 #[test]
@@ -118,7 +112,7 @@ fn fused_network_gives_the_logits_of_burns_operations_on_a_tall_batch() {
     let want = values(model.forward(&batch));
     let fused = model.with_kernel(FusedMlp);
     let got = values(fused.logits(&host, &device));
-    assert_same("logits", &got, &want);
+    assert_values_close("logits", &got, &want);
 }
 
 #[test]
@@ -153,13 +147,13 @@ fn fused_blocks_equal_operations(d: usize, d_hidden: usize) {
                 (a.clone(), None),
             ]
         };
-        assert_same(
+        assert_values_close(
             &format!("forward_concat, {n} rows of width {d}"),
             &values(FusedMlp.forward_concat(&mlp, parts())),
             &values(OpByOp.forward_concat(&mlp, parts())),
         );
         let cat = Tensor::cat(vec![x.clone(), a.clone(), x.clone()], 1);
-        assert_same(
+        assert_values_close(
             &format!("forward, {n} rows of width {d}"),
             &values(FusedMlp.forward(&mlp, cat.clone())),
             &values(OpByOp.forward(&mlp, cat)),
@@ -310,7 +304,7 @@ fn fused_block_gradients_are_those_of_burns_operations() {
                 let (got_values, got) = run(&FusedMlp, concat);
                 let (want_values, want) = run(&OpByOp, concat);
                 let what = format!("width {d}, {n} rows, concat {concat}");
-                assert_same(&format!("{what}: values"), &got_values, &want_values);
+                assert_values_close(&format!("{what}: values"), &got_values, &want_values);
                 assert_eq!(got.len(), want.len());
                 for ((name, g), (_, w)) in got.iter().zip(&want) {
                     let err = relative_error(g, w);
@@ -347,7 +341,7 @@ fn fused_training_step_gives_the_gradients_of_burns_operations() {
     let got_logits = fused.forward(&batch);
     let got_grads = step(got_logits.clone());
     let got = all(&fused.with_kernel(OpByOp), &got_grads);
-    assert_same(
+    assert_values_close(
         "logits",
         &values(got_logits.inner()),
         &values(want_logits.inner()),
@@ -369,8 +363,10 @@ fn frozen_backbone_training_steps_fuse_with_the_same_values() {
     let (want_logits, want_head, want_backbone) = step_with(&net, &host);
     let fused = net.with_kernel(FusedMlp);
     let (logits, head, backbone) = step_with(&fused, &host);
-    assert_same("logits", &logits, &want_logits);
-    assert_same("head gradient", &head, &want_head);
+    assert_values_close("logits", &logits, &want_logits);
+    // Gradients: the contract's 1e-5 (the head's input differs from Burn's by f32 rounding).
+    let err = relative_error(&head, &want_head);
+    assert!(err <= 1e-5, "head gradient off by {err:e} (relative)");
     // A frozen backbone gets no gradient either way.
     assert!(
         backbone.is_none() && want_backbone.is_none(),

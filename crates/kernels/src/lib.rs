@@ -1,0 +1,29 @@
+//! The project's CPU kernels, over plain `f32` slices: an MLP block (`[Linear → ReLU] × L →
+//! LayerNorm`) forward, forward keeping every layer's output, and backward, each in blocks of
+//! rows that stay in cache; LayerNorm's row kernels (centred variance); `gemm` over row blocks.
+//!
+//! Knows no tensor library: the Burn glue (a backend extension trait for the CPU backend and
+//! for autodiff) is `gnn4c-root-gnn-cpu`, which hands these functions the tensors' storage.
+//! The only crate of the workspace with `unsafe` code (the `gemm` calls, outputs filled by
+//! blocks of rows without a zero fill first, and the run-time choice of the CPU's vector
+//! width), each block with a SAFETY comment; every public function is safe and checks the
+//! shapes it is given. Values do not depend on the number of threads. Start at
+//! [`mlp_forward`] and [`MlpBlock`].
+
+// The one crate allowed `unsafe` (the workspace denies it); clippy asks each block for its
+// SAFETY comment.
+#![allow(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+#[macro_use]
+mod dispatch;
+mod mat;
+mod mlp;
+mod norm;
+mod rows;
+
+pub use mat::{MatRef, row_blocks};
+pub use mlp::{
+    Index, MlpBlock, MlpGrads, MlpLayer, MlpTerm, mlp_backward, mlp_forward, mlp_forward_saving,
+};
+pub use norm::{layer_norm, layer_norm_backward};

@@ -1,0 +1,716 @@
+//! A whole MLP block, `[Linear → ReLU] × L → LayerNorm`, forward and backward in blocks of rows.
+//!
+//! Run one operation at a time, a block makes a full pass over memory per operation (each
+//! product, bias, ReLU, add and the norm), with its own allocation and a thread
+//! synchronisation at its end. [`mlp_forward`] instead takes a block of [`ROWS`] rows through
+//! the whole chain while it is in cache, one thread per block: the first layer's terms summed
+//! in their order, `(x · W) + b` as the bias rows with the product accumulated onto them,
+//! `x.max(0)`, the LayerNorm row kernel. For training, [`mlp_forward_saving`] also keeps every
+//! layer's output and [`mlp_backward`] takes the same blocks back through the chain
+//! (LayerNorm's row gradient, ReLU masks, the transposed products), summing the parameter
+//! gradients per fixed run of blocks, so that no value depends on the number of threads.
+
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
+use crate::mat::{MatRef, gemm_into, row_blocks};
+use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
+use crate::rows::{RowsOut, zeroed};
+
+/// Rows per block (and per task): a block's activations (256 × 64 f32 = 64 kB) stay in L2.
+const ROWS: usize = 256;
+
+/// Tasks of the backward (at most): each takes a fixed run of blocks and keeps one partial sum
+/// of every parameter gradient (see [`mlp_backward`]).
+const CHUNKS: usize = 16;
+
+/// Which row of a gathered term each output row takes.
+#[derive(Debug, Clone, Copy)]
+pub enum Index<'a> {
+    /// 32-bit row numbers.
+    I32(&'a [i32]),
+    /// 64-bit row numbers.
+    I64(&'a [i64]),
+}
+
+impl Index<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Index::I32(s) => s.len(),
+            Index::I64(s) => s.len(),
+        }
+    }
+
+    /// Row `r`'s source row; panics when negative (the caller's index is not a row number).
+    fn get(&self, r: usize) -> usize {
+        let i = match self {
+            Index::I32(s) => i64::from(s[r]),
+            Index::I64(s) => s[r],
+        };
+        usize::try_from(i).unwrap_or_else(|_| panic!("MLP block: negative row index {i}"))
+    }
+}
+
+/// One term of the first layer's pre-activation; the terms are summed in their order.
+#[derive(Debug, Clone, Copy)]
+pub enum MlpTerm<'a> {
+    /// `x · weight`, computed block by block (`x [n, d_k]`, `weight [d_k, d_first]`; any strides:
+    /// `weight` may be some of the first layer's rows).
+    Product {
+        /// The input rows.
+        x: MatRef<'a>,
+        /// The weight rows that multiply them.
+        weight: MatRef<'a>,
+    },
+    /// Rows of an already computed row-major `y [n_src, d_first]`: row `index[r]` for output
+    /// row `r` (a gather), or row `r` without an index.
+    Rows {
+        /// The rows, row-major.
+        y: &'a [f32],
+        /// Which row each output row takes (`[n]`), if not the same row.
+        index: Option<Index<'a>>,
+    },
+}
+
+/// A layer after the first: `relu(x · weight + bias)`.
+#[derive(Debug, Clone, Copy)]
+pub struct MlpLayer<'a> {
+    /// `[d_in, d_out]`.
+    pub weight: MatRef<'a>,
+    /// `[d_out]`.
+    pub bias: Option<&'a [f32]>,
+}
+
+/// An MLP block's inputs and parameters:
+/// `LayerNorm(relu(… relu(relu(Σ terms + first_bias) · W₁ + b₁) …))`.
+#[derive(Debug, Clone)]
+pub struct MlpBlock<'a> {
+    /// The first layer's terms (at least one).
+    pub terms: Vec<MlpTerm<'a>>,
+    /// The first layer's bias, `[d_first]`.
+    pub first_bias: Option<&'a [f32]>,
+    /// The layers after the first.
+    pub layers: Vec<MlpLayer<'a>>,
+    /// LayerNorm's γ, `[d_out]`.
+    pub gamma: &'a [f32],
+    /// LayerNorm's β, `[d_out]`.
+    pub beta: Option<&'a [f32]>,
+    /// LayerNorm's ε.
+    pub epsilon: f32,
+}
+
+/// The block's shapes, checked once: rows, every layer's output width (the first layer's
+/// first; the last is the LayerNorm's width).
+struct Shape {
+    n: usize,
+    widths: Vec<usize>,
+}
+
+impl MlpBlock<'_> {
+    /// Checks every shape against the others; panics on a mismatch (a caller's bug).
+    fn shape(&self) -> Shape {
+        assert!(!self.terms.is_empty(), "MLP block: no first-layer term");
+        let mut n = None;
+        let mut d_first = None;
+        let agree = |what: &mut Option<usize>, v: usize, name: &str| match *what {
+            Some(w) => assert_eq!(w, v, "MLP block: the terms disagree on {name}"),
+            None => *what = Some(v),
+        };
+        for term in &self.terms {
+            match term {
+                MlpTerm::Product { x, weight } => {
+                    assert_eq!(x.cols(), weight.rows(), "MLP block: x · weight widths");
+                    agree(&mut n, x.rows(), "rows");
+                    agree(&mut d_first, weight.cols(), "the first layer's width");
+                }
+                MlpTerm::Rows { y, index } => {
+                    let d = d_first.unwrap_or_else(|| self.first_width());
+                    agree(&mut d_first, d, "the first layer's width");
+                    assert!(d > 0 && y.len() % d == 0, "MLP block: rows of width {d}");
+                    agree(&mut n, index.map_or(y.len() / d, |i| i.len()), "rows");
+                }
+            }
+        }
+        let (n, d_first) = (n.expect("a term"), d_first.expect("a term"));
+        assert!(
+            self.first_bias.is_none_or(|b| b.len() == d_first),
+            "MLP block: first bias width"
+        );
+        let mut widths = vec![d_first];
+        for l in &self.layers {
+            assert_eq!(
+                l.weight.rows(),
+                widths[widths.len() - 1],
+                "MLP block: layer widths"
+            );
+            assert!(
+                l.bias.is_none_or(|b| b.len() == l.weight.cols()),
+                "MLP block: bias width"
+            );
+            widths.push(l.weight.cols());
+        }
+        let d_out = widths[widths.len() - 1];
+        assert_eq!(self.gamma.len(), d_out, "MLP block: LayerNorm width");
+        assert!(
+            self.beta.is_none_or(|b| b.len() == d_out),
+            "MLP block: β width"
+        );
+        Shape { n, widths }
+    }
+
+    /// The first layer's width, from a product term, else the first bias, else the next layer.
+    fn first_width(&self) -> usize {
+        self.terms
+            .iter()
+            .find_map(|t| match t {
+                MlpTerm::Product { weight, .. } => Some(weight.cols()),
+                MlpTerm::Rows { .. } => None,
+            })
+            .or(self.first_bias.map(<[f32]>::len))
+            .or(self.layers.first().map(|l| l.weight.rows()))
+            .unwrap_or(self.gamma.len())
+    }
+}
+
+/// The block's forward: `[n, d_out]`, row-major. Panics on inconsistent shapes.
+pub fn mlp_forward(block: &MlpBlock<'_>) -> Vec<f32> {
+    forward(block, false).0
+}
+
+/// [`mlp_forward`] for training: also every layer's output after its ReLU (row-major
+/// `[n, d_k]`, the first layer's first; the last one is the LayerNorm's input), which
+/// [`mlp_backward`] takes. Same values as [`mlp_forward`].
+pub fn mlp_forward_saving(block: &MlpBlock<'_>) -> (Vec<f32>, Vec<Vec<f32>>) {
+    forward(block, true)
+}
+
+multiversioned! {
+    /// `x.max(0)` in place (ReLU).
+    fn relu(v: &mut [f32]) {
+        for p in v.iter_mut() {
+            *p = p.max(0.0);
+        }
+    }
+}
+
+multiversioned! {
+    /// `dst[i] + src[i]` into `dst`, element by element (`src` cycled over `dst`'s rows when
+    /// it is one row: a bias).
+    fn add_onto(dst: &mut [f32], src: &[f32]) {
+        if src.is_empty() {
+            return;
+        }
+        for row in dst.chunks_mut(src.len()) {
+            for (p, v) in row.iter_mut().zip(src) {
+                *p = *p + *v;
+            }
+        }
+    }
+}
+
+multiversioned! {
+    /// Rows `first..` of a gathered term: `pre`'s row `r` set to (`copy`) or added with
+    /// `y`'s row `index[first + r]` (row `first + r` without an index); rows of `d` values.
+    fn gather_rows(
+        pre: &mut [f32],
+        y: &[f32],
+        index: Option<&Index<'_>>,
+        first: usize,
+        d: usize,
+        copy: bool,
+    ) {
+        for (r, p) in pre.chunks_exact_mut(d).enumerate() {
+            let src = index.map_or(first + r, |i| i.get(first + r));
+            let row = &y[src * d..(src + 1) * d];
+            if copy {
+                p.copy_from_slice(row);
+            } else {
+                for (p, v) in p.iter_mut().zip(row) {
+                    *p = *p + *v;
+                }
+            }
+        }
+    }
+}
+
+/// `dst`'s rows set to `bias` (zeros without one).
+fn fill_rows(dst: &mut [f32], bias: Option<&[f32]>) {
+    match bias {
+        Some(bias) => {
+            for row in dst.chunks_exact_mut(bias.len()) {
+                row.copy_from_slice(bias);
+            }
+        }
+        None => dst.fill(0.0),
+    }
+}
+
+fn forward(block: &MlpBlock<'_>, save: bool) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let Shape { n, widths } = block.shape();
+    let d_first = widths[0];
+    let d_out = widths[widths.len() - 1];
+    let widest = widths.iter().copied().fold(0, usize::max);
+    // One product plus a bias (a plain `Linear`): the bias rows with the product accumulated
+    // onto them.
+    let linear =
+        matches!(block.terms.as_slice(), [MlpTerm::Product { .. }]) && block.first_bias.is_some();
+    // One block of rows. When saving, every layer writes its output straight into its rows of
+    // the saved outputs (`saves[k]`) and the next layer reads it there; otherwise two scratch
+    // buffers take turns.
+    let run_block = |first: usize, out: &mut [f32], saves: &mut [&mut [f32]]| {
+        let m = out.len() / d_out;
+        let mut acc = vec![0.0f32; if save { 0 } else { m * widest }];
+        // Scratch: a product term's rows before they are added, and the turns' other buffer.
+        let mut next = vec![0.0f32; m * widest];
+        // The first layer's pre-activation: its terms in order, then the bias, then ReLU.
+        let pre: &mut [f32] = if save {
+            &mut *saves[0]
+        } else {
+            &mut acc[..m * d_first]
+        };
+        for (t, term) in block.terms.iter().enumerate() {
+            match term {
+                MlpTerm::Product { x, weight } if linear => {
+                    fill_rows(pre, block.first_bias);
+                    gemm_into(x.row_range(first, m), *weight, pre, true);
+                }
+                MlpTerm::Product { x, weight } if t == 0 => {
+                    gemm_into(x.row_range(first, m), *weight, pre, false);
+                }
+                MlpTerm::Product { x, weight } => {
+                    let tmp = &mut next[..m * d_first];
+                    gemm_into(x.row_range(first, m), *weight, tmp, false);
+                    add_onto(pre, tmp);
+                }
+                MlpTerm::Rows { y, index } => {
+                    gather_rows(pre, y, index.as_ref(), first, d_first, t == 0);
+                }
+            }
+        }
+        if let (Some(bias), false) = (block.first_bias, linear) {
+            add_onto(pre, bias);
+        }
+        relu(pre);
+        // The other layers: bias rows, the product accumulated onto them, ReLU.
+        for (k, layer) in block.layers.iter().enumerate() {
+            let (d_in, d_k) = (widths[k], widths[k + 1]);
+            {
+                let (src, dst): (&[f32], &mut [f32]) = if save {
+                    let (done, rest) = saves.split_at_mut(k + 1);
+                    (&*done[k], &mut *rest[0])
+                } else {
+                    (&acc[..m * d_in], &mut next[..m * d_k])
+                };
+                fill_rows(dst, layer.bias);
+                gemm_into(MatRef::row_major(src, m, d_in), layer.weight, dst, true);
+                relu(dst);
+            }
+            if !save {
+                std::mem::swap(&mut acc, &mut next);
+            }
+        }
+        let input: &[f32] = if save {
+            &*saves[block.layers.len()]
+        } else {
+            &acc[..m * d_out]
+        };
+        layer_norm_rows(input, out, block.gamma, block.beta, block.epsilon);
+    };
+
+    let mut output = RowsOut::new(n * d_out);
+    let mut saved: Vec<RowsOut> = if save {
+        widths.iter().map(|&d| RowsOut::new(n * d)).collect()
+    } else {
+        Vec::new()
+    };
+    if n == 0 || d_out == 0 {
+        return (
+            output.zeros(),
+            saved.into_iter().map(RowsOut::zeros).collect(),
+        );
+    }
+    // The blocks' rows of the output (and of every saved output), as disjoint slices; each
+    // block zeroes its slices before it writes them.
+    type Part<'p> = (
+        usize,
+        &'p mut [MaybeUninit<f32>],
+        Vec<&'p mut [MaybeUninit<f32>]>,
+    );
+    let blocks = row_blocks(n, ROWS);
+    let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
+    let mut rest = output.parts();
+    for &(first, rows) in &blocks {
+        let (part, tail) = rest.split_at_mut(rows * d_out);
+        parts.push((first, part, Vec::new()));
+        rest = tail;
+    }
+    for (buffer, &d) in saved.iter_mut().zip(&widths) {
+        let mut rest = buffer.parts();
+        for (part, &(_, rows)) in parts.iter_mut().zip(&blocks) {
+            let (mine, tail) = rest.split_at_mut(rows * d);
+            part.2.push(mine);
+            rest = tail;
+        }
+    }
+    parts.into_par_iter().for_each(|(first, out, saves)| {
+        let mut saves: Vec<&mut [f32]> = saves.into_iter().map(zeroed).collect();
+        run_block(first, zeroed(out), &mut saves);
+    });
+    // SAFETY: the blocks cover all `n` rows, and each zeroed its rows of every buffer.
+    unsafe {
+        let saved = saved.into_iter().map(|b| b.into_vec()).collect();
+        (output.into_vec(), saved)
+    }
+}
+
+/// The gradients of one MLP block (see [`mlp_backward`]), row-major.
+#[derive(Debug)]
+pub struct MlpGrads {
+    /// Per term of the first layer, in order: for `Product { x, weight }`, `(dx, dweight)`
+    /// (`dx` only if asked for); for `Rows { y, .. }`, `(dy, None)` (if asked for; `dy` has
+    /// `y`'s shape).
+    pub terms: Vec<(Option<Vec<f32>>, Option<Vec<f32>>)>,
+    /// The first layer's bias, `[d_first]`.
+    pub first_bias: Vec<f32>,
+    /// Per further layer: `(dweight [d_in, d_out], dbias [d_out])`.
+    pub layers: Vec<(Vec<f32>, Vec<f32>)>,
+    /// LayerNorm's `dγ`, `[d_out]`.
+    pub gamma: Vec<f32>,
+    /// LayerNorm's `dβ`, `[d_out]`.
+    pub beta: Vec<f32>,
+}
+
+multiversioned! {
+    /// ReLU's gradient in place (`dz` kept where the layer's `output` is positive, 0
+    /// elsewhere), its column sums added (f64) onto `acc` (the bias gradient); rows of
+    /// `acc.len()` values.
+    fn relu_grad_and_bias(dz: &mut [f32], output: &[f32], acc: &mut [f64]) {
+        let d = acc.len();
+        for (row, out) in dz.chunks_exact_mut(d).zip(output.chunks_exact(d)) {
+            for ((g, o), a) in row.iter_mut().zip(out).zip(acc.iter_mut()) {
+                let v = if *o > 0.0 { *g } else { 0.0 };
+                *g = v;
+                *a += f64::from(v);
+            }
+        }
+    }
+}
+
+/// Where consecutive pieces of the given sizes start in one buffer.
+fn starts(sizes: &[usize]) -> Vec<usize> {
+    sizes
+        .iter()
+        .scan(0, |at, &size| {
+            let start = *at;
+            *at += size;
+            Some(start)
+        })
+        .collect()
+}
+
+/// The backward of [`mlp_forward_saving`]: every parameter's gradient and, where asked
+/// (`want_inputs[t]`), the gradient of term `t`'s input, for the incoming gradient `grad`
+/// (row-major `[n, d_out]`) of the block's output. `block` is the forward's (biases and β are
+/// not read); `saved` is what [`mlp_forward_saving`] returned.
+///
+/// The same blocks of rows as the forward, one thread each, take the rows' gradient back
+/// through the LayerNorm, then through every layer (ReLU's mask; `dW += Aᵀ·dZ`, `db += Σ dZ`
+/// and `dA = dZ·Wᵀ`) while the rows are in cache. Parameter gradients are summed per fixed run
+/// of blocks (up to [`CHUNKS`] runs, one task each; weight products accumulated in f32 as one
+/// long product, bias, γ and β sums in f64), then the runs' sums added in order in f64: the
+/// result does not depend on the number of threads. A gathered term's gradient is the rows'
+/// gradients added into their source rows in row order. Panics on inconsistent shapes.
+pub fn mlp_backward(
+    block: &MlpBlock<'_>,
+    saved: &[&[f32]],
+    grad: &[f32],
+    want_inputs: &[bool],
+) -> MlpGrads {
+    let Shape { n, widths } = block.shape();
+    let d_first = widths[0];
+    let d_out = widths[widths.len() - 1];
+    assert_eq!(
+        saved.len(),
+        widths.len(),
+        "MLP block gradient: saved outputs"
+    );
+    for (s, &d) in saved.iter().zip(&widths) {
+        assert_eq!(s.len(), n * d, "MLP block gradient: a saved output's size");
+    }
+    assert_eq!(
+        grad.len(),
+        n * d_out,
+        "MLP block gradient: incoming gradient's size"
+    );
+    assert_eq!(
+        want_inputs.len(),
+        block.terms.len(),
+        "MLP block gradient: wanted inputs"
+    );
+    let ws: Vec<MatRef<'_>> = block.layers.iter().map(|l| l.weight).collect();
+    let wants_rows = block
+        .terms
+        .iter()
+        .zip(want_inputs)
+        .any(|(t, &w)| w && matches!(t, MlpTerm::Rows { .. }));
+
+    // Per chunk, the parameters' partial gradients: f32 weight products (each product term's,
+    // then each further layer's), f64 sums (the first bias, each further bias, dγ, dβ).
+    let weight_sizes: Vec<usize> = block
+        .terms
+        .iter()
+        .filter_map(|t| match t {
+            MlpTerm::Product { weight, .. } => Some(weight.rows() * weight.cols()),
+            MlpTerm::Rows { .. } => None,
+        })
+        .chain(ws.iter().map(|w| w.rows() * w.cols()))
+        .collect();
+    let n_products = weight_sizes.len() - ws.len();
+    let weight_at = starts(&weight_sizes);
+    let bias_at = starts(&widths);
+    let f32_len: usize = weight_sizes.iter().sum();
+    let f64_len: usize = widths.iter().sum::<usize>() + 2 * d_out;
+    let blocks = row_blocks(n, ROWS);
+    // Fixed chunks of consecutive blocks (one task each) share partial sums: a chunk's blocks
+    // accumulate their weight products onto one f32 partial (as one long product would), the
+    // chunks' partials are added in f64 in chunk order. The chunks depend on the rows only.
+    let n_chunks = blocks.len().min(CHUNKS);
+    let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
+    // One stride per chunk of at least one value, so that every chunk has its partials.
+    let (f32_stride, f64_stride) = (f32_len.max(1), f64_len.max(1));
+    let mut part32 = vec![0.0f32; n_chunks * f32_stride];
+    let mut part64 = vec![0.0f64; n_chunks * f64_stride];
+    // Full-size outputs: each wanted product term's dx, and the first layer's dZ (for gathered
+    // terms), written by rows (each block zeroes its rows of them first, while in cache).
+    let dx_cols: Vec<usize> = block
+        .terms
+        .iter()
+        .zip(want_inputs)
+        .map(|(t, &want)| match t {
+            MlpTerm::Product { x, .. } if want => x.cols(),
+            _ => 0,
+        })
+        .collect();
+    let mut dxs: Vec<RowsOut> = dx_cols.iter().map(|&d| RowsOut::new(n * d)).collect();
+    let mut dz1 = RowsOut::new(if wants_rows { n * d_first } else { 0 });
+    let widest = widths.iter().copied().fold(0, usize::max);
+
+    let run_block = |first: usize,
+                     m: usize,
+                     accumulate: bool,
+                     p32: &mut [f32],
+                     p64: &mut [f64],
+                     dx_rows: &mut [&mut [f32]],
+                     dz1_rows: &mut [f32]| {
+        let rows = |k: usize| &saved[k][first * widths[k]..(first + m) * widths[k]];
+        let mut cur = vec![0.0f32; m * widest];
+        let mut prev = vec![0.0f32; m * widest];
+        let (p_bias, p_norm) = p64.split_at_mut(widths.iter().sum());
+        let (pg, pb) = p_norm.split_at_mut(d_out);
+        // LayerNorm: its input is the last layer's output.
+        let last = widths.len() - 1;
+        layer_norm_backward_rows(
+            rows(last),
+            &grad[first * d_out..(first + m) * d_out],
+            block.gamma,
+            block.epsilon,
+            &mut cur[..m * d_out],
+            pg,
+            pb,
+        );
+        // Further layers, last first: dZ = dA ⊙ mask; db, dW; dA of the layer below.
+        for k in (1..widths.len()).rev() {
+            let (d_in, d_k) = (widths[k - 1], widths[k]);
+            let dz = &mut cur[..m * d_k];
+            relu_grad_and_bias(dz, rows(k), &mut p_bias[bias_at[k]..bias_at[k] + d_k]);
+            let dz = MatRef::row_major(dz, m, d_k);
+            // dW += A_{k−1}ᵀ · dZ.
+            let a_prev = MatRef::row_major(rows(k - 1), m, d_in).t();
+            let off = weight_at[n_products + k - 1];
+            gemm_into(a_prev, dz, &mut p32[off..off + d_in * d_k], accumulate);
+            // dA_{k−1} = dZ · Wᵀ.
+            gemm_into(dz, ws[k - 1].t(), &mut prev[..m * d_in], false);
+            std::mem::swap(&mut cur, &mut prev);
+        }
+        // The first layer.
+        let dz = &mut cur[..m * d_first];
+        relu_grad_and_bias(dz, rows(0), &mut p_bias[..d_first]);
+        let dz_m = MatRef::row_major(dz, m, d_first);
+        let mut product = 0;
+        for (t, term) in block.terms.iter().enumerate() {
+            if let MlpTerm::Product { x, weight } = term {
+                let off = weight_at[product];
+                let dw = &mut p32[off..off + weight_sizes[product]];
+                gemm_into(x.row_range(first, m).t(), dz_m, dw, accumulate);
+                product += 1;
+                if !dx_rows[t].is_empty() {
+                    gemm_into(dz_m, weight.t(), dx_rows[t], false);
+                }
+            }
+        }
+        if !dz1_rows.is_empty() {
+            dz1_rows.copy_from_slice(dz);
+        }
+    };
+
+    if n > 0 {
+        // Every block's disjoint rows of the full-size outputs, grouped into the chunks of
+        // blocks that share partial sums.
+        type Rows<'p> = &'p mut [MaybeUninit<f32>];
+        type Part<'p> = (usize, usize, Vec<Rows<'p>>, Rows<'p>);
+        let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
+        let mut rdz = dz1.parts();
+        let mut rdx: Vec<Rows<'_>> = dxs.iter_mut().map(RowsOut::parts).collect();
+        for &(first, m) in &blocks {
+            let dz_part = if wants_rows {
+                let (p, t) = rdz.split_at_mut(m * d_first);
+                rdz = t;
+                p
+            } else {
+                &mut []
+            };
+            let dx_parts = rdx
+                .iter_mut()
+                .zip(&dx_cols)
+                .map(|(slot, &cols)| {
+                    let (p, t) = std::mem::take(slot).split_at_mut(m * cols);
+                    *slot = t;
+                    p
+                })
+                .collect();
+            parts.push((first, m, dx_parts, dz_part));
+        }
+        let mut parts = parts.into_iter();
+        let chunk_parts: Vec<(Vec<Part<'_>>, &mut [f32], &mut [f64])> = part32
+            .chunks_exact_mut(f32_stride)
+            .zip(part64.chunks_exact_mut(f64_stride))
+            .enumerate()
+            .map(|(c, (a, b))| (parts.by_ref().take(chunk_len(c)).collect(), a, b))
+            .collect();
+        chunk_parts.into_par_iter().for_each(|(blocks, a, b)| {
+            for (k, (first, m, dx, dz)) in blocks.into_iter().enumerate() {
+                let mut dx: Vec<&mut [f32]> = dx.into_iter().map(zeroed).collect();
+                run_block(first, m, k > 0, a, b, &mut dx, zeroed(dz));
+            }
+        });
+    }
+    // SAFETY: the blocks cover all `n` rows and each zeroed its rows of these buffers before
+    // writing them (with no rows, every buffer is empty).
+    let (dxs, dz1): (Vec<Vec<f32>>, Vec<f32>) = unsafe {
+        (
+            dxs.into_iter().map(|b| b.into_vec()).collect(),
+            dz1.into_vec(),
+        )
+    };
+
+    // The chunks' partial sums, added in chunk order.
+    let mut sum32 = vec![0.0f64; f32_len];
+    for part in part32.chunks_exact(f32_stride) {
+        for (s, v) in sum32.iter_mut().zip(part) {
+            *s += f64::from(*v);
+        }
+    }
+    let mut sum64 = vec![0.0f64; f64_len];
+    for part in part64.chunks_exact(f64_stride) {
+        for (s, v) in sum64.iter_mut().zip(part) {
+            *s += *v;
+        }
+    }
+    let narrow = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let weight = |p: usize| narrow(&sum32[weight_at[p]..weight_at[p] + weight_sizes[p]]);
+    let mut product = 0;
+    let mut term_grads = Vec::with_capacity(block.terms.len());
+    for ((term, dx), &want) in block.terms.iter().zip(dxs).zip(want_inputs) {
+        match term {
+            MlpTerm::Product { .. } => {
+                term_grads.push((want.then_some(dx), Some(weight(product))));
+                product += 1;
+            }
+            MlpTerm::Rows { y, index } => {
+                let dy = want.then(|| match index {
+                    None => dz1.clone(),
+                    Some(index) => scatter_add(&dz1, index, y.len() / d_first, d_first),
+                });
+                term_grads.push((dy, None));
+            }
+        }
+    }
+    let layers = (0..ws.len())
+        .map(|k| {
+            let at = bias_at[k + 1];
+            (
+                weight(n_products + k),
+                narrow(&sum64[at..at + widths[k + 1]]),
+            )
+        })
+        .collect();
+    let norm_at = widths.iter().sum::<usize>();
+    MlpGrads {
+        terms: term_grads,
+        first_bias: narrow(&sum64[..d_first]),
+        layers,
+        gamma: narrow(&sum64[norm_at..norm_at + d_out]),
+        beta: narrow(&sum64[norm_at + d_out..norm_at + 2 * d_out]),
+    }
+}
+
+multiversioned! {
+    /// Source rows `i0..` into `out`: each the sum of its rows of `dz` (`order[start[i]..
+    /// start[i + 1]]`), in order.
+    fn sum_rows(out: &mut [f32], i0: usize, order: &[usize], start: &[usize], dz: &[f32], d: usize) {
+        for (k, row) in out.chunks_exact_mut(d).enumerate() {
+            let i = i0 + k;
+            for &r in &order[start[i]..start[i + 1]] {
+                for (a, b) in row.iter_mut().zip(&dz[r * d..(r + 1) * d]) {
+                    *a += *b;
+                }
+            }
+        }
+    }
+}
+
+/// `dy[index[r]] += dz[r]` for every row `r` in order, into `n_src` zero rows of `d` values:
+/// the gradient of a gather. The rows are first grouped by their source row (a counting sort,
+/// keeping the row order within a group); then each task sums whole source rows, reading each
+/// group's rows of `dz` in order. Every sum is the sequential one (same terms, same order), so
+/// it does not depend on the number of threads.
+fn scatter_add(dz: &[f32], index: &Index<'_>, n_src: usize, d: usize) -> Vec<f32> {
+    /// Source rows per task.
+    const SRC_ROWS: usize = 64;
+    let rows = index.len();
+    // `start[i]..start[i + 1]`: where the rows gathered from source row `i` are in `order`.
+    let mut start = vec![0usize; n_src + 1];
+    let sources: Vec<usize> = (0..rows)
+        .map(|r| {
+            let i = index.get(r);
+            assert!(
+                i < n_src,
+                "MLP block gradient: index {i} out of {n_src} rows"
+            );
+            start[i + 1] += 1;
+            i
+        })
+        .collect();
+    for i in 0..n_src {
+        start[i + 1] += start[i];
+    }
+    let mut order = vec![0usize; rows];
+    let mut next = start[..n_src].to_vec();
+    for (r, &i) in sources.iter().enumerate() {
+        order[next[i]] = r;
+        next[i] += 1;
+    }
+    let mut dy = RowsOut::new(n_src * d);
+    if d == 0 {
+        return dy.zeros();
+    }
+    dy.parts()
+        .par_chunks_mut(SRC_ROWS * d)
+        .enumerate()
+        .for_each(|(task, out)| {
+            sum_rows(zeroed(out), task * SRC_ROWS, &order, &start, dz, d);
+        });
+    // SAFETY: the tasks' chunks cover every element, and each zeroed its chunk.
+    unsafe { dy.into_vec() }
+}

@@ -1,9 +1,0 @@
-/// Checkpointer module
-pub mod base;
-pub(crate) mod builder;
-/// RetroForward module
-pub mod retro_forward;
-/// BackwardStates module
-pub mod state;
-/// CheckpointStrategy module
-pub mod strategy;
