@@ -4,9 +4,9 @@
 //!
 //! Knows no tensor library: the Burn glue (a backend extension trait for the CPU backend and
 //! for autodiff) is `gnn4c-root-gnn-cpu`, which hands these functions the tensors' storage.
-//! The only crate of the workspace with `unsafe` code (the `gemm` calls, outputs filled by
-//! blocks of rows without a zero fill first, and the run-time choice of the CPU's vector
-//! width), each block with a SAFETY comment; every public function is safe and checks the
+//! The only crate of the workspace with `unsafe` code (the `gemm` calls, LayerNorm's vector
+//! loads, outputs filled by blocks of rows without a zero fill first, and the run-time choice
+//! of the CPU's vector width), each block with a SAFETY comment; every public function is safe and checks the
 //! shapes it is given. Values do not depend on the number of threads. Start at
 //! [`mlp_forward`] and [`MlpBlock`].
 

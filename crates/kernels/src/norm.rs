@@ -1,141 +1,140 @@
 //! LayerNorm over rows: `y = (x − μ)·(γ / √(σ² + ε)) + β`, with the variance taken from the
 //! centred values (a second sweep over the row, which is in L1 by then), and its gradient.
 //!
-//! Row sums use [`LANES`] partial sums added pairwise in a fixed order, so a row's value is the
-//! same whatever the CPU's vector width (`multiversioned!` only widens the instructions).
-//! `E[x²] − E[x]²` in one sweep, as burn-flex's own fused LayerNorm computes it, cancels for rows
-//! whose mean is large against their spread and can go negative (NaN) for constant rows.
+//! Row sums take one vector register of partial sums (16 lanes on AVX-512, 8 on AVX2), added
+//! across lanes at the end, through `macerator` (explicit SIMD, chosen at run time); the
+//! element-wise loops compile at the same width. `E[x²] − E[x]²` in one sweep, as burn-flex's
+//! own fused LayerNorm computes it, cancels for rows whose mean is large against their spread
+//! and can go negative (NaN) for constant rows.
 
+use macerator::{Scalar, Simd, vload_unaligned};
 use rayon::prelude::*;
-
-/// Partial sums per row sum (the widest vector of f32 on the CPUs this runs on).
-const LANES: usize = 16;
 
 /// Rows per task of [`layer_norm`] and [`layer_norm_backward`].
 const ROWS: usize = 256;
 
-/// `row`'s sum: [`LANES`] partial sums over the row, added pairwise, then the tail in order.
+/// `Σ f(v)` over `row`: vectors of partial sums, their lanes added, then the tail in order.
+/// `fv` and `fs` are the same function on a vector and on one value.
 #[inline(always)]
-fn row_sum(row: &[f32]) -> f32 {
-    lane_sum(row, |v| v)
-}
-
-/// `Σ (v − mean)²` over `row`, summed as [`row_sum`].
-#[inline(always)]
-fn centred_squares(row: &[f32], mean: f32) -> f32 {
-    lane_sum(row, |v| {
-        let d = v - mean;
-        d * d
-    })
-}
-
-/// `Σ f(v)` over `row`: [`LANES`] partial sums over fixed-size chunks (one vector register on
-/// AVX-512), added pairwise in a fixed order, then the tail in order.
-#[inline(always)]
-fn lane_sum(row: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let (chunks, tail) = row.as_chunks::<LANES>();
-    let mut acc = [0.0f32; LANES];
-    for c in chunks {
-        for l in 0..LANES {
-            acc[l] += f(c[l]);
-        }
+fn lane_sum<S: Simd>(
+    row: &[f32],
+    fv: impl Fn(macerator::Vector<S, f32>) -> macerator::Vector<S, f32>,
+    fs: impl Fn(f32) -> f32,
+) -> f32 {
+    let lanes = <f32 as Scalar>::lanes::<S>();
+    let body = row.len() / lanes * lanes;
+    let mut acc = 0.0f32.splat::<S>();
+    let mut i = 0;
+    while i < body {
+        // SAFETY: `i + lanes <= body <= row.len()`: the whole vector lies inside `row`.
+        acc += fv(unsafe { vload_unaligned::<S, f32>(row.as_ptr().add(i)) });
+        i += lanes;
     }
-    let mut width = LANES / 2;
-    while width > 0 {
-        for l in 0..width {
-            acc[l] += acc[l + width];
-        }
-        width /= 2;
-    }
-    tail.iter().fold(acc[0], |s, v| s + f(*v))
+    row[body..].iter().fold(acc.reduce_add(), |s, v| s + fs(*v))
 }
 
 /// A row's mean and `1 / √(σ² + ε)`.
 #[inline(always)]
-fn moments(row: &[f32], eps: f32) -> (f32, f32) {
+fn moments<S: Simd>(row: &[f32], eps: f32) -> (f32, f32) {
     let n = row.len() as f32;
-    let mean = row_sum(row) / n;
-    let var = centred_squares(row, mean) / n;
+    let mean = lane_sum::<S>(row, |v| v, |v| v) / n;
+    let mean_v = mean.splat::<S>();
+    let var = lane_sum::<S>(
+        row,
+        |v| {
+            let d = v - mean_v;
+            d * d
+        },
+        |v| {
+            let d = v - mean;
+            d * d
+        },
+    ) / n;
     (mean, 1.0 / (var + eps).sqrt())
 }
 
-multiversioned! {
-    /// LayerNorm of whole rows of `gamma.len()` values: `input` into `output`.
-    pub(crate) fn layer_norm_rows(
-        input: &[f32],
-        output: &mut [f32],
-        gamma: &[f32],
-        beta: Option<&[f32]>,
-        eps: f32,
-    ) {
-        let d = gamma.len();
-        assert!(d > 0 && input.len() == output.len() && input.len() % d == 0, "LayerNorm rows");
-        for (x, y) in input.chunks_exact(d).zip(output.chunks_exact_mut(d)) {
-            let (mean, rstd) = moments(x, eps);
-            match beta {
-                Some(beta) => {
-                    for (((y, x), g), b) in y.iter_mut().zip(x).zip(gamma).zip(beta) {
-                        *y = (*x - mean) * (rstd * *g) + *b;
-                    }
+/// LayerNorm of whole rows of `gamma.len()` values: `input` into `output`.
+#[macerator::with_simd]
+pub(crate) fn layer_norm_rows<'a, S: Simd>(
+    input: &[f32],
+    output: &mut [f32],
+    gamma: &[f32],
+    beta: Option<&'a [f32]>,
+    eps: f32,
+) {
+    let d = gamma.len();
+    assert!(
+        d > 0 && input.len() == output.len() && input.len() % d == 0,
+        "LayerNorm rows"
+    );
+    for (x, y) in input.chunks_exact(d).zip(output.chunks_exact_mut(d)) {
+        let (mean, rstd) = moments::<S>(x, eps);
+        match beta {
+            Some(beta) => {
+                for (((y, x), g), b) in y.iter_mut().zip(x).zip(gamma).zip(beta) {
+                    *y = (*x - mean) * (rstd * *g) + *b;
                 }
-                None => {
-                    for ((y, x), g) in y.iter_mut().zip(x).zip(gamma) {
-                        *y = (*x - mean) * (rstd * *g);
-                    }
+            }
+            None => {
+                for ((y, x), g) in y.iter_mut().zip(x).zip(gamma) {
+                    *y = (*x - mean) * (rstd * *g);
                 }
             }
         }
     }
 }
 
-multiversioned! {
-    /// LayerNorm's gradient over whole rows (`xs`, `gs`: the rows' inputs and incoming
-    /// gradients, `gamma.len()` values each): with `x̂ = (x − μ)·r`, `r = 1/√(σ² + ε)`,
-    /// `dx = (g·γ − mean(g·γ) − x̂·mean(g·γ·x̂))·r` into `dx`, and `Σ g·x̂`, `Σ g` added in f64
-    /// onto `dgamma`, `dbeta`.
-    pub(crate) fn layer_norm_backward_rows(
-        xs: &[f32],
-        gs: &[f32],
-        gamma: &[f32],
-        eps: f32,
-        dx: &mut [f32],
-        dgamma: &mut [f64],
-        dbeta: &mut [f64],
-    ) {
-        let d = gamma.len();
-        assert!(
-            d > 0 && xs.len() == gs.len() && xs.len() == dx.len() && xs.len() % d == 0,
-            "LayerNorm gradient rows"
-        );
-        // Scratch rows: x̂, g·γ, g·γ·x̂.
-        let mut xhat = vec![0.0f32; d];
-        let mut gg = vec![0.0f32; d];
-        let mut ggx = vec![0.0f32; d];
-        let n = d as f32;
-        // One simple loop per quantity (zipped, no indexing): each compiles to full-width
-        // vector code.
-        for ((x, g), dx) in xs.chunks_exact(d).zip(gs.chunks_exact(d)).zip(dx.chunks_exact_mut(d)) {
-            let (mean, rstd) = moments(x, eps);
-            for (h, x) in xhat.iter_mut().zip(x) {
-                *h = (*x - mean) * rstd;
-            }
-            for ((p, g), w) in gg.iter_mut().zip(g).zip(gamma) {
-                *p = *g * *w;
-            }
-            for ((p, q), h) in ggx.iter_mut().zip(&gg).zip(&xhat) {
-                *p = *q * *h;
-            }
-            for ((s, g), h) in dgamma.iter_mut().zip(g).zip(&xhat) {
-                *s += f64::from(*g * *h);
-            }
-            for (s, g) in dbeta.iter_mut().zip(g) {
-                *s += f64::from(*g);
-            }
-            let a = row_sum(&gg) / n;
-            let c = row_sum(&ggx) / n;
-            for ((dx, q), h) in dx.iter_mut().zip(&gg).zip(&xhat) {
-                *dx = (*q - a - *h * c) * rstd;
-            }
+/// LayerNorm's gradient over whole rows (`xs`, `gs`: the rows' inputs and incoming gradients,
+/// `gamma.len()` values each): with `x̂ = (x − μ)·r`, `r = 1/√(σ² + ε)`,
+/// `dx = (g·γ − mean(g·γ) − x̂·mean(g·γ·x̂))·r` into `dx`, and `Σ g·x̂`, `Σ g` added in f64
+/// onto `dgamma`, `dbeta`.
+#[macerator::with_simd]
+pub(crate) fn layer_norm_backward_rows<S: Simd>(
+    xs: &[f32],
+    gs: &[f32],
+    gamma: &[f32],
+    eps: f32,
+    dx: &mut [f32],
+    dgamma: &mut [f64],
+    dbeta: &mut [f64],
+) {
+    let d = gamma.len();
+    assert!(
+        d > 0 && xs.len() == gs.len() && xs.len() == dx.len() && xs.len() % d == 0,
+        "LayerNorm gradient rows"
+    );
+    // Scratch rows: x̂, g·γ, g·γ·x̂.
+    let mut xhat = vec![0.0f32; d];
+    let mut gg = vec![0.0f32; d];
+    let mut ggx = vec![0.0f32; d];
+    let n = d as f32;
+    // One simple loop per quantity (zipped, no indexing): each compiles to full-width vector
+    // code.
+    for ((x, g), dx) in xs
+        .chunks_exact(d)
+        .zip(gs.chunks_exact(d))
+        .zip(dx.chunks_exact_mut(d))
+    {
+        let (mean, rstd) = moments::<S>(x, eps);
+        for (h, x) in xhat.iter_mut().zip(x) {
+            *h = (*x - mean) * rstd;
+        }
+        for ((p, g), w) in gg.iter_mut().zip(g).zip(gamma) {
+            *p = *g * *w;
+        }
+        for ((p, q), h) in ggx.iter_mut().zip(&gg).zip(&xhat) {
+            *p = *q * *h;
+        }
+        for ((s, g), h) in dgamma.iter_mut().zip(g).zip(&xhat) {
+            *s += f64::from(*g * *h);
+        }
+        for (s, g) in dbeta.iter_mut().zip(g) {
+            *s += f64::from(*g);
+        }
+        let a = lane_sum::<S>(&gg, |v| v, |v| v) / n;
+        let c = lane_sum::<S>(&ggx, |v| v, |v| v) / n;
+        for ((dx, q), h) in dx.iter_mut().zip(&gg).zip(&xhat) {
+            *dx = (*q - a - *h * c) * rstd;
         }
     }
 }

@@ -22,7 +22,7 @@ fn values<const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
 
 /// The same values up to f32 rounding: within 1e-6 of the largest `|want|` (at least 1). The
 /// fused blocks compute each operation as Burn's do, but sum some terms in another order (the
-/// bias added onto the product's rows, LayerNorm's row sums in 16 partial sums).
+/// bias added onto the product's rows, LayerNorm's row sums in one vector of partial sums).
 fn assert_values_close(what: &str, got: &[f32], want: &[f32]) {
     let err = relative_error(got, want);
     assert!(err <= 1e-6, "{what}: off by {err:e} (relative)");
