@@ -24,6 +24,7 @@ mod rows;
 
 pub use mat::{MatRef, row_blocks};
 pub use mlp::{
-    Index, MlpBlock, MlpGrads, MlpLayer, MlpTerm, mlp_backward, mlp_forward, mlp_forward_saving,
+    Index, MlpBlock, MlpGrads, MlpLayer, MlpTerm, TermGrads, mlp_backward, mlp_forward,
+    mlp_forward_saving,
 };
 pub use norm::{layer_norm, layer_norm_backward};

@@ -127,7 +127,10 @@ impl MlpBlock<'_> {
                 MlpTerm::Rows { y, index } => {
                     let d = d_first.unwrap_or_else(|| self.first_width());
                     agree(&mut d_first, d, "the first layer's width");
-                    assert!(d > 0 && y.len() % d == 0, "MLP block: rows of width {d}");
+                    assert!(
+                        d > 0 && y.len().is_multiple_of(d),
+                        "MLP block: rows of width {d}"
+                    );
                     agree(&mut n, index.map_or(y.len() / d, |i| i.len()), "rows");
                 }
             }
@@ -203,7 +206,7 @@ multiversioned! {
         }
         for row in dst.chunks_mut(src.len()) {
             for (p, v) in row.iter_mut().zip(src) {
-                *p = *p + *v;
+                *p += *v;
             }
         }
     }
@@ -227,7 +230,7 @@ multiversioned! {
                 p.copy_from_slice(row);
             } else {
                 for (p, v) in p.iter_mut().zip(row) {
-                    *p = *p + *v;
+                    *p += *v;
                 }
             }
         }
@@ -364,13 +367,15 @@ fn forward(block: &MlpBlock<'_>, save: bool) -> (Vec<f32>, Vec<Vec<f32>>) {
     }
 }
 
+/// A first-layer term's gradients: for `Product { x, weight }`, `(dx, dweight)` (`dx` only if
+/// asked for); for `Rows { y, .. }`, `(dy, None)` (if asked for; `dy` has `y`'s shape).
+pub type TermGrads = (Option<Vec<f32>>, Option<Vec<f32>>);
+
 /// The gradients of one MLP block (see [`mlp_backward`]), row-major.
 #[derive(Debug)]
 pub struct MlpGrads {
-    /// Per term of the first layer, in order: for `Product { x, weight }`, `(dx, dweight)`
-    /// (`dx` only if asked for); for `Rows { y, .. }`, `(dy, None)` (if asked for; `dy` has
-    /// `y`'s shape).
-    pub terms: Vec<(Option<Vec<f32>>, Option<Vec<f32>>)>,
+    /// Per term of the first layer, in order.
+    pub terms: Vec<TermGrads>,
     /// The first layer's bias, `[d_first]`.
     pub first_bias: Vec<f32>,
     /// Per further layer: `(dweight [d_in, d_out], dbias [d_out])`.

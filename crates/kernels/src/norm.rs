@@ -55,6 +55,7 @@ fn moments<S: Simd>(row: &[f32], eps: f32) -> (f32, f32) {
 
 /// LayerNorm of whole rows of `gamma.len()` values: `input` into `output`.
 #[macerator::with_simd]
+#[allow(clippy::needless_lifetimes)] // `with_simd`'s expansion needs β's lifetime named
 pub(crate) fn layer_norm_rows<'a, S: Simd>(
     input: &[f32],
     output: &mut [f32],
@@ -64,7 +65,7 @@ pub(crate) fn layer_norm_rows<'a, S: Simd>(
 ) {
     let d = gamma.len();
     assert!(
-        d > 0 && input.len() == output.len() && input.len() % d == 0,
+        d > 0 && input.len() == output.len() && input.len().is_multiple_of(d),
         "LayerNorm rows"
     );
     for (x, y) in input.chunks_exact(d).zip(output.chunks_exact_mut(d)) {
@@ -100,7 +101,7 @@ pub(crate) fn layer_norm_backward_rows<S: Simd>(
 ) {
     let d = gamma.len();
     assert!(
-        d > 0 && xs.len() == gs.len() && xs.len() == dx.len() && xs.len() % d == 0,
+        d > 0 && xs.len() == gs.len() && xs.len() == dx.len() && xs.len().is_multiple_of(d),
         "LayerNorm gradient rows"
     );
     // Scratch rows: x̂, g·γ, g·γ·x̂.

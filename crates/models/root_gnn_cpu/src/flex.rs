@@ -166,7 +166,7 @@ impl MlpBlockGradBackend for Flex {
         let outputs = outputs
             .into_iter()
             .map(|v| {
-                let d = if n == 0 { 0 } else { v.len() / n };
+                let d = v.len().checked_div(n).unwrap_or(0);
                 tensor(v, &[n, d])
             })
             .collect();

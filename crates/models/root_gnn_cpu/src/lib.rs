@@ -88,12 +88,15 @@ pub struct BlockTensors<B: Backend> {
     pub epsilon: f64,
 }
 
+/// A first-layer term's gradients: `(d input, d weight)` of a product (the input's if asked
+/// for); `(d y, None)` of rows (if asked for).
+pub type TermGradTensors<B> = (Option<FloatTensor<B>>, Option<FloatTensor<B>>);
+
 /// The gradients of [`MlpBlockGradBackend::mlp_block_backward`], shaped as their tensors.
 #[derive(Debug)]
 pub struct BlockGrads<B: Backend> {
-    /// Per term: `(d input, d weight)` of a product (the input's if asked for); `(d y, None)`
-    /// of rows (if asked for).
-    pub terms: Vec<(Option<FloatTensor<B>>, Option<FloatTensor<B>>)>,
+    /// Per term, in order.
+    pub terms: Vec<TermGradTensors<B>>,
     /// The first layer's bias.
     pub first_bias: FloatTensor<B>,
     /// Per further layer: `(d weight, d bias)`.
