@@ -438,7 +438,7 @@ fn gpu_model(index: usize) -> String {
 /// `GNN4C_POOL=outside` leaves the caller outside the pool. Call it first in `main`.
 pub fn setup_like_the_cli() {
     if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
-        gnn4c_cli::device::tune_allocator();
+        gnn4c_kernels::tune_allocator();
     }
     if std::env::var("GNN4C_POOL").as_deref() != Ok("outside") {
         gnn4c_cli::device::init_compute_pool(0);

@@ -49,7 +49,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    gnn4c_cli::device::tune_allocator();
+    gnn4c_kernels::tune_allocator();
     install_panic_hook();
     let cli = Cli::parse();
     let result = match cli.command {

@@ -5,7 +5,7 @@
 //! Knows no tensor library: the Burn glue (a backend extension trait for the CPU backend and
 //! for autodiff) is `gnn4c-root-gnn-cpu`, which hands these functions the tensors' storage.
 //! The only crate of the workspace with `unsafe` code (the `gemm` calls, LayerNorm's vector
-//! loads, outputs filled by blocks of rows without a zero fill first, and the run-time choice
+//! loads, glibc's `mallopt` in [`tune_allocator`], outputs filled by blocks of rows without a zero fill first, and the run-time choice
 //! of the CPU's vector width), each block with a SAFETY comment; every public function is safe and checks the
 //! shapes it is given. Values do not depend on the number of threads. Start at
 //! [`mlp_forward`] and [`MlpBlock`].
@@ -15,6 +15,7 @@
 #![allow(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod alloc;
 #[macro_use]
 mod dispatch;
 mod mat;
@@ -22,6 +23,7 @@ mod mlp;
 mod norm;
 mod rows;
 
+pub use alloc::tune_allocator;
 pub use mat::{MatRef, row_blocks};
 pub use mlp::{
     Index, MlpBlock, MlpGrads, MlpLayer, MlpTerm, TermGrads, mlp_backward, mlp_forward,
