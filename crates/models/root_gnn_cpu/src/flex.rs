@@ -23,7 +23,7 @@ fn matrix(t: &FlexTensor) -> MatRef<'_> {
     .expect("a tensor's layout lies inside its storage")
 }
 
-/// A contiguous f32 tensor's values (no copy; see [`contiguous`]).
+/// A contiguous f32 tensor's values (no copy).
 fn values(t: &FlexTensor) -> &[f32] {
     t.as_slice().expect("made contiguous")
 }
@@ -36,16 +36,12 @@ fn index_values(t: &FlexTensor) -> Index<'_> {
     }
 }
 
-/// `t` in row-major order over its own buffer (the same tensor when it already is).
-fn contiguous(t: &FlexTensor) -> FlexTensor {
-    t.to_contiguous()
-}
-
 /// A row-major f32 tensor of `shape` over `v` (no copy).
 fn tensor(v: Vec<f32>, shape: &[usize]) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(v, shape.to_vec()))
 }
 
+/// `t`'s dimensions.
 fn shape(t: &FlexTensor) -> Vec<usize> {
     t.layout().shape().to_vec()
 }
@@ -77,22 +73,22 @@ fn prepared(block: &BlockTensors<Flex>) -> Option<BlockTensors<Flex>> {
         .iter()
         .map(|t| match t {
             TermTensors::Rows { y, index } => TermTensors::Rows {
-                y: contiguous(y),
-                index: index.as_ref().map(contiguous),
+                y: y.to_contiguous(),
+                index: index.as_ref().map(FlexTensor::to_contiguous),
             },
             product => product.clone(),
         })
         .collect();
     Some(BlockTensors {
         terms,
-        first_bias: block.first_bias.as_ref().map(contiguous),
+        first_bias: block.first_bias.as_ref().map(FlexTensor::to_contiguous),
         layers: block
             .layers
             .iter()
-            .map(|(w, b)| (w.clone(), b.as_ref().map(contiguous)))
+            .map(|(w, b)| (w.clone(), b.as_ref().map(FlexTensor::to_contiguous)))
             .collect(),
-        gamma: contiguous(&block.gamma),
-        beta: block.beta.as_ref().map(contiguous),
+        gamma: block.gamma.to_contiguous(),
+        beta: block.beta.as_ref().map(FlexTensor::to_contiguous),
         epsilon: block.epsilon,
     })
 }
@@ -181,7 +177,7 @@ impl MlpBlockGradBackend for Flex {
     ) -> BlockGrads<Self> {
         let block = &saved.block;
         let outputs: Vec<&[f32]> = saved.outputs.iter().map(values).collect();
-        let grad = contiguous(&grad);
+        let grad = grad.to_contiguous();
         let g = mlp_backward(&view(block), &outputs, values(&grad), want_inputs);
         let terms = block
             .terms
