@@ -75,7 +75,14 @@ fn report(result: anyhow::Result<()>, who: &str) -> u8 {
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
             eprintln!("error{who}: {e:#}");
-            if e.downcast_ref::<config::ConfigError>().is_some() {
+            // A config the user must fix: ours, or a dataset config problem found while reading.
+            let data_config = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<gnn4c_data::DataError>(),
+                    Some(gnn4c_data::DataError::Config(_))
+                )
+            });
+            if e.downcast_ref::<config::ConfigError>().is_some() || data_config {
                 2
             } else {
                 1

@@ -185,7 +185,7 @@ fn run_on<B: InferenceBackend>(
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.batch_size == 0 {
-        bail!("--batch-size must be at least 1");
+        return Err(crate::config::ConfigError("--batch-size must be at least 1".into()).into());
     }
     let (info, ck_path, ck, run_dir) = if args.run.is_file() {
         let ck = read_checkpoint(&args.run)?;

@@ -13,6 +13,8 @@ use gnn4c_events::{EventSample, SkipCounts};
 use gnn4c_features::{D_NODE, EventFeatures, NODE_FEATURE_NAMES, SelectionConfig};
 use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache, graph_of_event};
 
+use crate::config::ConfigError;
+
 /// Arguments of `scan`.
 #[derive(Debug, clap::Args)]
 #[command(
@@ -30,15 +32,16 @@ pub(crate) struct Args {
 }
 
 /// Loads a dataset config, naming the file and the key on any error.
+/// Every problem is a [`ConfigError`] (exit code 2): the user must fix the file.
 pub(crate) fn load_dataset(path: &Path) -> anyhow::Result<DatasetConfig> {
     if !path.is_file() {
-        anyhow::bail!("dataset config not found: {}", path.display());
+        return Err(ConfigError(format!("dataset config not found: {}", path.display())).into());
     }
     let cfg: DatasetConfig = Figment::from(Yaml::file_exact(path))
         .extract()
-        .with_context(|| format!("reading dataset config {}", path.display()))?;
+        .map_err(|e| ConfigError(format!("reading dataset config {}: {e}", path.display())))?;
     cfg.validate()
-        .with_context(|| format!("in dataset config {}", path.display()))?;
+        .map_err(|e| ConfigError(format!("in dataset config {}: {e}", path.display())))?;
     Ok(cfg)
 }
 

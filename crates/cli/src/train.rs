@@ -196,6 +196,22 @@ impl Default for ModelSection {
 }
 
 impl ModelSection {
+    /// What of the backbone's shape (`d_hidden`, `n_layers`, `n_steps`) differs in
+    /// `pretrained`, as "key pretrained (config value)", or `None`.
+    fn backbone_difference(&self, pretrained: &ModelSection) -> Option<String> {
+        let pairs = [
+            ("d_hidden", pretrained.d_hidden, self.d_hidden),
+            ("n_layers", pretrained.n_layers, self.n_layers),
+            ("n_steps", pretrained.n_steps, self.n_steps),
+        ];
+        let differing: Vec<String> = pairs
+            .iter()
+            .filter(|(_, p, c)| p != c)
+            .map(|(k, p, c)| format!("model.{k} {p} (the config says {c})"))
+            .collect();
+        (!differing.is_empty()).then(|| differing.join(", "))
+    }
+
     pub(crate) fn config(&self, n_out: usize) -> EdgeNetworkConfig {
         EdgeNetworkConfig::new(n_out)
             .with_d_hidden(self.d_hidden)
@@ -302,17 +318,22 @@ fn task_of(kind: TaskKind, data: &DatasetConfig) -> anyhow::Result<Task> {
     let k = data.classes.len();
     Ok(match kind {
         TaskKind::Binary if k == 2 => Task::Binary,
-        TaskKind::Binary => bail!(
-            "task binary needs a dataset with 2 classes, dataset '{}' has {k}: {:?}",
-            data.name,
-            data.classes
-        ),
+        TaskKind::Binary => {
+            return Err(config::ConfigError(format!(
+                "task binary needs a dataset with 2 classes, dataset '{}' has {k}: {:?}",
+                data.name, data.classes
+            ))
+            .into());
+        }
         TaskKind::Multiclass if k >= 2 => Task::Multiclass { n_classes: k },
         TaskKind::Multilabel if k >= 1 => Task::Multilabel { n_labels: k },
-        _ => bail!(
-            "dataset '{}' lists no classes: add `classes: [...]` to it",
-            data.name
-        ),
+        _ => {
+            return Err(config::ConfigError(format!(
+                "dataset '{}' lists no classes: add `classes: [...]` to it",
+                data.name
+            ))
+            .into());
+        }
     })
 }
 
@@ -498,6 +519,18 @@ fn dispatch(
     }
 }
 
+/// The model section of the config stored in checkpoint `ck`.
+fn model_section(ck: &Checkpoint) -> anyhow::Result<ModelSection> {
+    serde_json::from_value(
+        ck.state
+            .config
+            .pointer("/run/model")
+            .cloned()
+            .unwrap_or_default(),
+    )
+    .with_context(|| format!("reading the model section of {}", ck.path.display()))
+}
+
 /// The Edge_Network a checkpoint holds, built from the model section of its stored config and
 /// the head width of its `classify.weight`, checked and loaded (inference, export, or the
 /// backbone of a fine-tuning run).
@@ -505,14 +538,7 @@ pub(crate) fn model_from_checkpoint<B: Backend>(
     ck: &Checkpoint,
     device: &B::Device,
 ) -> anyhow::Result<EdgeNetwork<B>> {
-    let model: ModelSection = serde_json::from_value(
-        ck.state
-            .config
-            .pointer("/run/model")
-            .cloned()
-            .unwrap_or_default(),
-    )
-    .with_context(|| format!("reading the model section of {}", ck.path.display()))?;
+    let model = model_section(ck)?;
     let n_out = ck
         .state
         .parameters
@@ -570,6 +596,40 @@ fn train_on<B: TrainingBackend>(
         best: run_dir.join("best.ckpt"),
         history: run_dir.join("history.jsonl"),
     };
+    let resume_ck = if args.resume && !args.print_config {
+        Some(read_checkpoint(&files.last).with_context(|| {
+            format!(
+                "--resume: no checkpoint to resume in {} (start the run without --resume)",
+                run_dir.display()
+            )
+        })?)
+    } else {
+        None
+    };
+    // Fine-tuning keeps the pretrained backbone's shape: its settings come from the pretrained
+    // checkpoint (or, on --resume, the run's own) and are what the run records, so that
+    // predict, evaluate, export and --resume rebuild the same network.
+    let pretrained = match (finetune, &resume_ck) {
+        (Some((from, _)), None) => Some(
+            read_checkpoint(from)
+                .with_context(|| format!("loading the pretrained checkpoint {}", from.display()))?,
+        ),
+        _ => None,
+    };
+    if let (Some(_), Some(ck)) = (finetune, pretrained.as_ref().or(resume_ck.as_ref())) {
+        let backbone = model_section(ck)?;
+        if let (Some(what), None) = (cfg.model.backbone_difference(&backbone), &resume_ck) {
+            writeln!(
+                out,
+                "note: the backbone's settings come from {}: {what}",
+                ck.path.display()
+            )?;
+        }
+        cfg.model = ModelSection {
+            dropout: cfg.model.dropout,
+            ..backbone
+        };
+    }
     let resolved = serde_json::json!({
         "contract_version": CONTRACT_VERSION,
         "run": &cfg,
@@ -584,18 +644,13 @@ fn train_on<B: TrainingBackend>(
     }
 
     // The run folder: never silently replace a run.
-    let resume = if args.resume {
-        let ck = read_checkpoint(&files.last).with_context(|| {
-            format!(
-                "--resume: no checkpoint to resume in {} (start the run without --resume)",
-                run_dir.display()
-            )
-        })?;
+    let resume = if let Some(ck) = resume_ck {
         if let Some(what) = first_difference(&comparable(&ck.state.config), &comparable(&resolved))
         {
-            bail!(
+            return Err(config::ConfigError(format!(
                 "--resume: the config differs from the checkpoint's ({what}); only max_epochs, loader and environment settings may change on resume"
-            );
+            ))
+            .into());
         }
         Some(ck)
     } else {
@@ -676,8 +731,7 @@ fn train_on<B: TrainingBackend>(
     let n_out = task.n_out();
     let model: EdgeNetwork<B> = match (finetune, &resume) {
         (Some((from, mode)), None) => {
-            let ck = read_checkpoint(from)
-                .with_context(|| format!("loading the pretrained checkpoint {}", from.display()))?;
+            let ck = pretrained.expect("read above for a fine-tuning run that is not resumed");
             let net = model_from_checkpoint::<B>(&ck, device)?.with_new_head(n_out, seed, device);
             writeln!(
                 out,

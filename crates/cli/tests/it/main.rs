@@ -79,11 +79,11 @@ fn generate_inspect_scan_end_to_end() {
         "{out}"
     );
 
-    // A typo in a key: the error names the key and the file.
+    // A typo in a key: the error names the key and the file; a config error exits with 2.
     std::fs::write(cwd.join("typo.yaml"), config.replace("schema:", "shema:")).expect("write");
     let o = run(cwd, &["scan", "typo.yaml"]);
     let (_, err) = text(&o);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(err.contains("shema") && err.contains("typo.yaml"), "{err}");
 }
 
@@ -159,9 +159,37 @@ fn real_files_and_bad_input_from_the_cli() {
         "{out}"
     );
 
+    // Config problems the user must fix exit with 2 (README), naming the file and the key.
     let o = run(dir.path(), &["scan", "missing.yaml"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("missing.yaml"));
+    let good = std::fs::read_to_string(dir.path().join("h.yaml")).expect("read");
+    for (what, bad, names) in [
+        ("an unknown key", good.replace("tree:", "treee:"), "treee"),
+        (
+            "an unknown schema",
+            good.replace("schema: hzz", "schema: hzzz"),
+            "hzzz",
+        ),
+        (
+            "a wrong type",
+            good.replace("label: 0", "label: zero"),
+            "label",
+        ),
+        (
+            "bad YAML",
+            good.replace("samples:", "samples: [:"),
+            "h_bad.yaml",
+        ),
+    ] {
+        std::fs::write(dir.path().join("h_bad.yaml"), bad).expect("write");
+        let o = run(dir.path(), &["scan", "h_bad.yaml"]);
+        let err = text(&o).1;
+        assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(names), "{what}: {err}");
+    }
+    let o = run(dir.path(), &["generate", "--events", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
 
     // Usage errors exit with 2; --help succeeds.
     assert_eq!(run(dir.path(), &["frobnicate"]).status.code(), Some(2));
@@ -366,6 +394,11 @@ fn train_kill_resume_and_finetune_from_the_cli() {
         &["train", "pre_lr.yaml", "--run", "runs/killed", "--resume"],
     );
     assert!(text(&o).1.contains("run.trainer.lr"), "{}", text(&o).1);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a changed config is a config error"
+    );
 
     let o = run(
         cwd,
@@ -445,6 +478,62 @@ fn train_kill_resume_and_finetune_from_the_cli() {
         full["node_encoder.0.weight"], pre["node_encoder.0.weight"],
         "full fine-tuning trains the backbone"
     );
+
+    // A backbone of another width: fine-tuning takes its settings from the checkpoint and the
+    // run records them, so the run's own commands rebuild it.
+    let o = run(
+        cwd,
+        &[
+            "train",
+            "pre.yaml",
+            "--run",
+            "runs/narrow",
+            "model.d_hidden=32",
+            "trainer.max_epochs=1",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    let o = run(
+        cwd,
+        &[
+            "finetune",
+            "ft.yaml",
+            "--from",
+            "runs/narrow/best.ckpt",
+            "--run",
+            "runs/ft_narrow",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("model.d_hidden 32 (the config says 64)"),
+        "{out}"
+    );
+    let recorded: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(cwd.join("runs/ft_narrow/config.json")).expect("config.json"),
+    )
+    .expect("json");
+    assert_eq!(recorded.pointer("/run/model/d_hidden"), Some(&32.into()));
+    let o = run(cwd, &["predict", "runs/ft_narrow"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let o = run(
+        cwd,
+        &[
+            "finetune",
+            "ft.yaml",
+            "--from",
+            "runs/narrow/best.ckpt",
+            "--run",
+            "runs/ft_narrow",
+            "--resume",
+            "--max-epochs",
+            "3",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    let o = run(cwd, &["predict", "runs/ft_full", "--batch-size", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
 
     predict_and_evaluate(cwd);
 }
