@@ -320,6 +320,21 @@ fn train_kill_resume_and_finetune_from_the_cli() {
     );
     write_demo_configs(cwd);
 
+    // A binary task on a dataset of one class is a config error (exit code 2).
+    std::fs::write(
+        cwd.join("one_data.yaml"),
+        "name: one\ntree: output\nschema: vector\nclasses: [even]\nsamples:\n  - {name: even, files: [demo/finetune/ttH_CPeven.root], label: 0}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        cwd.join("one.yaml"),
+        "name: one\ndata: one_data.yaml\ntask: binary\n",
+    )
+    .expect("write");
+    let o = run(cwd, &["train", "one.yaml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+    assert!(text(&o).1.contains("2 classes"), "{}", text(&o).1);
+
     // Straight: 4 epochs.
     let o = run(cwd, &["train", "pre.yaml", "--run", "runs/straight"]);
     let (out, err) = text(&o);
