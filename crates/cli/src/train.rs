@@ -531,6 +531,33 @@ fn model_section(ck: &Checkpoint) -> anyhow::Result<ModelSection> {
     .with_context(|| format!("reading the model section of {}", ck.path.display()))
 }
 
+/// A fine-tuning run's model section: the backbone's shape (`d_hidden`, `n_layers`, `n_steps`)
+/// from the pretrained checkpoint, or on `--resume` from the run's own, so that the run records
+/// it and predict, evaluate, export and `--resume` rebuild the same network; `config`'s dropout.
+/// A differing config value is noted on `out` (not on resume: the run already said so).
+fn finetune_model(
+    config: &ModelSection,
+    pretrained: Option<&Checkpoint>,
+    resumed: Option<&Checkpoint>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ModelSection> {
+    let Some(ck) = pretrained.or(resumed) else {
+        return Ok(config.clone());
+    };
+    let backbone = model_section(ck)?;
+    if let (Some(what), Some(ck)) = (config.backbone_difference(&backbone), pretrained) {
+        writeln!(
+            out,
+            "note: the backbone's settings come from {}: {what}",
+            ck.path.display()
+        )?;
+    }
+    Ok(ModelSection {
+        dropout: config.dropout,
+        ..backbone
+    })
+}
+
 /// The Edge_Network a checkpoint holds, built from the model section of its stored config and
 /// the head width of its `classify.weight`, checked and loaded (inference, export, or the
 /// backbone of a fine-tuning run).
@@ -606,9 +633,6 @@ fn train_on<B: TrainingBackend>(
     } else {
         None
     };
-    // Fine-tuning keeps the pretrained backbone's shape: its settings come from the pretrained
-    // checkpoint (or, on --resume, the run's own) and are what the run records, so that
-    // predict, evaluate, export and --resume rebuild the same network.
     let pretrained = match (finetune, &resume_ck) {
         (Some((from, _)), None) => Some(
             read_checkpoint(from)
@@ -616,19 +640,13 @@ fn train_on<B: TrainingBackend>(
         ),
         _ => None,
     };
-    if let (Some(_), Some(ck)) = (finetune, pretrained.as_ref().or(resume_ck.as_ref())) {
-        let backbone = model_section(ck)?;
-        if let (Some(what), None) = (cfg.model.backbone_difference(&backbone), &resume_ck) {
-            writeln!(
-                out,
-                "note: the backbone's settings come from {}: {what}",
-                ck.path.display()
-            )?;
-        }
-        cfg.model = ModelSection {
-            dropout: cfg.model.dropout,
-            ..backbone
-        };
+    if finetune.is_some() {
+        cfg.model = finetune_model(
+            &cfg.model,
+            pretrained.as_ref(),
+            resume_ck.as_ref(),
+            &mut out,
+        )?;
     }
     let resolved = serde_json::json!({
         "contract_version": CONTRACT_VERSION,
