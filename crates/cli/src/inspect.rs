@@ -19,10 +19,21 @@ pub(crate) struct Args {
     filter: Option<String>,
 }
 
+/// Every file is inspected: one that cannot be read is reported on stderr and the others still
+/// are; the command then fails, saying how many could not be read.
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
+    let mut failed = 0usize;
     for path in &args.files {
-        let trees = inspect_file(path)?;
+        let trees = match inspect_file(path) {
+            Ok(trees) => trees,
+            Err(e) => {
+                out.flush()?;
+                eprintln!("error: {e}");
+                failed += 1;
+                continue;
+            }
+        };
         writeln!(out, "{}", path.display())?;
         for t in trees {
             let schemas = match (&t.closest_schema, t.matching_schemas.is_empty()) {
@@ -56,6 +67,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 writeln!(out, "    {:<40} {:<24} {layout}", b.name, b.type_name)?;
             }
         }
+    }
+    if failed > 0 {
+        anyhow::bail!(
+            "{failed} of {} files could not be inspected (see above)",
+            args.files.len()
+        );
     }
     Ok(())
 }

@@ -103,6 +103,19 @@ fn real_files_and_bad_input_from_the_cli() {
         "{out}"
     );
 
+    // A file that cannot be read does not hide the next one: both are reported, exit 1.
+    let o = run(
+        dir.path(),
+        &["inspect", "missing.root", hzz.to_str().expect("utf-8 path")],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(out.contains("2421 entries"), "{out}");
+    assert!(
+        err.contains("missing.root") && err.contains("1 of 2 files"),
+        "{err}"
+    );
+
     let zstd = shared("data/real/uproot-HZZ-zstd.root");
     let o = run(dir.path(), &["inspect", zstd.to_str().expect("utf-8 path")]);
     let (_, err) = text(&o);
