@@ -29,7 +29,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             Ok(trees) => trees,
             Err(e) => {
                 out.flush()?;
-                eprintln!("error: {e}");
+                eprintln!("error: {:#}", anyhow::Error::from(e));
                 failed += 1;
                 continue;
             }

@@ -98,8 +98,9 @@ pub enum DataError {
     /// A dataset config or schema is invalid.
     #[error("invalid dataset config: {0}")]
     Config(String),
-    /// An I/O error on a path.
-    #[error("{path}: {source}")]
+    /// An I/O error on a path. The OS error is the error's source (printed after the path by
+    /// `{:#}`), not repeated in the message.
+    #[error("{path}")]
     Io {
         /// The path.
         path: PathBuf,

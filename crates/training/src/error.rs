@@ -5,8 +5,9 @@ use std::path::PathBuf;
 /// A training error.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainingError {
-    /// Reading or writing a run file.
-    #[error("{}: {source}", path.display())]
+    /// Reading or writing a run file. The OS error is the error's source (printed after the
+    /// path by `{:#}`), not repeated in the message.
+    #[error("{}", path.display())]
     Io {
         /// The file.
         path: PathBuf,

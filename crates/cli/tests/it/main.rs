@@ -115,6 +115,14 @@ fn real_files_and_bad_input_from_the_cli() {
         err.contains("missing.root") && err.contains("1 of 2 files"),
         "{err}"
     );
+    // An OS error is printed once, after the path.
+    let o = run(
+        dir.path(),
+        &["export", "runs/nope", "--out", "w.safetensors"],
+    );
+    let err = text(&o).1;
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(err.matches("(os error 2)").count(), 1, "{err}");
 
     let zstd = shared("data/real/uproot-HZZ-zstd.root");
     let o = run(dir.path(), &["inspect", zstd.to_str().expect("utf-8 path")]);
