@@ -111,31 +111,30 @@ impl MlpBlock<'_> {
     /// Checks every shape against the others; panics on a mismatch (a caller's bug).
     fn shape(&self) -> Shape {
         assert!(!self.terms.is_empty(), "MLP block: no first-layer term");
+        let d_first = self.first_width();
         let mut n = None;
-        let mut d_first = None;
-        let agree = |what: &mut Option<usize>, v: usize, name: &str| match *what {
-            Some(w) => assert_eq!(w, v, "MLP block: the terms disagree on {name}"),
-            None => *what = Some(v),
-        };
         for term in &self.terms {
-            match term {
+            let rows = match term {
                 MlpTerm::Product { x, weight } => {
                     assert_eq!(x.cols(), weight.rows(), "MLP block: x · weight widths");
-                    agree(&mut n, x.rows(), "rows");
-                    agree(&mut d_first, weight.cols(), "the first layer's width");
+                    assert_eq!(weight.cols(), d_first, "MLP block: the first layer's width");
+                    x.rows()
                 }
                 MlpTerm::Rows { y, index } => {
-                    let d = d_first.unwrap_or_else(|| self.first_width());
-                    agree(&mut d_first, d, "the first layer's width");
                     assert!(
-                        d > 0 && y.len().is_multiple_of(d),
-                        "MLP block: rows of width {d}"
+                        d_first > 0 && y.len().is_multiple_of(d_first),
+                        "MLP block: rows of width {d_first}"
                     );
-                    agree(&mut n, index.map_or(y.len() / d, |i| i.len()), "rows");
+                    index.map_or(y.len() / d_first, |i| i.len())
                 }
-            }
+            };
+            assert_eq!(
+                *n.get_or_insert(rows),
+                rows,
+                "MLP block: the terms disagree on rows"
+            );
         }
-        let (n, d_first) = (n.expect("a term"), d_first.expect("a term"));
+        let n = n.expect("a term");
         assert!(
             self.first_bias.is_none_or(|b| b.len() == d_first),
             "MLP block: first bias width"

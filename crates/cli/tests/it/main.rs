@@ -529,17 +529,15 @@ fn train_kill_resume_and_finetune_from_the_cli() {
         ],
     );
     assert!(o.status.success(), "{}", text(&o).1);
-    let o = run(
-        cwd,
-        &[
-            "finetune",
-            "ft.yaml",
-            "--from",
-            "runs/narrow/best.ckpt",
-            "--run",
-            "runs/ft_narrow",
-        ],
-    );
+    let narrow = [
+        "finetune",
+        "ft.yaml",
+        "--from",
+        "runs/narrow/best.ckpt",
+        "--run",
+        "runs/ft_narrow",
+    ];
+    let o = run(cwd, &narrow);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
     assert!(
@@ -555,17 +553,7 @@ fn train_kill_resume_and_finetune_from_the_cli() {
     assert!(o.status.success(), "{}", text(&o).1);
     let o = run(
         cwd,
-        &[
-            "finetune",
-            "ft.yaml",
-            "--from",
-            "runs/narrow/best.ckpt",
-            "--run",
-            "runs/ft_narrow",
-            "--resume",
-            "--max-epochs",
-            "3",
-        ],
+        &[&narrow[..], &["--resume", "--max-epochs", "3"]].concat(),
     );
     assert!(o.status.success(), "{}", text(&o).1);
     let o = run(cwd, &["predict", "runs/ft_full", "--batch-size", "0"]);
