@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use gnn4c_data::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, DatasetConfig, Folds,
     GraphRecord, SampleCounts, file_identity, fingerprint_of, first_difference, fold_of, open_tree,
-    read_manifest,
+    read_manifest, verify_cache,
 };
 use gnn4c_features::{EventFeatures, SelectionConfig};
 use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
@@ -118,7 +118,14 @@ pub fn ensure_cache(
     let inputs = fingerprint_inputs(cfg, selection, folds.n_folds, &base)?;
     let fingerprint = fingerprint_of(&inputs);
     if mode != CacheMode::Rebuild && dir.exists() {
-        match read_manifest(dir) {
+        // A cache whose inputs match is only up to date if every shard is intact.
+        let found = read_manifest(dir).and_then(|m| {
+            if m.fingerprint == fingerprint {
+                verify_cache(dir, &m)?;
+            }
+            Ok(m)
+        });
+        match found {
             Ok(m) if m.fingerprint == fingerprint => {
                 writeln!(
                     out,

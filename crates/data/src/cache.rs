@@ -2,12 +2,13 @@
 //!
 //! Layout of a cache folder: `part-00000.parquet`, `part-00001.parquet`, … (at most
 //! `shard_events` events each) and `manifest.json` (schema and contract versions, the
-//! preprocessing fingerprint and its inputs, shards with event counts and sizes, per-sample and
-//! per-reason counts). Every file is written under a temporary name and renamed; the manifest
-//! comes last, so a folder without one was never completed and is never read.
+//! preprocessing fingerprint and its inputs, shards with event counts, sizes and SHA-256 content
+//! hashes, per-sample and per-reason counts). Every file is written under a temporary name and
+//! renamed; the manifest comes last, so a folder without one was never completed and is never
+//! read. A shard is checked against its hash whenever it is read, so a corrupted one is refused by
+//! name rather than served.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,7 +31,7 @@ use crate::DataError;
 use crate::error::write_atomically;
 
 /// Version of the cache's on-disk layout; bump it when columns change.
-pub const CACHE_SCHEMA_VERSION: u32 = 1;
+pub const CACHE_SCHEMA_VERSION: u32 = 2;
 /// The scientific contract the cached features follow (`../shared/spec/contract.md`).
 pub const CONTRACT_VERSION: &str = "v1";
 /// The manifest's file name.
@@ -68,6 +69,8 @@ pub struct ShardInfo {
     pub events: u64,
     /// Size in bytes (a shorter file is truncated).
     pub bytes: u64,
+    /// SHA-256 (hex) of the file's bytes.
+    pub sha256: String,
 }
 
 /// Per-sample counts in the manifest.
@@ -113,9 +116,14 @@ impl CacheManifest {
 
 /// SHA-256 (hex) of a JSON value's canonical text (serde_json keeps map keys sorted).
 pub fn fingerprint_of(inputs: &serde_json::Value) -> String {
-    use sha2::{Digest, Sha256};
     let text = serde_json::to_string(inputs).unwrap_or_default();
-    Sha256::digest(text.as_bytes())
+    sha256_hex(text.as_bytes())
+}
+
+/// SHA-256 of `bytes`, as lowercase hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
@@ -280,26 +288,18 @@ impl CacheWriter {
         let file = format!("part-{:05}.parquet", self.shards.len());
         let path = self.dir.join(&file);
         let batch = to_batch(&self.pending).map_err(|e| cache_err(&path, e))?;
+        let bytes = parquet_bytes(&batch).map_err(|e| cache_err(&path, e))?;
         write_atomically(&path, |tmp| {
-            let f = File::create(tmp).map_err(|source| DataError::Io {
+            std::fs::write(tmp, &bytes).map_err(|source| DataError::Io {
                 path: tmp.to_owned(),
                 source,
-            })?;
-            let props = WriterProperties::builder()
-                .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
-                .build();
-            let mut w = ArrowWriter::try_new(f, batch.schema(), Some(props))
-                .map_err(|e| cache_err(&path, e.to_string()))?;
-            w.write(&batch)
-                .map_err(|e| cache_err(&path, e.to_string()))?;
-            w.close().map_err(|e| cache_err(&path, e.to_string()))?;
-            Ok(())
+            })
         })?;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         self.shards.push(ShardInfo {
             file,
             events: self.pending.len() as u64,
-            bytes,
+            bytes: bytes.len() as u64,
+            sha256: sha256_hex(&bytes),
         });
         self.pending.clear();
         Ok(())
@@ -355,6 +355,19 @@ impl Drop for CacheWriter {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// One shard's file contents: `batch` as zstd Parquet.
+fn parquet_bytes(batch: &RecordBatch) -> Result<Vec<u8>, String> {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+        .build();
+    let mut bytes = Vec::new();
+    let mut w =
+        ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).map_err(|e| e.to_string())?;
+    w.write(batch).map_err(|e| e.to_string())?;
+    w.close().map_err(|e| e.to_string())?;
+    Ok(bytes)
 }
 
 fn to_batch(records: &[GraphRecord]) -> Result<RecordBatch, String> {
@@ -445,26 +458,32 @@ pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
         path: path.clone(),
         source,
     })?;
-    let manifest: CacheManifest = serde_json::from_str(&text)
-        .map_err(|e| cache_err(&path, format!("unreadable manifest: {e}")))?;
-    if manifest.schema_version != CACHE_SCHEMA_VERSION {
+    let unreadable = |e: serde_json::Error| cache_err(&path, format!("unreadable manifest: {e}"));
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(unreadable)?;
+    // The versions first: an older layout is named as such, not as an unreadable manifest.
+    let schema_version = value.get("schema_version").and_then(|v| v.as_u64());
+    if schema_version != Some(u64::from(CACHE_SCHEMA_VERSION)) {
+        let found = schema_version.map_or_else(|| "unknown".to_owned(), |v| v.to_string());
         return Err(cache_err(
             &path,
             format!(
-                "cache schema version {} but this build reads version {CACHE_SCHEMA_VERSION}: rebuild the cache",
-                manifest.schema_version
+                "cache schema version {found} but this build reads version {CACHE_SCHEMA_VERSION}: \
+                 rebuild the cache (`preprocess --mode rebuild`, or `auto` rebuilds it)"
             ),
         ));
     }
-    if manifest.contract_version != CONTRACT_VERSION {
+    let contract = value.get("contract_version").and_then(|v| v.as_str());
+    if contract != Some(CONTRACT_VERSION) {
         return Err(cache_err(
             &path,
             format!(
-                "cache made under contract {} but this build implements contract {CONTRACT_VERSION}: rebuild the cache",
-                manifest.contract_version
+                "cache made under contract {} but this build implements contract {CONTRACT_VERSION}: \
+                 rebuild the cache (`preprocess --mode rebuild`, or `auto` rebuilds it)",
+                contract.unwrap_or("unknown")
             ),
         ));
     }
+    let manifest: CacheManifest = serde_json::from_value(value).map_err(unreadable)?;
     for s in &manifest.shards {
         let p = dir.join(&s.file);
         let bytes = std::fs::metadata(&p)
@@ -483,28 +502,88 @@ pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
     Ok(manifest)
 }
 
-/// One shard's kept records, or why it could not be read.
-type ShardRead = Result<Vec<GraphRecord>, DataError>;
+/// Reads every shard of the cache in `dir` and checks it against the manifest's size and
+/// SHA-256, on up to as many threads as the machine has cores. The first failing shard in shard
+/// order is named.
+pub fn verify_cache(dir: &Path, manifest: &CacheManifest) -> Result<(), DataError> {
+    let parts = per_shard(&manifest.shards, &|s| shard_bytes(dir, s).map(drop));
+    parts.into_iter().collect()
+}
+
+/// `one` applied to every shard on up to as many threads as the machine has cores (plain
+/// threads, each with a contiguous run of shards), results in shard order.
+fn per_shard<T: Send>(
+    shards: &[ShardInfo],
+    one: &(dyn Fn(&ShardInfo) -> T + Sync),
+) -> Vec<T> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(shards.len());
+    if threads <= 1 {
+        return shards.iter().map(one).collect();
+    }
+    let per_thread = shards.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = shards
+            .chunks(per_thread)
+            .map(|run| scope.spawn(|| run.iter().map(one).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+/// A shard's file contents, checked against the manifest's size and SHA-256.
+fn shard_bytes(dir: &Path, shard: &ShardInfo) -> Result<Vec<u8>, DataError> {
+    let path = dir.join(&shard.file);
+    let bytes = std::fs::read(&path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            cache_err(&path, "shard listed in the manifest is missing")
+        } else {
+            DataError::Io {
+                path: path.clone(),
+                source,
+            }
+        }
+    })?;
+    if bytes.len() as u64 != shard.bytes {
+        return Err(cache_err(
+            &path,
+            format!(
+                "shard is {} bytes but the manifest says {} (truncated or replaced)",
+                bytes.len(),
+                shard.bytes
+            ),
+        ));
+    }
+    if sha256_hex(&bytes) != shard.sha256 {
+        return Err(cache_err(
+            &path,
+            "shard is corrupted: its SHA-256 differs from the manifest's; \
+             rebuild the cache (`preprocess --mode rebuild`)",
+        ));
+    }
+    Ok(bytes)
+}
 
 /// Reads every record of the cache in `dir` whose fold passes `keep_fold`, in shard order.
 ///
-/// Shards are decompressed and decoded on up to as many threads as the machine has cores (plain
-/// threads, each with a contiguous run of shards; the runs are concatenated in shard order, so
-/// the result does not depend on the thread count). An error names the first failing shard in shard order.
+/// Each shard is checked against the manifest (size, SHA-256, event count) before it is decoded.
+/// Shards are read on up to as many threads as the machine has cores and the results joined in
+/// shard order, so the result does not depend on the thread count. An error names the first
+/// failing shard in shard order.
 pub fn read_cache(
     dir: &Path,
     manifest: &CacheManifest,
     keep_fold: &(dyn Fn(u8) -> bool + Sync),
 ) -> Result<Vec<GraphRecord>, DataError> {
-    let one = |s: &ShardInfo| -> ShardRead {
+    let one = |s: &ShardInfo| -> Result<Vec<GraphRecord>, DataError> {
         let path = dir.join(&s.file);
+        let bytes = shard_bytes(dir, s)?;
         let mut out = Vec::new();
-        let mut names: BTreeMap<String, Arc<str>> = BTreeMap::new();
-        let mut paths: BTreeMap<String, Arc<Path>> = BTreeMap::new();
-        let mut rows = 0u64;
-        read_shard(
-            &path, &mut names, &mut paths, keep_fold, &mut out, &mut rows,
-        )?;
+        let rows = read_shard(&path, bytes, keep_fold, &mut out)?;
         if rows != s.events {
             return Err(cache_err(
                 &path,
@@ -516,54 +595,32 @@ pub fn read_cache(
         }
         Ok(out)
     };
-    let shards = &manifest.shards;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(shards.len());
-    let parts: Vec<ShardRead> = if threads <= 1 {
-        shards.iter().map(one).collect()
-    } else {
-        // Each thread reads a contiguous run of shards; the runs are joined in order.
-        let per_thread = shards.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = shards
-                .chunks(per_thread)
-                .map(|run| scope.spawn(|| run.iter().map(one).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        })
-    };
     let mut out = Vec::new();
-    for part in parts {
+    for part in per_shard(&manifest.shards, &one) {
         out.extend(part?);
     }
     Ok(out)
 }
 
+/// Decodes the shard `bytes` (read from `path`) into `out`; returns how many rows it holds.
 fn read_shard(
     path: &Path,
-    names: &mut BTreeMap<String, Arc<str>>,
-    paths: &mut BTreeMap<String, Arc<Path>>,
+    bytes: Vec<u8>,
     keep_fold: &dyn Fn(u8) -> bool,
     out: &mut Vec<GraphRecord>,
-    rows: &mut u64,
-) -> Result<(), DataError> {
+) -> Result<u64, DataError> {
     let corrupt = |e: &dyn std::fmt::Display| {
         cache_err(path, format!("truncated or corrupted Parquet shard: {e}"))
     };
-    let f = File::open(path).map_err(|source| DataError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
         .map_err(|e| corrupt(&e))?
         .with_batch_size(8192)
         .build()
         .map_err(|e| corrupt(&e))?;
     let want = arrow_schema();
+    let mut names: BTreeMap<String, Arc<str>> = BTreeMap::new();
+    let mut paths: BTreeMap<String, Arc<Path>> = BTreeMap::new();
+    let mut rows = 0;
     for batch in reader {
         let batch = batch.map_err(|e| corrupt(&e))?;
         if batch.schema().fields() != want.fields() {
@@ -572,10 +629,10 @@ fn read_shard(
                 "columns differ from this build's cache schema: rebuild the cache",
             ));
         }
-        decode(&batch, names, paths, keep_fold, out);
-        *rows += batch.num_rows() as u64;
+        decode(&batch, &mut names, &mut paths, keep_fold, out);
+        rows += batch.num_rows() as u64;
     }
-    Ok(())
+    Ok(rows)
 }
 
 fn intern<T: ?Sized>(

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use gnn4c_data::{
     CONTRACT_VERSION, CacheManifest, CacheWriter, DataError, Folds, GraphRecord, MANIFEST, Split,
     fingerprint_of, first_difference, fold_of, read_cache, read_manifest, read_split, read_splits,
+    verify_cache,
 };
 use gnn4c_events::{EventId, Label};
 
@@ -141,21 +142,44 @@ fn truncated_corrupted_and_missing_shards_are_named() {
         "{msg}"
     );
 
-    // Same size, garbage inside: the Parquet reader's error, naming the shard.
-    let mut garbage = bytes.clone();
-    let mid = garbage.len() / 2;
-    garbage[mid..mid + 64].fill(0xAB);
-    garbage.truncate(bytes.len());
-    let tail = garbage.len() - 8;
-    garbage[tail..tail + 4].fill(0); // break the footer length
-    std::fs::write(&shard, &garbage).expect("corrupt");
+    // Same size, 16 bytes flipped inside: the sizes pass, the content hash does not.
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    for b in &mut flipped[mid..mid + 16] {
+        *b ^= 0xFF;
+    }
+    std::fs::write(&shard, &flipped).expect("corrupt");
     let m2 = read_manifest(dir.path()).expect("sizes match");
-    let err = read_cache(dir.path(), &m2, &|_| true).expect_err("corrupted");
-    let msg = err.to_string();
+    for err in [
+        read_cache(dir.path(), &m2, &|_| true).expect_err("corrupted"),
+        verify_cache(dir.path(), &m2).expect_err("corrupted"),
+    ] {
+        let msg = err.to_string();
+        assert!(
+            msg.contains("part-00001.parquet")
+                && msg.contains("corrupted")
+                && msg.contains("SHA-256"),
+            "{msg}"
+        );
+    }
+    std::fs::write(&shard, &bytes).expect("restore");
+    verify_cache(dir.path(), &m2).expect("intact again");
+
+    // A manifest of an older cache layout names the version and how to rebuild.
+    let manifest = dir.path().join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).expect("manifest");
+    let mut old: serde_json::Value = serde_json::from_str(&text).expect("json");
+    old["schema_version"] = 1.into();
+    for s in old["shards"].as_array_mut().expect("shards") {
+        s.as_object_mut().expect("shard").remove("sha256");
+    }
+    std::fs::write(&manifest, old.to_string()).expect("write");
+    let msg = read_manifest(dir.path()).expect_err("old").to_string();
     assert!(
-        msg.contains("part-00001.parquet") && msg.contains("corrupted"),
+        msg.contains("schema version 1") && msg.contains("--mode rebuild"),
         "{msg}"
     );
+    std::fs::write(&manifest, text).expect("restore");
 
     std::fs::remove_file(&shard).expect("remove");
     let err = read_manifest(dir.path()).expect_err("missing");
