@@ -1,9 +1,10 @@
 //! `gnn4colliders predict` and `evaluate`: score a split of the run's data, or other ROOT files,
 //! with a run's checkpoint; write NPZ, ROOT friend trees and metrics.
 //!
-//! Output folder (default `<run>/predictions/<dataset>_<split>/`): `predictions.npz`,
-//! `friends/<sample>__<file stem>.root` (one per input file, aligned 1:1 with its tree) and, for
-//! `evaluate`, `metrics.json`.
+//! Output folder (default `<run>/predictions/<dataset>_<split>/` for `predict`,
+//! `<run>/evaluation/<dataset>_<split>/` for `evaluate`, so the two never refuse each other):
+//! `predictions.npz`, `friends/<sample>__<file stem>.root` (one per input file, aligned 1:1 with
+//! its tree) and, for `evaluate`, `metrics.json` and the plots.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -82,7 +83,8 @@ pub(crate) struct Args {
     /// Events to score [default: test for the run's dataset, all for --data].
     #[arg(long, value_enum)]
     split: Option<SplitArg>,
-    /// Output folder [default: <run>/predictions/<dataset>_<split>].
+    /// Output folder [default: <run>/predictions/<dataset>_<split> for predict,
+    /// <run>/evaluation/<dataset>_<split> for evaluate].
     #[arg(long)]
     out: Option<PathBuf>,
     /// What to write.
@@ -228,7 +230,7 @@ fn run_on<B: InferenceBackend>(
     });
     let out_dir = args.out.clone().unwrap_or_else(|| {
         run_dir
-            .join("predictions")
+            .join(if evaluate { "evaluation" } else { "predictions" })
             .join(format!("{}_{}", dataset.name, split.name()))
     });
     let npz_path = out_dir.join("predictions.npz");
