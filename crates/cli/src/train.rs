@@ -847,6 +847,7 @@ fn train_on<B: TrainingBackend>(
     let weights = run_dir.join("best.safetensors");
     save_pytorch_safetensors(&best_model, &weights)?;
     let (_, test) = load_split(&cache, &cfg.folds, Split::Test)?;
+    let test_fold_events = test.len();
     let test = Arc::new(GraphSet {
         graphs: subset(test, cfg.subset.test_events, seed ^ 0x7465_7374),
     });
@@ -854,27 +855,48 @@ fn train_on<B: TrainingBackend>(
     let bs = cfg.trainer.eval_batch_size;
     let val_m = predict(&best_model, &val, &task, bs, threads, device).metrics(&task);
     let test_m = predict(&best_model, &test, &task, bs, threads, device).metrics(&task);
-    let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0);
+    // Epochs are numbered from 1 wherever a user reads them.
+    let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0) + 1;
+    // The objective that chose the best epoch: the class-balanced validation loss when the
+    // training weights are balanced, else the validation loss.
+    let objective = report
+        .history
+        .iter()
+        .find(|r| r.epoch == best_epoch)
+        .map_or(val_m.loss, |r| r.val_objective);
     let summary = serde_json::json!({
         "best_epoch": best_epoch,
+        "best_validation_objective": objective,
         "epochs_run": report.history.len(),
         "stopped_early": report.stopped_early,
         "validation": MetricsRecord::from(&val_m),
         "test": MetricsRecord::from(&test_m),
         "test_events": test.graphs.len(),
+        "test_fold_events": test_fold_events,
     });
     write_atomic(
         &run_dir.join("metrics.json"),
         serde_json::to_string_pretty(&summary)?.as_bytes(),
     )?;
+    let balanced = if cfg.trainer.class_balance {
+        format!(" (balanced {objective:.4}, which chose the epoch)")
+    } else {
+        String::new()
+    };
+    let test_events = if test.graphs.len() < test_fold_events {
+        format!(
+            "{} of the fold's {test_fold_events} events; `evaluate` scores the whole fold",
+            test.graphs.len()
+        )
+    } else {
+        format!("{} events", test.graphs.len())
+    };
     writeln!(
         out,
-        "best epoch {}: validation loss {:.4} acc {:.4} auc {}; test ({} events) loss {:.4} acc {:.4} auc {}",
-        best_epoch + 1,
+        "best epoch {best_epoch}: validation loss {:.4}{balanced} acc {:.4} auc {}; test ({test_events}) loss {:.4} acc {:.4} auc {}",
         val_m.loss,
         val_m.accuracy,
         fmt_auc(val_m.auc_macro),
-        test.graphs.len(),
         test_m.loss,
         test_m.accuracy,
         fmt_auc(test_m.auc_macro),

@@ -4,14 +4,17 @@
 //! JSON [`CheckpointState`], the model record and the optimiser record (Burn's binary recorder,
 //! full precision, so f32 values round-trip bit for bit), then the SHA-256 of everything before
 //! it. Written to a temporary file in the same folder, synced, then renamed over the target.
+//! Identical runs write byte-identical checkpoints: parameters are numbered in visiting order
+//! ([`number_params`]) and the optimiser record is written in parameter-id order.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::prelude::*;
-use burn::record::{BinBytesRecorder, FullPrecisionSettings, Record, Recorder};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, PrecisionSettings, Record, Recorder};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -102,6 +105,64 @@ pub fn param_shapes<B: Backend, M: Module<B>>(model: &M) -> Vec<ParamShape> {
     v.out
 }
 
+/// Gives `model`'s parameters the ids 1, 2, … in visiting order.
+///
+/// Burn draws parameter ids at random, and they are written into the model and optimiser
+/// records; numbered, the checkpoints of identical runs are byte-identical. A model loaded from
+/// a checkpoint takes the checkpoint's ids.
+pub fn number_params<B: Backend, M: Module<B>>(model: M) -> M {
+    struct Numbering(u64);
+    impl Numbering {
+        fn next<T: burn::module::Parameter>(&mut self, param: Param<T>) -> Param<T> {
+            self.0 += 1;
+            let (_, value, mapper) = param.consume();
+            Param::from_mapped_value(ParamId::from(self.0), value, mapper)
+        }
+    }
+    impl<B: Backend> ModuleMapper<B> for Numbering {
+        fn map_float<const D: usize>(&mut self, p: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            self.next(p)
+        }
+        fn map_int<const D: usize>(
+            &mut self,
+            p: Param<Tensor<B, D, Int>>,
+        ) -> Param<Tensor<B, D, Int>> {
+            self.next(p)
+        }
+        fn map_bool<const D: usize>(
+            &mut self,
+            p: Param<Tensor<B, D, Bool>>,
+        ) -> Param<Tensor<B, D, Bool>> {
+            self.next(p)
+        }
+    }
+    model.map(&mut Numbering(0))
+}
+
+/// An optimiser record in parameter-id order. Burn keeps it in a hash map, whose order (and so
+/// its encoding) differs between processes; a map is encoded the same either way, so the
+/// written record reads back as Burn's own type.
+struct ById<T>(BTreeMap<ParamId, T>);
+
+impl<B: Backend, T: Record<B>> Record<B> for ById<T> {
+    type Item<S: PrecisionSettings> = BTreeMap<String, T::Item<S>>;
+
+    fn into_item<S: PrecisionSettings>(self) -> Self::Item<S> {
+        self.0
+            .into_iter()
+            .map(|(id, r)| (id.serialize(), r.into_item()))
+            .collect()
+    }
+
+    fn from_item<S: PrecisionSettings>(item: Self::Item<S>, device: &B::Device) -> Self {
+        ById(
+            item.into_iter()
+                .map(|(id, r)| (ParamId::deserialize(&id), T::from_item(r, device)))
+                .collect(),
+        )
+    }
+}
+
 fn recorder() -> BinBytesRecorder<FullPrecisionSettings> {
     BinBytesRecorder::default()
 }
@@ -113,18 +174,20 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> TrainingError {
     }
 }
 
-/// Writes a checkpoint of `model` and `optimizer` atomically to `path`.
-pub fn save_checkpoint<B, M, R>(
+/// Writes a checkpoint of `model` and `optimizer` (the optimiser's record: one entry per
+/// parameter) atomically to `path`.
+pub fn save_checkpoint<B, M, T>(
     path: &Path,
     state: &CheckpointState,
     model: &M,
-    optimizer: R,
+    optimizer: impl IntoIterator<Item = (ParamId, T)>,
 ) -> Result<(), TrainingError>
 where
     B: Backend,
     M: Module<B>,
-    R: Record<B>,
+    T: Record<B>,
 {
+    let optimizer = ById(optimizer.into_iter().collect());
     let io = |e: std::io::Error| TrainingError::Io {
         path: path.to_path_buf(),
         source: e,

@@ -38,7 +38,7 @@ pub enum TrainingError {
         "the training loss of epoch {epoch} is {value}: lower the learning rate or check the inputs for extreme values"
     )]
     NonFiniteLoss {
-        /// 0-based epoch.
+        /// The epoch's number, counted from 1.
         epoch: u64,
         /// The value.
         value: f64,

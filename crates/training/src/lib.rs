@@ -17,8 +17,8 @@ mod sync;
 mod trainer;
 
 pub use checkpoint::{
-    CHECKPOINT_FORMAT, Checkpoint, CheckpointState, ParamShape, param_shapes, read_checkpoint,
-    save_checkpoint, write_atomic,
+    CHECKPOINT_FORMAT, Checkpoint, CheckpointState, ParamShape, number_params, param_shapes,
+    read_checkpoint, save_checkpoint, write_atomic,
 };
 pub use error::TrainingError;
 pub use loader::Loader;

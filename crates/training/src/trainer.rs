@@ -17,7 +17,9 @@ use gnn4c_tasks::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Checkpoint, CheckpointState, param_shapes, save_checkpoint, write_atomic};
+use crate::checkpoint::{
+    Checkpoint, CheckpointState, number_params, param_shapes, save_checkpoint, write_atomic,
+};
 use crate::error::TrainingError;
 use crate::loader::Loader;
 use crate::model::{Batch, Classifier, Dataset};
@@ -137,7 +139,8 @@ pub struct FitOptions<'a> {
 /// One line of the metrics history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochRecord {
-    /// 0-based epoch.
+    /// The epoch's number, counted from 1 as on the console (the checkpoint written after it
+    /// records `epoch` epochs completed).
     pub epoch: u64,
     /// Learning rate used in the epoch.
     pub lr: f64,
@@ -214,7 +217,7 @@ pub struct FitReport<M> {
     pub model: M,
     /// Every epoch's record, including those before a resume.
     pub history: Vec<EpochRecord>,
-    /// Best validation loss and its epoch.
+    /// Best validation objective and its epoch (0-based, as in [`EarlyStopping`]).
     pub best: Option<(u64, f64)>,
     /// True when early stopping ended the run.
     pub stopped_early: bool,
@@ -402,7 +405,8 @@ fn epoch_seed(seed: u64, epoch: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-fn read_history(path: &Path, before_epoch: u64) -> Result<Vec<EpochRecord>, TrainingError> {
+/// The history lines of the first `completed` epochs.
+fn read_history(path: &Path, completed: u64) -> Result<Vec<EpochRecord>, TrainingError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -417,7 +421,7 @@ fn read_history(path: &Path, before_epoch: u64) -> Result<Vec<EpochRecord>, Trai
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         // A line cut short by a kill is dropped: the checkpoint, not the history, is the truth.
         if let Ok(r) = serde_json::from_str::<EpochRecord>(line)
-            && r.epoch < before_epoch
+            && r.epoch <= completed
         {
             out.push(r);
         }
@@ -537,7 +541,7 @@ where
         .with_beta_2(0.999)
         .with_epsilon(1e-8) // contract §8; Burn's default is 1e-5
         .init::<B, M>();
-    let mut model = model;
+    let mut model = number_params(model);
     let mut start_epoch = 0u64;
     let mut step = 0u64;
     let mut es = EarlyStopping::new(cfg.patience);
@@ -703,7 +707,7 @@ where
         let train_loss = loss_total / abs_total.max(f64::MIN_POSITIVE);
         if !train_loss.is_finite() {
             return Err(TrainingError::NonFiniteLoss {
-                epoch,
+                epoch: epoch + 1,
                 value: train_loss,
             });
         }
@@ -742,7 +746,7 @@ where
             save_checkpoint::<B, M, _>(&files.last, &state, &model, optim.to_record())?;
         }
         let record = EpochRecord {
-            epoch,
+            epoch: epoch + 1,
             lr,
             global_step: step,
             train_loss,
@@ -998,6 +1002,13 @@ mod tests {
             "same validation loss"
         );
         assert!((a.history[3].lr - 1e-2 * 0.99f64.powi(3)).abs() < 1e-15);
+        let numbers: Vec<u64> = b.history.iter().map(|r| r.epoch).collect();
+        assert_eq!(numbers, [1, 2, 3, 4], "epochs are numbered from 1");
+        // Byte-identical files: a checksum confirms the resumed run is the straight one.
+        for f in ["last.ckpt", "best.ckpt"] {
+            let read = |d: &Path| std::fs::read(d.join(f)).expect("checkpoint");
+            assert!(read(straight.path()) == read(split.path()), "{f} bytes");
+        }
     }
 
     #[test]

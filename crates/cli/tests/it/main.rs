@@ -246,6 +246,29 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     let o = pre(&[]);
     assert!(text(&o).0.contains("up to date"), "{}", text(&o).0);
 
+    // 16 flipped bytes inside a shard (same size): read_only refuses naming the shard, auto rebuilds.
+    let shard = cwd.join("cache/ft/part-00001.parquet");
+    let mut bytes = std::fs::read(&shard).expect("read shard");
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 16] {
+        *b ^= 0xFF;
+    }
+    std::fs::write(&shard, &bytes).expect("corrupt shard");
+    let o = pre(&["--mode", "read-only"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("part-00001.parquet") && err.contains("SHA-256"),
+        "{err}"
+    );
+    let o = pre(&[]);
+    assert!(
+        o.status.success() && text(&o).0.contains("rebuilding"),
+        "{}",
+        text(&o).0
+    );
+    assert!(text(&pre(&[])).0.contains("up to date"));
+
     // A changed input file makes the cache stale: read_only refuses naming the field, auto rebuilds.
     let f = cwd.join("demo/finetune/ttH_CPodd.root");
     let bytes = std::fs::read(&f).expect("read");
@@ -360,8 +383,12 @@ fn train_kill_resume_and_finetune_from_the_cli() {
     let o = run(cwd, &["train", "pre.yaml", "--run", "runs/straight"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
+    // The best-epoch line shows the balanced loss that chose the epoch, and says the test
+    // metrics come from a subset of the fold.
     assert!(
-        out.contains("epoch   4/4") && out.contains("test (300 events)"),
+        out.contains("epoch   4/4")
+            && out.contains("which chose the epoch")
+            && out.contains("test (300 of the fold's"),
         "{out}"
     );
     for f in [
@@ -389,6 +416,27 @@ fn train_kill_resume_and_finetune_from_the_cli() {
     ] {
         assert!(first.get(key).is_some(), "history has {key}: {first}");
     }
+    // Epochs are numbered from 1 in the history and metrics.json, as on the console.
+    assert_eq!(first["epoch"], 1, "{first}");
+    let metrics: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(cwd.join("runs/straight/metrics.json")).expect("metrics"),
+    )
+    .expect("json");
+    let best_line = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+        .filter(|r| r["best"] == true)
+        .last()
+        .expect("a best epoch");
+    assert_eq!(metrics["best_epoch"], best_line["epoch"], "{metrics}");
+    assert_eq!(
+        metrics["best_validation_objective"], best_line["val_objective"],
+        "{metrics}"
+    );
+    assert!(
+        out.contains(&format!("best epoch {}:", best_line["epoch"])),
+        "{out}"
+    );
 
     // The same run killed (SIGKILL) once two epochs are done, then resumed.
     let mut child = bin()
@@ -451,6 +499,11 @@ fn train_kill_resume_and_finetune_from_the_cli() {
         checkpoint_bits(&cwd.join("runs/killed/last.ckpt"), 12),
         "4 straight epochs and 2 + kill + resume give bitwise-identical weights"
     );
+    // …and byte-identical files, so a checksum confirms it.
+    for f in ["last.ckpt", "best.safetensors"] {
+        let read = |run: &str| std::fs::read(cwd.join(run).join(f)).expect(f);
+        assert!(read("runs/straight") == read("runs/killed"), "{f} bytes");
+    }
     let resumed = std::fs::read_to_string(&hist).expect("history");
     assert_eq!(resumed.lines().count(), 4);
 
@@ -1105,11 +1158,19 @@ fn shipped_experiments_end_to_end() {
         );
     }
 
-    let out = ok(&["evaluate", "runs/finetune_ttH_CP_full", "--split", "test"]);
-    let eval = ft.join("predictions/demo_finetune_test");
+    // The README's commands on the fine-tuned run: evaluate and predict of the same split write
+    // separate folders, so neither refuses the other.
+    let out = ok(&["evaluate", "runs/finetune_ttH_CP_full"]);
+    let eval = ft.join("evaluation/demo_finetune_test");
     for f in ["metrics.json", "predictions.npz", "roc.png", "scores.png"] {
         assert!(eval.join(f).is_file(), "{f}: {out}");
     }
+    let out = ok(&["predict", "runs/finetune_ttH_CP_full"]);
+    assert!(
+        ft.join("predictions/demo_finetune_test/predictions.npz")
+            .is_file(),
+        "{out}"
+    );
     ok(&[
         "predict",
         "runs/scratch",

@@ -101,7 +101,11 @@ pub fn load_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
 }
 
 /// Saves `model` as a PyTorch state dict (safetensors), readable by `torch`/`safetensors` and the
-/// legacy code.
+/// legacy code; written atomically.
+///
+/// The header's metadata is the one entry `format: pt` (what `safetensors.torch.save_file` is
+/// usually given): Burn's default metadata is a hash map of three entries, written in an order
+/// that differs between processes, so the same weights would give different bytes.
 pub fn save_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
     model: &EdgeNetwork<B, K>,
     path: &Path,
@@ -112,9 +116,12 @@ pub fn save_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
     };
     let remap = KeyRemapper::from_patterns(burn_to_pytorch(n_layers(model)))
         .map_err(|e| err(e.to_string()))?;
-    let mut store = SafetensorsStore::from_file(path)
+    let mut store = SafetensorsStore::from_bytes(None)
         .with_to_adapter(BurnToPyTorchAdapter)
         .remap(remap)
-        .overwrite(true);
-    model.save_into(&mut store).map_err(|e| err(e.to_string()))
+        .clear_metadata()
+        .metadata("format", "pt");
+    model.save_into(&mut store).map_err(|e| err(e.to_string()))?;
+    let bytes = store.get_bytes().map_err(|e| err(e.to_string()))?;
+    gnn4c_training::write_atomic(path, &bytes).map_err(|e| err(e.to_string()))
 }
