@@ -74,7 +74,8 @@ struct Plan {
     requests: Vec<ColumnRequest>,
     objects: [Option<ObjectPlan>; 4],
     met: Option<MetPlan>,
-    weight: Option<usize>,
+    /// The weight column and its branch name.
+    weight: Option<(usize, String)>,
     event_number: Option<usize>,
     energy_scale: f64,
 }
@@ -268,7 +269,7 @@ fn plan(
     let weight = weight_branch
         .or(schema.weight.as_deref())
         .filter(|w| !w.is_empty())
-        .map(|w| r.column(w, None, "weight"))
+        .map(|w| Ok((r.column(w, None, "weight")?, w.to_owned())))
         .transpose()?;
     let event_number = schema
         .event_number
@@ -287,9 +288,10 @@ fn plan(
 
 /// Reads the events of one tree of one file, `range.step_size` entries at a time.
 ///
-/// Events with a NaN or infinite value, or a MET / weight / event-number branch without exactly
-/// one value, are skipped and counted by reason; arrays of one collection that disagree in length
-/// are an error (the file or the schema is wrong).
+/// Events with a NaN or infinite value, or a MET / event-number branch without exactly one value,
+/// are skipped and counted by reason; arrays of one collection that disagree in length, and a
+/// weight branch without exactly one value in an entry, are errors (the file or the config is
+/// wrong).
 pub fn read_file_events(
     path: &Path,
     tree: &str,
@@ -441,6 +443,26 @@ fn assemble(
             }
         }
     }
+    // The weight is one number per entry: a branch that holds another count is the wrong branch
+    // (a config error), never a reason to drop events.
+    let w = match plan.weight {
+        Some((k, ref branch)) => {
+            let n = chunk.columns[k].range(i).len();
+            if n != 1 {
+                return Err(DataError::Config(format!(
+                    "{}: tree '{}': the weight branch '{branch}' holds {n} values at entry {}, \
+                     but an event weight is one number per entry: name such a branch in the \
+                     sample's `weight:` (or `weight: \"\"` for none)",
+                    reader.path().display(),
+                    reader.tree_name(),
+                    ev.id.entry
+                )));
+            }
+            val(k, chunk.columns[k].range(i).start)
+        }
+        None => 1.0,
+    };
+    ev.weight = (w * meta.scale) as f32;
     let mut fields = || -> Result<(), &'static str> {
         match plan.met {
             Some(MetPlan::Polar { pt, phi }) => {
@@ -455,11 +477,6 @@ fn assemble(
             }
             None => {}
         }
-        let w = match plan.weight {
-            Some(k) => val(k, single(chunk, k, i, "weight_count")?),
-            None => 1.0,
-        };
-        ev.weight = (w * meta.scale) as f32;
         if let Some(k) = plan.event_number {
             let j = single(chunk, k, i, "event_number_count")?;
             ev.id.event_number = chunk.columns[k].values.u64_at(j);

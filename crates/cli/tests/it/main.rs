@@ -202,6 +202,11 @@ fn real_files_and_bad_input_from_the_cli() {
             good.replace("samples:", "samples: [:"),
             "h_bad.yaml",
         ),
+        (
+            "a jagged weight branch",
+            good.replace("label: 0}", "label: 0, weight: Muon_Px}"),
+            "'Muon_Px' holds",
+        ),
     ] {
         std::fs::write(dir.path().join("h_bad.yaml"), bad).expect("write");
         let o = run(dir.path(), &["scan", "h_bad.yaml"]);

@@ -227,3 +227,26 @@ fn schema_config_typos_are_rejected_by_name() {
             .expect_err("typo");
     assert!(err.to_string().contains("btag_treshold"), "{err}");
 }
+
+#[test]
+fn a_jagged_weight_branch_is_a_config_error() {
+    let path = shared("data/real/uproot-HZZ.root");
+    let spec = SchemaSpec::builtin("hzz").expect("built-in");
+    let meta = SampleMeta {
+        weight_branch: Some("Muon_Px".into()),
+        ..meta()
+    };
+    let err = read_file_events(&path, "events", &spec, &meta, ALL, &mut |_| Ok(()))
+        .expect_err("a jagged weight");
+    let msg = err.to_string();
+    assert!(matches!(err, DataError::Config(_)), "{msg}");
+    for part in [
+        path.display().to_string().as_str(),
+        "tree 'events'",
+        "'Muon_Px'",
+        "at entry 0",
+        "one number per entry",
+    ] {
+        assert!(msg.contains(part), "{part} missing from: {msg}");
+    }
+}
