@@ -5,17 +5,20 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use gnn4c_data::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, DatasetConfig, Folds,
-    GraphRecord, SampleCounts, file_identity, fingerprint_of, first_difference, fold_of, open_tree,
-    read_manifest, verify_cache,
+    GraphRecord, SampleConfig, SampleCounts, file_identity, fingerprint_of, first_difference,
+    fold_of, open_tree, read_manifest, verify_cache,
 };
+use gnn4c_events::EventSample;
 use gnn4c_features::{EventFeatures, SelectionConfig};
 use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
+use gnn4c_training::{ProgressBar, progress_bar, progress_wanted};
 
 /// What to do with an existing cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -185,10 +188,19 @@ pub fn build_cache(
     let mut features = EventFeatures::default();
     let mut samples = BTreeMap::new();
     let mut per_fold = vec![0u64; folds.n_folds as usize];
+    let mut progress = EntryProgress::new(
+        progress_wanted(),
+        cfg,
+        cfg.samples.iter(),
+        base,
+        "preprocessing",
+    )?;
     for s in &cfg.samples {
         let mut counts = SampleCounts::default();
+        progress.start_sample(s);
         let report = cfg
             .read_sample(s, base, &mut |evs| {
+                progress.saw(evs);
                 for ev in evs {
                     match graph_of_event(ev, selection, &mut features, &mut topo) {
                         Ok(g) => {
@@ -203,6 +215,7 @@ pub fn build_cache(
                 Ok(())
             })
             .with_context(|| format!("preprocessing sample '{}'", s.name))?;
+        progress.end_sample();
         counts.read = report.files.iter().map(|(_, r)| r.entries_read).sum();
         for (reason, n) in report.skipped().iter() {
             *counts.skipped.entry(reason.to_owned()).or_default() += n;
@@ -219,6 +232,7 @@ pub fn build_cache(
         samples,
         written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
     };
+    progress.finish();
     let manifest = writer.finish(manifest)?;
     let secs = start.elapsed().as_secs_f64();
     let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
@@ -343,5 +357,89 @@ impl gnn4c_training::Dataset for GraphSet {
 impl gnn4c_inference::Identified for GraphSet {
     fn identity(&self, index: usize) -> gnn4c_events::EventId {
         self.graphs[index].id.clone()
+    }
+}
+
+/// A progress bar over the entries a dataset config reads (every sample's files, within the
+/// sample's entry range), advanced from the events handed on: their file and entry say how far
+/// reading has come.
+pub struct EntryProgress {
+    bar: ProgressBar,
+    /// Entries to read, per file.
+    entries: BTreeMap<PathBuf, u64>,
+    /// Entries of the files finished.
+    done: u64,
+    /// The file being read and the sample's first entry.
+    file: Option<Arc<Path>>,
+    entry_start: u64,
+}
+
+impl EntryProgress {
+    /// A bar for the `samples` of `cfg` (hidden, and no file opened, unless `show`).
+    pub fn new<'a>(
+        show: bool,
+        cfg: &DatasetConfig,
+        samples: impl Iterator<Item = &'a SampleConfig>,
+        base: &Path,
+        what: &str,
+    ) -> anyhow::Result<Self> {
+        let mut entries = BTreeMap::new();
+        if show {
+            for s in samples {
+                let tree = s
+                    .tree
+                    .as_deref()
+                    .or(cfg.tree.as_deref())
+                    .unwrap_or_default();
+                for path in cfg.sample_files(s, base)? {
+                    let n = open_tree(&path, tree)?.entries();
+                    let stop = s.entry_stop.unwrap_or(u64::MAX).min(n);
+                    entries.insert(path, stop.saturating_sub(s.entry_start));
+                }
+            }
+        }
+        let total = entries.values().sum();
+        Ok(EntryProgress {
+            bar: progress_bar(show, total, what, "entries"),
+            entries,
+            done: 0,
+            file: None,
+            entry_start: 0,
+        })
+    }
+
+    /// Reading of `sample` begins.
+    pub fn start_sample(&mut self, sample: &SampleConfig) {
+        self.entry_start = sample.entry_start;
+    }
+
+    /// `events` were read (skipped entries in between count as read).
+    pub fn saw(&mut self, events: &[EventSample]) {
+        let Some(last) = events.last() else {
+            return;
+        };
+        if self.file.as_ref() != Some(&last.id.source_file) {
+            self.finish_file();
+            self.file = Some(last.id.source_file.clone());
+        }
+        let in_file = (last.id.entry + 1).saturating_sub(self.entry_start);
+        self.bar.set_position(self.done + in_file);
+    }
+
+    /// The sample's files are all read.
+    pub fn end_sample(&mut self) {
+        self.finish_file();
+        self.bar.set_position(self.done);
+    }
+
+    fn finish_file(&mut self) {
+        if let Some(f) = self.file.take() {
+            self.done += self.entries.get(f.as_ref()).copied().unwrap_or(0);
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(self) {
+        self.bar.finish_and_clear();
     }
 }

@@ -24,7 +24,7 @@ use gnn4c_features::SelectionConfig;
 use gnn4c_inference::{Scored, score};
 use gnn4c_root_gnn::EdgeNetwork;
 use gnn4c_tasks::{Task, metrics_from_logits};
-use gnn4c_training::{MetricsRecord, read_checkpoint, write_atomic};
+use gnn4c_training::{MetricsRecord, progress_bar, progress_wanted, read_checkpoint, write_atomic};
 
 use crate::preprocess::cache_dir;
 use crate::scan::load_dataset;
@@ -102,6 +102,9 @@ pub(crate) struct Args {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: DeviceChoice,
+    /// No progress bar (it is off anyway when standard error is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
 }
 
 /// What a run folder's config.json says about the run.
@@ -230,7 +233,11 @@ fn run_on<B: InferenceBackend>(
     });
     let out_dir = args.out.clone().unwrap_or_else(|| {
         run_dir
-            .join(if evaluate { "evaluation" } else { "predictions" })
+            .join(if evaluate {
+                "evaluation"
+            } else {
+                "predictions"
+            })
             .join(format!("{}_{}", dataset.name, split.name()))
     });
     let npz_path = out_dir.join("predictions.npz");
@@ -266,6 +273,12 @@ fn run_on<B: InferenceBackend>(
     let data = Arc::new(GraphSet { graphs });
     let t1 = Instant::now();
     let model = B::inference_model(model);
+    let bar = progress_bar(
+        !args.no_progress && progress_wanted(),
+        data.graphs.len() as u64,
+        "scoring",
+        "events",
+    );
     let scored = score(
         &model,
         &data,
@@ -273,6 +286,7 @@ fn run_on<B: InferenceBackend>(
         args.batch_size,
         args.threads,
         device,
+        &bar,
     );
     let score_s = t1.elapsed().as_secs_f64();
     writeln!(

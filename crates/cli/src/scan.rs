@@ -8,10 +8,12 @@ use std::time::Instant;
 use anyhow::Context;
 use figment::Figment;
 use figment::providers::{Format, Yaml};
+use gnn4c_cli::pipeline::EntryProgress;
 use gnn4c_data::DatasetConfig;
 use gnn4c_events::{EventSample, SkipCounts};
 use gnn4c_features::{D_NODE, EventFeatures, NODE_FEATURE_NAMES, SelectionConfig};
 use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache, graph_of_event};
+use gnn4c_training::progress_wanted;
 
 use crate::config::ConfigError;
 
@@ -122,14 +124,18 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let start = Instant::now();
     let mut grand = 0u64;
     let mut all_shown = Vec::new();
-    for s in cfg
-        .samples
-        .iter()
-        .filter(|s| args.sample.as_ref().is_none_or(|n| n == &s.name))
-    {
+    let chosen = || {
+        cfg.samples
+            .iter()
+            .filter(|s| args.sample.as_ref().is_none_or(|n| n == &s.name))
+    };
+    let mut progress = EntryProgress::new(progress_wanted(), &cfg, chosen(), &base, "scanning")?;
+    for s in chosen() {
         let mut t = Totals::default();
+        progress.start_sample(s);
         let report = cfg
             .read_sample(s, &base, &mut |evs| {
+                progress.saw(evs);
                 for ev in evs {
                     match graph_of_event(ev, &selection, &mut features, &mut cache) {
                         Ok(g) => {
@@ -148,6 +154,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 };
                 format!("reading sample '{}'{hint}", s.name)
             })?;
+        progress.end_sample();
         t.read = report.files.iter().map(|(_, r)| r.entries_read).sum();
         t.skipped.merge(&report.skipped());
         let per = |n: u64| n as f64 / t.graphs.max(1) as f64;
@@ -170,6 +177,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         grand += t.read;
         all_shown.extend(t.shown);
     }
+    progress.finish();
     let secs = start.elapsed().as_secs_f64();
     writeln!(
         out,

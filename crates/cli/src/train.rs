@@ -4,7 +4,7 @@
 //! resolved config), `last.ckpt`, `best.ckpt`, `history.jsonl`, and at the end `best.safetensors`
 //! (PyTorch state-dict names) and `metrics.json` (best model on validation and test).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,8 +20,8 @@ use gnn4c_features::SelectionConfig;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig, save_pytorch_safetensors};
 use gnn4c_tasks::Task;
 use gnn4c_training::{
-    Checkpoint, FitOptions, MetricsRecord, RunFiles, TrainConfig, fit, predict, read_checkpoint,
-    write_atomic,
+    Checkpoint, FitOptions, MetricsRecord, RunFiles, TrainConfig, fit, predict, progress_wanted,
+    read_checkpoint, write_atomic,
 };
 use serde::{Deserialize, Serialize};
 
@@ -829,7 +829,7 @@ fn train_on<B: TrainingBackend>(
             contract_version: CONTRACT_VERSION.to_owned(),
             written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
             resume,
-            progress: !args.no_progress && std::io::stderr().is_terminal(),
+            progress: !args.no_progress && progress_wanted(),
             log: &mut out,
             world,
         },

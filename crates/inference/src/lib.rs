@@ -10,7 +10,7 @@ use std::sync::Arc;
 use burn::prelude::*;
 use gnn4c_events::EventId;
 use gnn4c_tasks::{Task, scores_host};
-use gnn4c_training::{Classifier, Dataset, predict};
+use gnn4c_training::{Classifier, Dataset, ProgressBar, predict_showing};
 
 /// A dataset whose events have identities.
 pub trait Identified: Dataset {
@@ -66,8 +66,9 @@ impl Scored {
 }
 
 /// Scores every event of `data` with `model` (an inference-mode model: no autodiff), in batches
-/// of `batch_size` on `threads` loader threads. The result does not depend on either (the
-/// forward is per graph; only float summation order inside a batch can move the last bits).
+/// of `batch_size` on `threads` loader threads, advancing `bar` by the events scored. The result
+/// does not depend on the batch size or thread count (the forward is per graph; only float
+/// summation order inside a batch can move the last bits).
 pub fn score<B, M, D>(
     model: &M,
     data: &Arc<D>,
@@ -75,13 +76,15 @@ pub fn score<B, M, D>(
     batch_size: usize,
     threads: usize,
     device: &B::Device,
+    bar: &ProgressBar,
 ) -> Scored
 where
     B: Backend,
     M: Classifier<B, Input = D::Input>,
     D: Identified,
 {
-    let p = predict(model, data, task, batch_size, threads, device);
+    let all: Vec<usize> = (0..data.len()).collect();
+    let p = predict_showing(model, data, &all, task, batch_size, threads, device, bar);
     let scores = scores_host(task, &p.logits)
         .into_iter()
         .map(|s| s as f32)

@@ -4,13 +4,14 @@
 //! Generic over two traits ([`Classifier`] for models, [`Dataset`] for data): it never names a
 //! graph or a model type, and knows nothing of ROOT or Parquet. Start at `trainer.rs` ([`fit`]);
 //! `checkpoint.rs` holds the file format, `loader.rs` the worker threads, `sampler.rs` the
-//! seeded epoch order, `schedule.rs` the lr decay and early stopping, `sync.rs` what keeps MPI ranks in step (the
+//! seeded epoch order, `schedule.rs` the lr decay and early stopping, `progress.rs` the progress bars, `sync.rs` what keeps MPI ranks in step (the
 //! collectives themselves are `gnn4c_distributed`'s).
 
 mod checkpoint;
 mod error;
 mod loader;
 mod model;
+mod progress;
 mod sampler;
 mod schedule;
 mod sync;
@@ -23,9 +24,10 @@ pub use checkpoint::{
 pub use error::TrainingError;
 pub use loader::Loader;
 pub use model::{Batch, Classifier, Dataset};
+pub use progress::{ProgressBar, progress_bar, progress_wanted};
 pub use sampler::{SamplerConfig, epoch_batches};
 pub use schedule::{EarlyStopping, ExponentialLr, Verdict};
 pub use trainer::{
     EpochRecord, FitOptions, FitReport, MetricsRecord, Predictions, RunFiles, TrainConfig, fit,
-    predict, predict_subset,
+    predict, predict_showing, predict_subset,
 };

@@ -23,6 +23,7 @@ use crate::checkpoint::{
 use crate::error::TrainingError;
 use crate::loader::Loader;
 use crate::model::{Batch, Classifier, Dataset};
+use crate::progress::{ProgressBar, progress_bar};
 use crate::sampler::{SamplerConfig, epoch_batches};
 use crate::schedule::{EarlyStopping, ExponentialLr, Verdict};
 use crate::sync::{all_reduce_gradients, broadcast_parameters};
@@ -372,6 +373,29 @@ where
     M: Classifier<B, Input = D::Input>,
     D: Dataset,
 {
+    let bar = ProgressBar::hidden();
+    predict_showing(
+        model, data, indices, task, batch_size, threads, device, &bar,
+    )
+}
+
+/// [`predict_subset`] advancing `bar` by the events of every batch scored.
+#[allow(clippy::too_many_arguments)] // predict_subset's, and the bar
+pub fn predict_showing<B, M, D>(
+    model: &M,
+    data: &Arc<D>,
+    indices: &[usize],
+    task: &Task,
+    batch_size: usize,
+    threads: usize,
+    device: &B::Device,
+    bar: &ProgressBar,
+) -> Predictions
+where
+    B: Backend,
+    M: Classifier<B, Input = D::Input>,
+    D: Dataset,
+{
     let batches = indices
         .chunks(batch_size.max(1))
         .map(<[usize]>::to_vec)
@@ -390,7 +414,9 @@ where
         };
         pending.push(logits);
         pred.push_targets(&b, task);
+        bar.inc(b.n_events as u64);
     }
+    bar.finish_and_clear();
     pred.logits = pending.finish();
     pred
 }
@@ -443,22 +469,6 @@ fn write_history(path: &Path, history: &[EpochRecord]) -> Result<(), TrainingErr
 
 fn fmt_metric(x: Option<f64>) -> String {
     x.map_or_else(|| "n/a".into(), |v| format!("{v:.4}"))
-}
-
-fn progress_bar(show: bool, n: usize, epoch: u64, max_epochs: u64) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(n as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {pos}/{len} batches {per_sec} eta {eta}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    bar.set_prefix(format!("epoch {}/{max_epochs}", epoch + 1));
-    bar
 }
 
 /// Trains `model` on `train`, validating on `val` after every epoch (contract §8–§9).
@@ -606,7 +616,16 @@ where
                     (s.indices, s.n_real)
                 })
                 .unzip();
-        let bar = progress_bar(progress && root, batches.len(), epoch, cfg.max_epochs);
+        let bar = progress_bar(
+            progress && root,
+            n_real.iter().sum::<usize>() as u64,
+            if world.is_distributed() {
+                format!("epoch {}/{} (rank 0)", epoch + 1, cfg.max_epochs)
+            } else {
+                format!("epoch {}/{}", epoch + 1, cfg.max_epochs)
+            },
+            "events",
+        );
         let source = train.clone();
         let loader = Loader::new(batches, cfg.loader_threads, cfg.prefetch, move |idx| {
             source.batch(idx)
@@ -687,7 +706,7 @@ where
             model = optim.step(lr, model, grads);
             step += 1;
             n_events += n_real;
-            bar.inc(1);
+            bar.inc(n_real as u64);
         }
         bar.finish_and_clear();
         let local_loss = loss_sum.map_or(0.0, |s| {

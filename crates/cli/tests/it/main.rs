@@ -251,6 +251,27 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     let o = pre(&[]);
     assert!(text(&o).0.contains("up to date"), "{}", text(&o).0);
 
+    // On a terminal (a pseudo-terminal from util-linux's `script`) a rebuild shows its progress:
+    // entries read of the total, the rate and the time left.
+    let command = format!(
+        "'{}' preprocess ft.yaml --shard-events 200 --mode rebuild",
+        env!("CARGO_BIN_EXE_gnn4colliders")
+    );
+    let o = Command::new("script")
+        .current_dir(cwd)
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("script runs");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("preprocessing [")
+            && out.contains("/600 entries, ")
+            && out.contains("/s, ")
+            && out.contains(" left"),
+        "{out}"
+    );
+
     // 16 flipped bytes inside a shard (same size): read_only refuses naming the shard, auto rebuilds.
     let shard = cwd.join("cache/ft/part-00001.parquet");
     let mut bytes = std::fs::read(&shard).expect("read shard");
@@ -674,6 +695,22 @@ fn predict_and_evaluate(cwd: &Path) {
             .fold(0.0f32, f32::max);
         assert!(worst <= 1e-6, "batch size {bs}: scores differ by {worst}");
     }
+    // On a terminal, scoring shows its progress (events, rate, time left).
+    let command = format!(
+        "'{}' predict runs/straight --split all --out p5 --format npz",
+        env!("CARGO_BIN_EXE_gnn4colliders")
+    );
+    let o = Command::new("script")
+        .current_dir(cwd)
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("script runs");
+    let out = text(&o).0;
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("scoring [") && out.contains(" events, ") && out.contains(" left"),
+        "{out}"
+    );
     // A checkpoint file alone works too (its stored config): the same scores.
     let o = run(
         cwd,
