@@ -1,4 +1,5 @@
-//! PNG plots for `evaluate`: ROC curves, score distributions per class, training curves.
+//! PNG plots for `evaluate`: ROC curves (background rejection and linear), per-class score
+//! distributions (log and linear y), training curves. Legends sit in a column beside the chart.
 //!
 //! Drawn with plotters' bitmap backend and DejaVu Sans embedded by the `dejavu` crate (no system
 //! fonts needed).
@@ -6,7 +7,6 @@
 use std::path::Path;
 
 use anyhow::anyhow;
-use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
@@ -41,139 +41,241 @@ fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
-/// Every chart here: f64 × f64 axes on the bitmap backend.
-type Chart<'a, 'b> =
-    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+/// Width of the legend column to the right of every chart: legends never cover data.
+const LEGEND_W: u32 = 330;
 
-/// A line in series colour `i`, with its legend entry.
-fn labelled_line(
-    chart: &mut Chart<'_, '_>,
-    points: Vec<(f64, f64)>,
-    i: usize,
-    label: String,
-    path: &Path,
-) -> anyhow::Result<()> {
-    let c = color(i);
-    chart
-        .draw_series(LineSeries::new(points, c.stroke_width(2)))
-        .map_err(err(path))?
-        .label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+
+/// The chart area and, to its right, the legend column.
+fn with_legend_column<'a>(root: &Area<'a>) -> (Area<'a>, Area<'a>) {
+    let (w, _) = root.dim_in_pixel();
+    root.split_horizontally(w.saturating_sub(LEGEND_W))
+}
+
+/// `entries` (label, colour) as a column of line samples and labels, from the top of `area`.
+fn legend(area: &Area<'_>, entries: &[(String, RGBColor)], path: &Path) -> anyhow::Result<()> {
+    let font = ("sans-serif", 15).into_font().color(&BLACK);
+    for (k, (label, c)) in entries.iter().enumerate() {
+        let y = 60 + 24 * k as i32;
+        area.draw(&PathElement::new(vec![(8, y), (36, y)], c.stroke_width(3)))
+            .map_err(err(path))?;
+        area.draw(&Text::new(label.clone(), (44, y - 8), font.clone()))
+            .map_err(err(path))?;
+    }
     Ok(())
 }
 
-/// The legend at `position`, then the image written out.
-fn finish<'a, 'b: 'a>(
-    chart: &mut Chart<'a, 'b>,
-    root: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
-    position: SeriesLabelPosition,
-    path: &Path,
-) -> anyhow::Result<()> {
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()
-        .map_err(err(path))?;
-    root.present().map_err(err(path))?;
-    Ok(())
+/// A step outline of the histogram `h` over [0, 1], values below `floor` drawn at `floor`.
+fn steps(h: &[f64], floor: f64) -> Vec<(f64, f64)> {
+    let bins = h.len() as f64;
+    let mut pts = Vec::with_capacity(2 * h.len() + 2);
+    pts.push((0.0, floor));
+    for (b, &v) in h.iter().enumerate() {
+        let v = v.max(floor);
+        pts.push((b as f64 / bins, v));
+        pts.push(((b + 1) as f64 / bins, v));
+    }
+    pts.push((1.0, floor));
+    pts
 }
 
 /// One ROC curve: legend name, AUC, (false-positive rate, true-positive rate) points.
 pub(crate) type RocCurve = (String, f64, Vec<(f64, f64)>);
 
-/// One ROC curve per output, written atomically to `path`.
-pub(crate) fn roc_curves(path: &Path, title: &str, curves: &[RocCurve]) -> anyhow::Result<()> {
+/// The ROC curves twice, written atomically: `path` shows background rejection 1/ε_B (log
+/// axis) against signal efficiency ε_S, as HEP papers do; `linear_path` ε_S against ε_B.
+pub(crate) fn roc_curves(
+    path: &Path,
+    linear_path: &Path,
+    title: &str,
+    curves: &[RocCurve],
+) -> anyhow::Result<()> {
     ensure_font();
+    let entries: Vec<(String, RGBColor)> = curves
+        .iter()
+        .enumerate()
+        .map(|(i, (name, auc, _))| (format!("{name} (AUC {auc:.4})"), color(i)))
+        .collect();
+    // Rejection: points with ε_B = 0 have no finite rejection and are left out.
+    let rejection: Vec<Vec<(f64, f64)>> = curves
+        .iter()
+        .map(|(_, _, pts)| {
+            pts.iter()
+                .filter(|(fpr, tpr)| *fpr > 0.0 && *tpr > 0.0)
+                .map(|&(fpr, tpr)| (tpr, 1.0 / fpr))
+                .collect()
+        })
+        .collect();
+    let top = rejection
+        .iter()
+        .flatten()
+        .map(|p| p.1)
+        .fold(10.0f64, f64::max)
+        * 2.0;
     save(path, |tmp| {
-        let root = BitMapBackend::new(tmp, (900, 800)).into_drawing_area();
+        let root = BitMapBackend::new(tmp, (1100, 750)).into_drawing_area();
         root.fill(&WHITE).map_err(err(path))?;
-        let mut chart = ChartBuilder::on(&root)
+        let (area, side) = with_legend_column(&root);
+        let mut chart = ChartBuilder::on(&area)
+            .caption(title, ("sans-serif", 24))
+            .margin(15)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0f64..1.0, (1.0f64..top).log_scale())
+            .map_err(err(path))?;
+        chart
+            .configure_mesh()
+            .x_desc("signal efficiency ε_S")
+            .y_desc("background rejection 1/ε_B")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .label_style(("sans-serif", 15))
+            .draw()
+            .map_err(err(path))?;
+        for (i, pts) in rejection.iter().enumerate() {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))
+                .map_err(err(path))?;
+        }
+        legend(&side, &entries, path)?;
+        root.present().map_err(err(path))?;
+        Ok(())
+    })?;
+    save(linear_path, |tmp| {
+        let root = BitMapBackend::new(tmp, (1100, 750)).into_drawing_area();
+        root.fill(&WHITE).map_err(err(linear_path))?;
+        let (area, side) = with_legend_column(&root);
+        let mut chart = ChartBuilder::on(&area)
             .caption(title, ("sans-serif", 24))
             .margin(15)
             .x_label_area_size(50)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0f64..1.0, 0.0f64..1.0)
-            .map_err(err(path))?;
+            .map_err(err(linear_path))?;
         chart
             .configure_mesh()
-            .x_desc("background efficiency (false-positive rate)")
-            .y_desc("signal efficiency (true-positive rate)")
+            .x_desc("background efficiency ε_B (false-positive rate)")
+            .y_desc("signal efficiency ε_S (true-positive rate)")
             .label_style(("sans-serif", 15))
             .draw()
-            .map_err(err(path))?;
+            .map_err(err(linear_path))?;
         chart
             .draw_series(LineSeries::new(
                 [(0.0, 0.0), (1.0, 1.0)],
                 BLACK.mix(0.3).stroke_width(1),
             ))
-            .map_err(err(path))?;
-        for (i, (name, auc, points)) in curves.iter().enumerate() {
-            let label = format!("{name} (AUC {auc:.4})");
-            labelled_line(&mut chart, points.clone(), i, label, path)?;
+            .map_err(err(linear_path))?;
+        for (i, (_, _, pts)) in curves.iter().enumerate() {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))
+                .map_err(err(linear_path))?;
         }
-        finish(&mut chart, &root, SeriesLabelPosition::LowerRight, path)
+        legend(&side, &entries, linear_path)?;
+        root.present().map_err(err(linear_path))?;
+        Ok(())
     })
 }
 
-/// Weighted, unit-area score histograms: `(name, scores, weights)` per class, 40 bins on [0, 1].
-pub(crate) fn score_distributions(
+/// One panel of the score plots: the output's name, then (scores, weights) of the events of
+/// that class (signal) and of the rest.
+pub(crate) struct ScorePanel {
+    /// The class (or label) whose score is shown.
+    pub name: String,
+    /// Scores and weights of the events of that class.
+    pub signal: (Vec<f64>, Vec<f64>),
+    /// Scores and weights of the other events.
+    pub rest: (Vec<f64>, Vec<f64>),
+}
+
+/// A weighted histogram of `scores` in `BINS` bins on [0, 1], scaled to unit area (|Σw| = 1).
+fn unit_area(scores: &[f64], weights: &[f64]) -> Vec<f64> {
+    const BINS: usize = 40;
+    let mut h = vec![0.0f64; BINS];
+    for (&x, &w) in scores.iter().zip(weights) {
+        let b = ((x * BINS as f64) as usize).min(BINS - 1);
+        h[b] += w;
+    }
+    let total: f64 = h.iter().sum::<f64>().abs().max(f64::MIN_POSITIVE);
+    h.iter().map(|v| v / total * BINS as f64).collect()
+}
+
+/// Per output, that output's score for the events of its class against the rest (weighted,
+/// unit area), one panel each, on a log (`log_y`) or linear y axis; written atomically.
+pub(crate) fn score_panels(
     path: &Path,
     title: &str,
-    x_desc: &str,
-    classes: &[(String, Vec<f64>, Vec<f64>)],
+    panels: &[ScorePanel],
+    log_y: bool,
 ) -> anyhow::Result<()> {
     ensure_font();
-    const BINS: usize = 40;
-    let hists: Vec<Vec<f64>> = classes
+    let hists: Vec<[Vec<f64>; 2]> = panels
         .iter()
-        .map(|(_, s, w)| {
-            let mut h = vec![0.0f64; BINS];
-            for (&x, &wi) in s.iter().zip(w) {
-                let b = ((x * BINS as f64) as usize).min(BINS - 1);
-                h[b] += wi;
-            }
-            let total: f64 = h.iter().sum::<f64>().abs().max(f64::MIN_POSITIVE);
-            h.iter().map(|v| v / total * BINS as f64).collect()
+        .map(|p| {
+            [
+                unit_area(&p.signal.0, &p.signal.1),
+                unit_area(&p.rest.0, &p.rest.1),
+            ]
         })
         .collect();
-    let y_max = hists
-        .iter()
-        .flatten()
-        .fold(0.0f64, |a, &b| a.max(b))
-        .max(1e-9)
-        * 1.15;
+    let cols = (panels.len() as f64).sqrt().ceil().max(1.0) as usize;
+    let rows = panels.len().div_ceil(cols).max(1);
+    let (w, h) = if panels.len() == 1 {
+        (900, 650)
+    } else {
+        (420 * cols as u32, 330 * rows as u32 + 60)
+    };
+    let (sig, rest) = (color(0), color(1));
     save(path, |tmp| {
-        let root = BitMapBackend::new(tmp, (900, 700)).into_drawing_area();
+        let root = BitMapBackend::new(tmp, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err(path))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 24))
-            .margin(15)
-            .x_label_area_size(50)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0f64..1.0, 0.0f64..y_max)
+        let root = root
+            .titled(
+                &format!("{title}: the class (blue) vs the rest (orange), weighted, unit area"),
+                ("sans-serif", 20),
+            )
             .map_err(err(path))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc("weighted events, unit area")
-            .label_style(("sans-serif", 15))
-            .draw()
-            .map_err(err(path))?;
-        for (i, ((name, _, _), h)) in classes.iter().zip(&hists).enumerate() {
-            // A step outline per class.
-            let mut pts = Vec::with_capacity(2 * BINS + 2);
-            pts.push((0.0, 0.0));
-            for (b, &v) in h.iter().enumerate() {
-                pts.push((b as f64 / BINS as f64, v));
-                pts.push(((b + 1) as f64 / BINS as f64, v));
+        let cells = root.split_evenly((rows, cols));
+        for ((p, [hs, hr]), cell) in panels.iter().zip(&hists).zip(&cells) {
+            let top = hs.iter().chain(hr).fold(0.0f64, |a, &b| a.max(b)).max(1e-9);
+            let mut chart = ChartBuilder::on(cell);
+            chart
+                .caption(&p.name, ("sans-serif", 17))
+                .margin(8)
+                .x_label_area_size(35)
+                .y_label_area_size(50);
+            let x_desc = format!("score ({})", p.name);
+            if log_y {
+                // Down to 1e-4 of the peak; emptier bins are drawn at the floor.
+                let floor = top * 1e-4;
+                let mut c = chart
+                    .build_cartesian_2d(0.0f64..1.0, (floor..top * 3.0).log_scale())
+                    .map_err(err(path))?;
+                c.configure_mesh()
+                    .x_desc(x_desc)
+                    .y_label_formatter(&|y| format!("{y:.0e}"))
+                    .label_style(("sans-serif", 12))
+                    .draw()
+                    .map_err(err(path))?;
+                for (hist, c_) in [(hr, rest), (hs, sig)] {
+                    c.draw_series(LineSeries::new(steps(hist, floor), c_.stroke_width(2)))
+                        .map_err(err(path))?;
+                }
+            } else {
+                let mut c = chart
+                    .build_cartesian_2d(0.0f64..1.0, 0.0f64..top * 1.1)
+                    .map_err(err(path))?;
+                c.configure_mesh()
+                    .x_desc(x_desc)
+                    .label_style(("sans-serif", 12))
+                    .draw()
+                    .map_err(err(path))?;
+                for (hist, c_) in [(hr, rest), (hs, sig)] {
+                    c.draw_series(LineSeries::new(steps(hist, 0.0), c_.stroke_width(2)))
+                        .map_err(err(path))?;
+                }
             }
-            pts.push((1.0, 0.0));
-            labelled_line(&mut chart, pts, i, name.clone(), path)?;
         }
-        finish(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
+        root.present().map_err(err(path))?;
+        Ok(())
     })
 }
 
@@ -199,9 +301,10 @@ pub(crate) fn training_curves(
         (0.0, 1.0)
     };
     save(path, |tmp| {
-        let root = BitMapBackend::new(tmp, (900, 600)).into_drawing_area();
+        let root = BitMapBackend::new(tmp, (1100, 600)).into_drawing_area();
         root.fill(&WHITE).map_err(err(path))?;
-        let mut chart = ChartBuilder::on(&root)
+        let (area, side) = with_legend_column(&root);
+        let mut chart = ChartBuilder::on(&area)
             .caption(title, ("sans-serif", 24))
             .margin(15)
             .x_label_area_size(50)
@@ -224,19 +327,28 @@ pub(crate) fn training_curves(
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(err(path))?;
-        for (i, (name, v)) in series.iter().enumerate() {
+        for (i, (_, v)) in series.iter().enumerate() {
             let pts: Vec<(f64, f64)> = v
                 .iter()
                 .enumerate()
                 .filter_map(|(e, x)| x.map(|x| ((e + 1) as f64, x)))
                 .collect();
-            labelled_line(&mut chart, pts.clone(), i, name.clone(), path)?;
             let c = color(i);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(err(path))?;
             chart
                 .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
                 .map_err(err(path))?;
         }
-        finish(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
+        let entries: Vec<(String, RGBColor)> = series
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.clone(), color(i)))
+            .collect();
+        legend(&side, &entries, path)?;
+        root.present().map_err(err(path))?;
+        Ok(())
     })
 }
 

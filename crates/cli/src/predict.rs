@@ -388,39 +388,45 @@ fn write_plots(
             curves.push((label, auc, points));
         }
     }
-    let roc = out_dir.join("roc.png");
-    crate::plots::roc_curves(&roc, &format!("ROC, {} ({split})", dataset.name), &curves)?;
-    written.push("roc.png");
-
-    // Score distributions per true class: the binary score, or each event's own-class score.
-    let n_classes = if s.task == Task::Binary { 2 } else { k };
-    let mut classes = Vec::new();
-    for c in 0..n_classes {
-        let rows: Vec<usize> = (0..s.len()).filter(|&i| s.labels[i] == c as i64).collect();
-        if rows.is_empty() {
-            continue;
-        }
-        let j = if s.task == Task::Binary { 0 } else { c };
-        classes.push((
-            name(c),
-            rows.iter()
-                .map(|&i| f64::from(s.scores[i * k + j]))
-                .collect(),
-            rows.iter().map(|&i| weights[i]).collect(),
-        ));
-    }
-    let x_desc = if s.task == Task::Binary {
-        format!("score ({})", name(1))
-    } else {
-        "score of the event's own class".to_owned()
-    };
-    crate::plots::score_distributions(
-        &out_dir.join("scores.png"),
-        &format!("Scores by true class, {} ({split})", dataset.name),
-        &x_desc,
-        &classes,
+    let title = format!("{} ({split})", dataset.name);
+    crate::plots::roc_curves(
+        &out_dir.join("roc.png"),
+        &out_dir.join("roc_linear.png"),
+        &format!("ROC, {title}"),
+        &curves,
     )?;
-    written.push("scores.png");
+    written.extend(["roc.png", "roc_linear.png"]);
+
+    // Per output: its score for the events of its class (the signal) against the rest.
+    let panels: Vec<crate::plots::ScorePanel> = (0..k)
+        .filter_map(|j| {
+            let scores = col(j);
+            let pick = |positive: bool| -> (Vec<f64>, Vec<f64>) {
+                (0..s.len())
+                    .filter(|&i| s.is_positive(i, j) == positive)
+                    .map(|i| (scores[i], weights[i]))
+                    .unzip()
+            };
+            let (signal, rest) = (pick(true), pick(false));
+            if signal.0.is_empty() || rest.0.is_empty() {
+                return None;
+            }
+            let name = match s.task {
+                Task::Binary => name(1),
+                _ => name(j),
+            };
+            Some(crate::plots::ScorePanel { name, signal, rest })
+        })
+        .collect();
+    for (file, log_y) in [("scores.png", true), ("scores_linear.png", false)] {
+        crate::plots::score_panels(
+            &out_dir.join(file),
+            &format!("Scores, {title}"),
+            &panels,
+            log_y,
+        )?;
+        written.push(file);
+    }
 
     // Training curves from the run's history, when there is one.
     written.extend(crate::plots::training_plots(

@@ -512,10 +512,7 @@ pub fn verify_cache(dir: &Path, manifest: &CacheManifest) -> Result<(), DataErro
 
 /// `one` applied to every shard on up to as many threads as the machine has cores (plain
 /// threads, each with a contiguous run of shards), results in shard order.
-fn per_shard<T: Send>(
-    shards: &[ShardInfo],
-    one: &(dyn Fn(&ShardInfo) -> T + Sync),
-) -> Vec<T> {
+fn per_shard<T: Send>(shards: &[ShardInfo], one: &(dyn Fn(&ShardInfo) -> T + Sync)) -> Vec<T> {
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(shards.len());

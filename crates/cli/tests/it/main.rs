@@ -815,7 +815,9 @@ fn predict_and_evaluate(cwd: &Path) {
     );
     for png in [
         "roc.png",
+        "roc_linear.png",
         "scores.png",
+        "scores_linear.png",
         "training_loss.png",
         "training_auc.png",
     ] {
@@ -1204,7 +1206,14 @@ fn shipped_experiments_end_to_end() {
     // separate folders, so neither refuses the other.
     let out = ok(&["evaluate", "runs/finetune_ttH_CP_full"]);
     let eval = ft.join("evaluation/demo_finetune_test");
-    for f in ["metrics.json", "predictions.npz", "roc.png", "scores.png"] {
+    for f in [
+        "metrics.json",
+        "predictions.npz",
+        "roc.png",
+        "roc_linear.png",
+        "scores.png",
+        "scores_linear.png",
+    ] {
         assert!(eval.join(f).is_file(), "{f}: {out}");
     }
     let out = ok(&["predict", "runs/finetune_ttH_CP_full"]);

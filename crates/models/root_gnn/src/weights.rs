@@ -121,7 +121,9 @@ pub fn save_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
         .remap(remap)
         .clear_metadata()
         .metadata("format", "pt");
-    model.save_into(&mut store).map_err(|e| err(e.to_string()))?;
+    model
+        .save_into(&mut store)
+        .map_err(|e| err(e.to_string()))?;
     let bytes = store.get_bytes().map_err(|e| err(e.to_string()))?;
     gnn4c_training::write_atomic(path, &bytes).map_err(|e| err(e.to_string()))
 }
