@@ -5,7 +5,7 @@
 //! full precision, so f32 values round-trip bit for bit), then the SHA-256 of everything before
 //! it. Written to a temporary file in the same folder, synced, then renamed over the target.
 //! Identical runs write byte-identical checkpoints: parameters are numbered in visiting order
-//! ([`number_params`]) and the optimiser record is written in parameter-id order.
+//! ([`number_params`]) and the optimiser record is written sorted by parameter id.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -139,9 +139,9 @@ pub fn number_params<B: Backend, M: Module<B>>(model: M) -> M {
     model.map(&mut Numbering(0))
 }
 
-/// An optimiser record in parameter-id order. Burn keeps it in a hash map, whose order (and so
-/// its encoding) differs between processes; a map is encoded the same either way, so the
-/// written record reads back as Burn's own type.
+/// An optimiser record sorted by (encoded) parameter id. Burn keeps it in a hash map, whose
+/// order (and so its encoding) differs between processes; a map is encoded the same either way,
+/// so the written record reads back as Burn's own type.
 struct ById<T>(BTreeMap<ParamId, T>);
 
 impl<B: Backend, T: Record<B>> Record<B> for ById<T> {
