@@ -451,8 +451,7 @@ fn train_kill_resume_and_finetune_from_the_cli() {
     let best_line = history
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
-        .filter(|r| r["best"] == true)
-        .next_back()
+        .rfind(|r| r["best"] == true)
         .expect("a best epoch");
     assert_eq!(metrics["best_epoch"], best_line["epoch"], "{metrics}");
     assert_eq!(
