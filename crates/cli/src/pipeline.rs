@@ -41,13 +41,7 @@ pub fn fingerprint_inputs(
     let schema = cfg.schema.resolve()?;
     let mut files = Vec::new();
     for s in &cfg.samples {
-        let tree = s
-            .tree
-            .as_deref()
-            .or(cfg.tree.as_deref())
-            .unwrap_or_default();
-        for path in cfg.sample_files(s, base)? {
-            let entries = open_tree(&path, tree)?.entries();
+        for (path, entries) in sample_entries(cfg, s, base)? {
             files.push(file_identity(&path, entries)?);
         }
     }
@@ -60,6 +54,25 @@ pub fn fingerprint_inputs(
         "n_folds": n_folds,
         "files": files,
     }))
+}
+
+/// Every file of sample `s` with the number of entries its tree holds.
+fn sample_entries(
+    cfg: &DatasetConfig,
+    s: &SampleConfig,
+    base: &Path,
+) -> anyhow::Result<Vec<(PathBuf, u64)>> {
+    let tree = s
+        .tree
+        .as_deref()
+        .or(cfg.tree.as_deref())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for path in cfg.sample_files(s, base)? {
+        let entries = open_tree(&path, tree)?.entries();
+        out.push((path, entries));
+    }
+    Ok(out)
 }
 
 /// The cached form of a graph (edge_src/edge_dst are rebuilt from n_nodes when read).
@@ -386,13 +399,7 @@ impl EntryProgress {
         let mut entries = BTreeMap::new();
         if show {
             for s in samples {
-                let tree = s
-                    .tree
-                    .as_deref()
-                    .or(cfg.tree.as_deref())
-                    .unwrap_or_default();
-                for path in cfg.sample_files(s, base)? {
-                    let n = open_tree(&path, tree)?.entries();
+                for (path, n) in sample_entries(cfg, s, base)? {
                     let stop = s.entry_stop.unwrap_or(u64::MAX).min(n);
                     entries.insert(path, stop.saturating_sub(s.entry_start));
                 }

@@ -96,6 +96,17 @@ pub(crate) fn roc_curves(
         .enumerate()
         .map(|(i, (name, auc, _))| (format!("{name} (AUC {auc:.4})"), color(i)))
         .collect();
+    roc_rejection(path, title, curves, &entries)?;
+    roc_linear(linear_path, title, curves, &entries)
+}
+
+/// Background rejection 1/ε_B (log axis) against signal efficiency ε_S.
+fn roc_rejection(
+    path: &Path,
+    title: &str,
+    curves: &[RocCurve],
+    entries: &[(String, RGBColor)],
+) -> anyhow::Result<()> {
     // Rejection: points with ε_B = 0 have no finite rejection and are left out.
     let rejection: Vec<Vec<(f64, f64)>> = curves
         .iter()
@@ -136,13 +147,22 @@ pub(crate) fn roc_curves(
                 .draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))
                 .map_err(err(path))?;
         }
-        legend(&side, &entries, path)?;
+        legend(&side, entries, path)?;
         root.present().map_err(err(path))?;
         Ok(())
-    })?;
-    save(linear_path, |tmp| {
+    })
+}
+
+/// Signal efficiency ε_S against background efficiency ε_B.
+fn roc_linear(
+    path: &Path,
+    title: &str,
+    curves: &[RocCurve],
+    entries: &[(String, RGBColor)],
+) -> anyhow::Result<()> {
+    save(path, |tmp| {
         let root = BitMapBackend::new(tmp, (1100, 750)).into_drawing_area();
-        root.fill(&WHITE).map_err(err(linear_path))?;
+        root.fill(&WHITE).map_err(err(path))?;
         let (area, side) = with_legend_column(&root);
         let mut chart = ChartBuilder::on(&area)
             .caption(title, ("sans-serif", 24))
@@ -150,27 +170,27 @@ pub(crate) fn roc_curves(
             .x_label_area_size(50)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0f64..1.0, 0.0f64..1.0)
-            .map_err(err(linear_path))?;
+            .map_err(err(path))?;
         chart
             .configure_mesh()
             .x_desc("background efficiency ε_B (false-positive rate)")
             .y_desc("signal efficiency ε_S (true-positive rate)")
             .label_style(("sans-serif", 15))
             .draw()
-            .map_err(err(linear_path))?;
+            .map_err(err(path))?;
         chart
             .draw_series(LineSeries::new(
                 [(0.0, 0.0), (1.0, 1.0)],
                 BLACK.mix(0.3).stroke_width(1),
             ))
-            .map_err(err(linear_path))?;
+            .map_err(err(path))?;
         for (i, (_, _, pts)) in curves.iter().enumerate() {
             chart
                 .draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))
-                .map_err(err(linear_path))?;
+                .map_err(err(path))?;
         }
-        legend(&side, &entries, linear_path)?;
-        root.present().map_err(err(linear_path))?;
+        legend(&side, entries, path)?;
+        root.present().map_err(err(path))?;
         Ok(())
     })
 }

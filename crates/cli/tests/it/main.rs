@@ -17,6 +17,17 @@ fn run(cwd: &Path, args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// The binary with `args` (a shell word list) on a pseudo-terminal (util-linux's `script`), so
+/// that it draws what it draws on a terminal; the terminal's output is the stdout.
+fn run_on_terminal(cwd: &Path, args: &str) -> Output {
+    let command = format!("'{}' {args}", env!("CARGO_BIN_EXE_gnn4colliders"));
+    Command::new("script")
+        .current_dir(cwd)
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("script runs")
+}
+
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -253,15 +264,7 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
 
     // On a terminal (a pseudo-terminal from util-linux's `script`) a rebuild shows its progress:
     // entries read of the total, the rate and the time left.
-    let command = format!(
-        "'{}' preprocess ft.yaml --shard-events 200 --mode rebuild",
-        env!("CARGO_BIN_EXE_gnn4colliders")
-    );
-    let o = Command::new("script")
-        .current_dir(cwd)
-        .args(["-qec", &command, "/dev/null"])
-        .output()
-        .expect("script runs");
+    let o = run_on_terminal(cwd, "preprocess ft.yaml --shard-events 200 --mode rebuild");
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
     assert!(
@@ -695,15 +698,10 @@ fn predict_and_evaluate(cwd: &Path) {
         assert!(worst <= 1e-6, "batch size {bs}: scores differ by {worst}");
     }
     // On a terminal, scoring shows its progress (events, rate, time left).
-    let command = format!(
-        "'{}' predict runs/straight --split all --out p5 --format npz",
-        env!("CARGO_BIN_EXE_gnn4colliders")
+    let o = run_on_terminal(
+        cwd,
+        "predict runs/straight --split all --out p5 --format npz",
     );
-    let o = Command::new("script")
-        .current_dir(cwd)
-        .args(["-qec", &command, "/dev/null"])
-        .output()
-        .expect("script runs");
     let out = text(&o).0;
     assert!(o.status.success(), "{out}");
     assert!(
