@@ -1,0 +1,19 @@
+//! The project's ROOT reader: files written by ROOT 5 to 6.40 and by uproot, read without a
+//! ROOT installation or another reader library.
+//!
+//! Layers, bottom up: `cursor.rs` (bounds-checked big-endian reads), `compress.rs` (ROOT's
+//! compressed blocks: zlib, LZMA, LZ4 with its checksum, zstd), `file.rs` (header, nested
+//! directories, keys, an object's bytes), `tree.rs` (TTree metadata: branches, leaves, baskets). Every failure is a [`RootError`] naming the file and
+//! the place in it; no input makes it panic.
+
+mod compress;
+mod cursor;
+mod error;
+mod file;
+mod read;
+mod tree;
+
+pub use error::RootError;
+pub use file::{Key, RootFile};
+pub use read::{BranchData, Interpretation, Layout, Number, interpret};
+pub use tree::{BranchInfo, ElementInfo, EmbeddedBasket, LeafInfo, TreeInfo};

@@ -1,0 +1,435 @@
+//! A branch's values: its baskets read, decompressed and decoded into typed numbers with a
+//! count per entry.
+
+use crate::compress::decompress;
+use crate::cursor::Cursor;
+use crate::error::{BufError, RootError};
+use crate::file::RootFile;
+use crate::tree::{BranchInfo, basket_header, entry_offsets};
+
+/// The number type of a branch's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Number {
+    /// `bool`
+    Bool,
+    /// `int8_t` / `char`
+    I8,
+    /// `uint8_t`
+    U8,
+    /// `int16_t`
+    I16,
+    /// `uint16_t`
+    U16,
+    /// `int32_t`
+    I32,
+    /// `uint32_t`
+    U32,
+    /// `int64_t`
+    I64,
+    /// `uint64_t`
+    U64,
+    /// `float`
+    F32,
+    /// `double`
+    F64,
+}
+
+impl Number {
+    /// Bytes per value on disk.
+    pub fn size(self) -> usize {
+        match self {
+            Number::Bool | Number::I8 | Number::U8 => 1,
+            Number::I16 | Number::U16 => 2,
+            Number::I32 | Number::U32 | Number::F32 => 4,
+            Number::I64 | Number::U64 | Number::F64 => 8,
+        }
+    }
+
+    /// The C++ name (`float`, `int32_t`).
+    pub fn cpp(self) -> &'static str {
+        match self {
+            Number::Bool => "bool",
+            Number::I8 => "int8_t",
+            Number::U8 => "uint8_t",
+            Number::I16 => "int16_t",
+            Number::U16 => "uint16_t",
+            Number::I32 => "int32_t",
+            Number::U32 => "uint32_t",
+            Number::I64 => "int64_t",
+            Number::U64 => "uint64_t",
+            Number::F32 => "float",
+            Number::F64 => "double",
+        }
+    }
+
+    /// A streamer type code (`TVirtualStreamerInfo::EReadWrite`, array offsets removed).
+    fn from_streamer_type(t: i32) -> Option<Number> {
+        Some(match t % 20 {
+            1 => Number::I8,
+            2 => Number::I16,
+            3 | 6 => Number::I32,
+            4 | 16 => Number::I64,
+            5 => Number::F32,
+            8 => Number::F64,
+            11 => Number::U8,
+            12 => Number::U16,
+            13 | 15 => Number::U32,
+            14 | 17 => Number::U64,
+            18 => Number::Bool,
+            _ => return None,
+        })
+    }
+
+    /// A leaf class and signedness.
+    fn from_leaf(class: &str, unsigned: bool) -> Option<Number> {
+        Some(match (class, unsigned) {
+            ("TLeafO", _) => Number::Bool,
+            ("TLeafB", false) => Number::I8,
+            ("TLeafB", true) => Number::U8,
+            ("TLeafS", false) => Number::I16,
+            ("TLeafS", true) => Number::U16,
+            ("TLeafI", false) => Number::I32,
+            ("TLeafI", true) => Number::U32,
+            ("TLeafL" | "TLeafG", false) => Number::I64,
+            ("TLeafL" | "TLeafG", true) => Number::U64,
+            ("TLeafF", _) => Number::F32,
+            ("TLeafD", _) => Number::F64,
+            _ => return None,
+        })
+    }
+}
+
+/// How a branch's values lie in an entry's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `len` values per entry (1: a scalar).
+    Fixed(usize),
+    /// As many values as the entry's bytes hold (leaf-count arrays, members of split
+    /// collections).
+    Jagged,
+    /// A `std::vector`: a 10-byte header (byte count, version, size), then the values.
+    Vector,
+    /// `TObject::fBits` of a split collection's objects: whole `u32`s, the 2-byte process ids
+    /// of referenced objects after them left out of the count (as uproot reads them).
+    JaggedBits,
+}
+
+/// What a branch holds, when it holds numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interpretation {
+    /// The values' type.
+    pub number: Number,
+    /// Their layout per entry.
+    pub layout: Layout,
+}
+
+/// How the values of `branch` are read, or why they cannot be.
+pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
+    if let Some(el) = &branch.element {
+        // A collection's count branch (`Jet` of a TClonesArray): one int per entry.
+        if matches!(el.kind, 3 | 4) {
+            return Ok(Interpretation {
+                number: Number::I32,
+                layout: Layout::Fixed(1),
+            });
+        }
+        // A top-level `std::vector` of numbers.
+        if el.id < 0 && el.class_name.contains("vector<") {
+            let inner = vector_inner(&el.class_name)
+                .ok_or_else(|| format!("type '{}' is not a vector of numbers", el.class_name))?;
+            return Ok(Interpretation {
+                number: inner,
+                layout: Layout::Vector,
+            });
+        }
+    }
+    let [leaf] = branch.leaves.as_slice() else {
+        return Err(format!("{} leaves (one is read)", branch.leaves.len()));
+    };
+    if let Some(el) = &branch.element {
+        if leaf.title.contains("vector<") || el.streamer_type == 500 {
+            let inner = vector_inner(&leaf.title)
+                .ok_or_else(|| format!("type '{}' is not a vector of numbers", leaf.title))?;
+            return Ok(Interpretation {
+                number: inner,
+                layout: Layout::Vector,
+            });
+        }
+        let number = Number::from_streamer_type(el.streamer_type)
+            .filter(|_| (0..60).contains(&el.streamer_type))
+            .ok_or_else(|| format!("member of streamer type {}", el.streamer_type))?;
+        let layout = if matches!(el.kind, 31 | 41) {
+            // `TObject::fBits` of referenced objects is followed by a 2-byte process id.
+            if el.streamer_type == 15 {
+                Layout::JaggedBits
+            } else {
+                Layout::Jagged
+            }
+        } else if el.streamer_type > 20 && el.streamer_type < 40 {
+            Layout::Fixed(usize::try_from(leaf.len.max(1)).unwrap_or(1))
+        } else if leaf.count_leaf.is_some() {
+            Layout::Jagged
+        } else {
+            Layout::Fixed(1)
+        };
+        return Ok(Interpretation { number, layout });
+    }
+    let number = Number::from_leaf(&leaf.class, leaf.unsigned)
+        .ok_or_else(|| format!("leaf of class {}", leaf.class))?;
+    let layout = if leaf.count_leaf.is_some() {
+        Layout::Jagged
+    } else {
+        Layout::Fixed(usize::try_from(leaf.len.max(1)).unwrap_or(1))
+    };
+    Ok(Interpretation { number, layout })
+}
+
+fn vector_inner(title: &str) -> Option<Number> {
+    let t = title.trim();
+    let inner = t
+        .strip_prefix("std::")
+        .unwrap_or(t)
+        .strip_prefix("vector<")?
+        .strip_suffix('>')?
+        .trim();
+    Some(match inner {
+        "bool" => Number::Bool,
+        "char" | "int8_t" | "Char_t" => Number::I8,
+        "unsigned char" | "uint8_t" | "UChar_t" => Number::U8,
+        "short" | "int16_t" | "Short_t" => Number::I16,
+        "unsigned short" | "uint16_t" | "UShort_t" => Number::U16,
+        "int" | "int32_t" | "Int_t" => Number::I32,
+        "unsigned int" | "uint32_t" | "UInt_t" => Number::U32,
+        "long" | "long long" | "int64_t" | "Long64_t" => Number::I64,
+        "unsigned long" | "unsigned long long" | "uint64_t" | "ULong64_t" => Number::U64,
+        "float" | "Float_t" => Number::F32,
+        "double" | "Double_t" => Number::F64,
+        _ => return None,
+    })
+}
+
+/// A branch's values: the raw big-endian bytes of every value, in entry order, and the count
+/// of values in each entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BranchData {
+    /// How to read the bytes.
+    pub interpretation: Interpretation,
+    /// Every value's bytes, big-endian, entries concatenated.
+    pub bytes: Vec<u8>,
+    /// Values in each entry.
+    pub counts: Vec<u32>,
+}
+
+impl BranchData {
+    /// Value `i` as f64 (integers exactly up to 2^53).
+    pub fn f64_at(&self, i: usize) -> f64 {
+        let n = self.interpretation.number;
+        let b = &self.bytes[i * n.size()..(i + 1) * n.size()];
+        match n {
+            Number::Bool | Number::U8 => f64::from(b[0]),
+            Number::I8 => f64::from(b[0] as i8),
+            Number::I16 => f64::from(i16::from_be_bytes([b[0], b[1]])),
+            Number::U16 => f64::from(u16::from_be_bytes([b[0], b[1]])),
+            Number::I32 => f64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            Number::U32 => f64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            Number::F32 => f64::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            Number::I64 => i64::from_be_bytes(b.try_into().unwrap_or_default()) as f64,
+            Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as f64,
+            Number::F64 => f64::from_be_bytes(b.try_into().unwrap_or_default()),
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / self.interpretation.number.size()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// One basket's entries: their bytes and, when written, where each entry starts.
+struct Basket {
+    data: Vec<u8>,
+    offsets: Option<Vec<usize>>,
+    entries: usize,
+}
+
+impl RootFile {
+    /// Every value of `branch`.
+    pub fn read_branch(&self, branch: &BranchInfo) -> Result<BranchData, RootError> {
+        let interpretation = interpret(branch).map_err(|what| RootError::Unsupported {
+            path: self.path().to_owned(),
+            place: format!("branch '{}'", branch.name),
+            what,
+        })?;
+        let mut out = BranchData {
+            interpretation,
+            bytes: Vec::new(),
+            counts: Vec::with_capacity(usize::try_from(branch.entries).unwrap_or(0)),
+        };
+        for i in 0..branch.write_basket {
+            let place = format!("basket {i} of branch '{}'", branch.name);
+            let basket = self.basket(branch, i, &place)?;
+            decode(&basket, interpretation, &mut out).map_err(|e| self.corrupt(&place, e))?;
+        }
+        for (i, b) in branch.embedded.iter().enumerate() {
+            let place = format!("embedded basket {i} of branch '{}'", branch.name);
+            let basket = Basket {
+                data: b.data.clone(),
+                offsets: b.offsets.clone(),
+                entries: b.entries,
+            };
+            decode(&basket, interpretation, &mut out).map_err(|e| self.corrupt(&place, e))?;
+        }
+        if out.counts.len() as i64 != branch.entries {
+            return Err(self.corrupt(
+                &format!("branch '{}'", branch.name),
+                format!(
+                    "its baskets hold {} entries, the branch says {}",
+                    out.counts.len(),
+                    branch.entries
+                ),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Basket `i` of `branch` from its key: header, decompressed data, entry offsets.
+    fn basket(&self, branch: &BranchInfo, i: usize, place: &str) -> Result<Basket, RootError> {
+        let seek = u64::try_from(branch.basket_seek[i])
+            .map_err(|_| self.corrupt(place, "negative basket offset"))?;
+        let len = usize::try_from(branch.basket_bytes[i])
+            .map_err(|_| self.corrupt(place, "negative basket size"))?;
+        let raw = self.read_at(seek, len, place)?;
+        let h = basket_header(&mut Cursor::new(&raw)).map_err(|e| self.corrupt(place, e))?;
+        let compressed = raw
+            .get(h.keylen..h.nbytes.min(raw.len()))
+            .ok_or_else(|| self.corrupt(place, "basket key longer than the basket"))?;
+        let data = decompress(compressed, h.objlen).map_err(|e| self.corrupt(place, e))?;
+        let border = h.border().map_err(|e| self.corrupt(place, e))?;
+        if border > data.len() {
+            return Err(self.corrupt(place, "basket fLast past its data"));
+        }
+        let offsets = if h.nev_buf_size > 8 && data.len() > border {
+            // After the entries: a count, then each entry's start (from the key's start).
+            let mut c = Cursor::new(&data[border..]);
+            let parsed = (|| -> Result<Vec<usize>, BufError> {
+                c.skip(4)?;
+                let raw = c.i32s(h.entries)?;
+                let mut o = entry_offsets(&raw, h.keylen)?;
+                o.push(border);
+                Ok(o)
+            })();
+            Some(parsed.map_err(|e| self.corrupt(place, e))?)
+        } else {
+            None
+        };
+        let mut data = data;
+        data.truncate(border);
+        Ok(Basket {
+            data,
+            offsets,
+            entries: h.entries,
+        })
+    }
+}
+
+/// Appends the values and per-entry counts of `basket` to `out`.
+fn decode(basket: &Basket, it: Interpretation, out: &mut BranchData) -> Result<(), BufError> {
+    let size = it.number.size();
+    let data = &basket.data;
+    let mut entry = |bytes: &[u8], out: &mut BranchData| -> Result<(), BufError> {
+        let values = match it.layout {
+            Layout::Vector => {
+                let body = bytes.get(10..).ok_or_else(|| {
+                    BufError::Bad(format!(
+                        "vector entry of {} bytes (header is 10)",
+                        bytes.len()
+                    ))
+                })?;
+                let n = u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
+                if n.checked_mul(size) != Some(body.len()) {
+                    return Err(BufError::Bad(format!(
+                        "vector of {n} values in {} bytes",
+                        body.len()
+                    )));
+                }
+                body
+            }
+            Layout::JaggedBits => &bytes[..bytes.len() - bytes.len() % size],
+            _ => bytes,
+        };
+        if values.len() % size != 0 {
+            return Err(BufError::Bad(format!(
+                "entry of {} bytes is not a whole number of {}",
+                values.len(),
+                it.number.cpp()
+            )));
+        }
+        if let Layout::Fixed(len) = it.layout
+            && values.len() != len * size
+        {
+            return Err(BufError::Bad(format!(
+                "entry of {} bytes, expected {len} × {}",
+                values.len(),
+                it.number.cpp()
+            )));
+        }
+        out.bytes.extend_from_slice(values);
+        out.counts.push((values.len() / size) as u32);
+        Ok(())
+    };
+    match (&basket.offsets, it.layout) {
+        (Some(o), _) => {
+            if o.len() != basket.entries + 1 {
+                return Err(BufError::Bad(
+                    "entry offsets do not match the entries".into(),
+                ));
+            }
+            for w in o.windows(2) {
+                let b = data.get(w[0]..w[1]).ok_or_else(|| {
+                    BufError::Bad(format!(
+                        "entry offsets {}..{} outside the basket",
+                        w[0], w[1]
+                    ))
+                })?;
+                entry(b, out)?;
+            }
+        }
+        (None, Layout::Fixed(len)) => {
+            let per = len * size;
+            if data.len() != per * basket.entries {
+                return Err(BufError::Bad(format!(
+                    "{} bytes for {} entries of {per} bytes",
+                    data.len(),
+                    basket.entries
+                )));
+            }
+            for b in data.chunks_exact(per) {
+                entry(b, out)?;
+            }
+        }
+        (None, Layout::Vector) => {
+            // No offsets (kGenerateOffsetMap): each entry's byte count gives its length.
+            let mut c = Cursor::new(data);
+            for _ in 0..basket.entries {
+                let start = c.pos();
+                let v = c.versioned()?;
+                let end = v
+                    .end
+                    .ok_or_else(|| BufError::Bad("vector entry without a byte count".into()))?;
+                entry(&data[start..end], out)?;
+                c.seek(end)?;
+            }
+        }
+        (None, Layout::Jagged | Layout::JaggedBits) => {
+            return Err(BufError::Bad(
+                "unsupported: a variable-length branch whose basket has no entry offsets".into(),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,658 @@
+//! TTree metadata: the tree's entries and its branches (with their leaves and baskets), read
+//! from the TTree object as ROOT 5 to 6.40 and uproot write it.
+//!
+//! The classes a reader needs (`TTree`, `TBranch`, `TBranchElement`, `TBranchObject`,
+//! `TLeaf*`, `TObjArray`, `TBasket`) are read member by member for the versions ROOT has
+//! written; members past the ones needed are skipped by the object's byte count, so a newer
+//! version that appends members still reads. Any other class inside is skipped by its byte
+//! count.
+
+use std::collections::HashMap;
+
+use crate::cursor::{Cursor, Versioned};
+use crate::error::{BufError, RootError};
+use crate::file::{Key, ObjectBytes, RootFile};
+
+/// `kClassMask`: a tag naming a class (new or already seen).
+const CLASS_MASK: u32 = 0x8000_0000;
+/// `kNewClassTag`: a class name follows.
+const NEW_CLASS: u32 = 0xFFFF_FFFF;
+/// `kByteCountMask`.
+const BYTE_COUNT: u32 = 0x4000_0000;
+/// `kMapOffset`: tags count from 2.
+const MAP_OFFSET: u64 = 2;
+/// `TObject::kIsReferenced`: a process id follows the bits.
+const IS_REFERENCED: u32 = 1 << 4;
+/// Objects nested deeper than this are refused (a loop in a corrupted file).
+const MAX_DEPTH: usize = 200;
+
+/// One leaf of a branch: the C++ type of its values and how many per entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafInfo {
+    /// `TLeafF`, `TLeafI`, `TLeafElement`, ….
+    pub class: String,
+    /// Its name.
+    pub name: String,
+    /// Its title (`Jet_pt[nJet]/F`, `pt`).
+    pub title: String,
+    /// Values per entry for a fixed-size leaf (1 for scalars).
+    pub len: i32,
+    /// Bytes per value (`fLenType`).
+    pub len_type: i32,
+    /// True for unsigned integers.
+    pub unsigned: bool,
+    /// The leaf giving the number of values per entry, for leaf-count arrays.
+    pub count_leaf: Option<String>,
+    /// `TLeafElement`'s `fType` (the streamer type of the member), or -1.
+    pub element_type: i32,
+}
+
+/// What a `TBranchElement` adds: the class and member it stores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElementInfo {
+    /// The class whose member (or which collection) the branch holds.
+    pub class_name: String,
+    /// The clones' class for a `TClonesArray` branch.
+    pub clones_name: String,
+    /// Index of the member in the class's streamer info (-1 for the whole object).
+    pub id: i32,
+    /// `fType`: 0 a member of a top-level object, 3/4 a `TClonesArray`/STL collection's count
+    /// branch, 31/41 a member of the objects of such a collection, -1 a top-level object.
+    pub kind: i32,
+    /// The member's streamer type (`TVirtualStreamerInfo::EReadWrite` codes).
+    pub streamer_type: i32,
+    /// The branch holding this branch's collection count.
+    pub count_branch: Option<String>,
+}
+
+/// A basket kept inside the tree's header instead of in a key of its own (small, recent
+/// baskets of ROOT's and NanoAOD's files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddedBasket {
+    /// Its entries' bytes.
+    pub data: Vec<u8>,
+    /// Where each entry starts in `data`, and the end, when the basket has entry offsets.
+    pub offsets: Option<Vec<usize>>,
+    /// Entries in it.
+    pub entries: usize,
+}
+
+/// One branch: its leaves, its baskets and its sub-branches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BranchInfo {
+    /// `TBranch`, `TBranchElement`, `TBranchObject`, ….
+    pub class: String,
+    /// Full name (`Jet_pt`, `Jet.PT`).
+    pub name: String,
+    /// Title (`Jet_pt[nJet]/F`).
+    pub title: String,
+    /// Entries in the branch.
+    pub entries: i64,
+    /// Initial length of the baskets' entry-offset table (0: none, fixed-size entries).
+    pub entry_offset_len: i32,
+    /// Leaves.
+    pub leaves: Vec<LeafInfo>,
+    /// Bytes of each basket on file (`fWriteBasket` of them are written).
+    pub basket_bytes: Vec<i32>,
+    /// First entry of each basket.
+    pub basket_entry: Vec<i64>,
+    /// Offset of each basket's key in the file.
+    pub basket_seek: Vec<i64>,
+    /// Baskets written.
+    pub write_basket: usize,
+    /// Baskets inside the tree header, after the written ones.
+    pub embedded: Vec<EmbeddedBasket>,
+    /// For `TBranchElement`s.
+    pub element: Option<ElementInfo>,
+    /// Sub-branches.
+    pub branches: Vec<BranchInfo>,
+}
+
+impl BranchInfo {
+    /// This branch and every sub-branch, depth first.
+    pub fn walk(&self) -> Vec<&BranchInfo> {
+        let mut out = vec![self];
+        for b in &self.branches {
+            out.extend(b.walk());
+        }
+        out
+    }
+}
+
+/// A tree's entries and branches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TreeInfo {
+    /// Its path in the file.
+    pub path: String,
+    /// `TTree` class version.
+    pub version: i16,
+    /// Entries.
+    pub entries: i64,
+    /// Top-level branches.
+    pub branches: Vec<BranchInfo>,
+}
+
+impl TreeInfo {
+    /// Every branch, depth first.
+    pub fn all_branches(&self) -> Vec<&BranchInfo> {
+        self.branches.iter().flat_map(BranchInfo::walk).collect()
+    }
+
+    /// The branch called `name`, anywhere in the tree.
+    pub fn branch(&self, name: &str) -> Option<&BranchInfo> {
+        self.all_branches().into_iter().find(|b| b.name == name)
+    }
+}
+
+impl RootFile {
+    /// The metadata of the tree at `path`.
+    pub fn tree(&self, path: &str) -> Result<TreeInfo, RootError> {
+        let key: &Key = self.key(path)?;
+        if key.class != "TTree" {
+            return Err(RootError::NotFound {
+                path: self.path().to_owned(),
+                what: "tree",
+                name: path.to_owned(),
+                hint: format!(" ('{path}' is a {})", key.class),
+            });
+        }
+        let ObjectBytes { bytes, keylen } = self.read_object(key)?;
+        let mut r = Reader {
+            c: Cursor::new(&bytes),
+            keylen: keylen as u64,
+            refs: HashMap::new(),
+            depth: 0,
+        };
+        let place = format!("tree '{path}'");
+        let (version, entries, branches) = r.ttree().map_err(|e| self.corrupt(&place, e))?;
+        Ok(TreeInfo {
+            path: path.to_owned(),
+            version,
+            entries,
+            branches,
+        })
+    }
+}
+
+/// What an object tag refers to.
+#[derive(Debug, Clone)]
+enum Ref {
+    Class(String),
+    /// An object read before: its class and name (leaves and branches are referred to by name).
+    Object(Option<String>),
+}
+
+/// One object read by [`Reader::object_any`].
+enum Any {
+    Null,
+    Branch(Box<BranchInfo>),
+    Leaf(LeafInfo),
+    Basket(EmbeddedBasket),
+    /// A reference to an object read before (its name, when it has one), or a skipped object.
+    Named(Option<String>),
+}
+
+struct Reader<'a> {
+    c: Cursor<'a>,
+    /// Object references count positions from the start of the key.
+    keylen: u64,
+    refs: HashMap<u64, Ref>,
+    depth: usize,
+}
+
+impl Reader<'_> {
+    fn here(&self) -> u64 {
+        self.c.pos() as u64 + self.keylen
+    }
+
+    /// `TObject`: version, unique id, bits (and a process id when referenced).
+    fn tobject(&mut self) -> Result<(), BufError> {
+        let v = self.c.versioned()?;
+        self.c.skip(4)?;
+        let bits = self.c.u32()?;
+        if bits & IS_REFERENCED != 0 {
+            self.c.skip(2)?;
+        }
+        self.c.finish(v)
+    }
+
+    /// `TNamed`: name and title.
+    fn tnamed(&mut self) -> Result<(String, String), BufError> {
+        let v = self.c.versioned()?;
+        self.tobject()?;
+        let name = self.c.tstring()?;
+        let title = self.c.tstring()?;
+        self.c.finish(v)?;
+        Ok((name, title))
+    }
+
+    /// An object whose members are not needed, skipped by its byte count.
+    fn skip_versioned(&mut self, what: &str) -> Result<(), BufError> {
+        let v = self.c.versioned()?;
+        if v.end.is_none() {
+            return Err(BufError::Bad(format!(
+                "{what} written without a byte count"
+            )));
+        }
+        self.c.finish(v)
+    }
+
+    fn ttree(&mut self) -> Result<(i16, i64, Vec<BranchInfo>), BufError> {
+        let v = self.c.versioned()?;
+        if v.version < 16 {
+            return Err(BufError::Bad(format!(
+                "unsupported: TTree class version {} (ROOT before 5.20)",
+                v.version
+            )));
+        }
+        self.tnamed()?;
+        for base in ["TAttLine", "TAttFill", "TAttMarker"] {
+            self.skip_versioned(base)?;
+        }
+        let entries = self.c.i64()?;
+        // The members between fEntries and fBranches, by class version (ROOT's TTree.h).
+        match v.version {
+            16 => self.c.skip(3 * 8 + 8 + 3 * 4 + 5 * 8)?,
+            17 => self.c.skip(3 * 8 + 8 + 4 * 4 + 5 * 8)?,
+            18 => self.c.skip(4 * 8 + 8 + 4 * 4 + 6 * 8)?,
+            _ => {
+                // 19 and later: fNClusterRange and the two cluster arrays; 20 and later: the
+                // IO features object.
+                self.c.skip(4 * 8 + 8 + 4 * 4)?;
+                let n = self.c.len32("fNClusterRange")?;
+                self.c.skip(6 * 8)?;
+                for _ in 0..2 {
+                    self.c.skip(1)?;
+                    self.c.skip(
+                        n.checked_mul(8)
+                            .ok_or(BufError::Bad("cluster ranges".into()))?,
+                    )?;
+                }
+                if v.version >= 20 {
+                    self.skip_versioned("TIOFeatures")?;
+                }
+            }
+        }
+        let branches = self.branch_array()?;
+        // fLeaves, fAliases, indices, friends, user info, branch ref: not needed.
+        self.c.finish(v)?;
+        Ok((v.version, entries, branches))
+    }
+
+    /// A `TObjArray` header: its objects follow; returns how many.
+    fn objarray_header(&mut self) -> Result<(Versioned, usize), BufError> {
+        let v = self.c.versioned()?;
+        if v.version > 2 {
+            self.tobject()?;
+        }
+        if v.version > 1 {
+            self.c.tstring()?;
+        }
+        let n = self.c.len32("TObjArray size")?;
+        self.c.skip(4)?; // fLowerBound
+        Ok((v, n))
+    }
+
+    fn branch_array(&mut self) -> Result<Vec<BranchInfo>, BufError> {
+        let (v, n) = self.objarray_header()?;
+        let mut out = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            if let Any::Branch(b) = self.object_any()? {
+                out.push(*b);
+            }
+        }
+        self.c.finish(v)?;
+        Ok(out)
+    }
+
+    fn leaf_array(&mut self) -> Result<Vec<LeafInfo>, BufError> {
+        let (v, n) = self.objarray_header()?;
+        let mut out = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            if let Any::Leaf(l) = self.object_any()? {
+                out.push(l);
+            }
+        }
+        self.c.finish(v)?;
+        Ok(out)
+    }
+
+    fn basket_array(&mut self) -> Result<Vec<EmbeddedBasket>, BufError> {
+        let (v, n) = self.objarray_header()?;
+        let mut out = Vec::new();
+        for _ in 0..n {
+            if let Any::Basket(b) = self.object_any()? {
+                out.push(b);
+            }
+        }
+        self.c.finish(v)?;
+        Ok(out)
+    }
+
+    /// A pointer member: null, a reference to an object read before, or a new object with its
+    /// class (a tag naming a new class or one seen before).
+    fn object_any(&mut self) -> Result<Any, BufError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(BufError::Bad("objects nest too deep".into()));
+        }
+        let result = self.object_any_inner();
+        self.depth -= 1;
+        result
+    }
+
+    fn object_any_inner(&mut self) -> Result<Any, BufError> {
+        let beg = self.here();
+        let first = self.c.u32()?;
+        let (counted, end, tag) = if first & BYTE_COUNT == 0 || first == NEW_CLASS {
+            (false, None, first)
+        } else {
+            let count = u64::from(first & !BYTE_COUNT);
+            let end = (beg - self.keylen + 4 + count) as usize;
+            (true, Some(end), self.c.u32()?)
+        };
+        let start = self.here() - 4;
+        let class = if tag & CLASS_MASK == 0 {
+            // A reference to an object read before (0: null).
+            if let Some(end) = end {
+                self.c.seek(end)?;
+            }
+            return Ok(match tag {
+                0 => Any::Null,
+                t => match self.refs.get(&u64::from(t)) {
+                    Some(Ref::Object(name)) => Any::Named(name.clone()),
+                    _ => Any::Named(None),
+                },
+            });
+        } else if tag == NEW_CLASS {
+            let name = self.c.cstring()?;
+            let at = if counted {
+                start + MAP_OFFSET
+            } else {
+                self.refs.len() as u64 + 1
+            };
+            self.refs.insert(at, Ref::Class(name.clone()));
+            name
+        } else {
+            let at = u64::from(tag & !CLASS_MASK);
+            match self.refs.get(&at) {
+                Some(Ref::Class(name)) => name.clone(),
+                _ => {
+                    return Err(BufError::Bad(format!(
+                        "object refers to an unknown class (tag {at})"
+                    )));
+                }
+            }
+        };
+        let obj = self.body(&class, end)?;
+        let name = match &obj {
+            Any::Branch(b) => Some(b.name.clone()),
+            Any::Leaf(l) => Some(l.name.clone()),
+            Any::Named(n) => n.clone(),
+            _ => None,
+        };
+        let at = if counted {
+            beg + MAP_OFFSET
+        } else {
+            self.refs.len() as u64 + 1
+        };
+        self.refs.insert(at, Ref::Object(name));
+        if let Some(end) = end {
+            self.c.seek(end)?;
+        }
+        Ok(obj)
+    }
+
+    /// The members of an object of `class`; others are skipped to `end`.
+    fn body(&mut self, class: &str, end: Option<usize>) -> Result<Any, BufError> {
+        Ok(match class {
+            "TBranch" | "TBranchElement" | "TBranchObject" | "TBranchSTL" => {
+                Any::Branch(Box::new(self.branch(class)?))
+            }
+            c if c.starts_with("TLeaf") => Any::Leaf(self.leaf(class)?),
+            "TBasket" => Any::Basket(self.embedded_basket()?),
+            other => match end {
+                Some(end) => {
+                    self.c.seek(end)?;
+                    Any::Named(None)
+                }
+                None => {
+                    return Err(BufError::Bad(format!(
+                        "unsupported: an object of class '{other}' without a byte count"
+                    )));
+                }
+            },
+        })
+    }
+
+    fn branch(&mut self, class: &str) -> Result<BranchInfo, BufError> {
+        let outer = self.c.versioned()?;
+        let mut b = if class == "TBranch" {
+            self.tbranch_members(outer)?
+        } else {
+            let inner = self.c.versioned()?;
+            let mut b = self.tbranch_members(inner)?;
+            self.c.finish(inner)?;
+            if class == "TBranchElement" {
+                b.element = Some(self.element_members(outer.version)?);
+            }
+            b
+        };
+        b.class = class.to_owned();
+        self.c.finish(outer)?;
+        Ok(b)
+    }
+
+    /// `TBranch`'s members (its own byte count and version in `v`).
+    fn tbranch_members(&mut self, v: Versioned) -> Result<BranchInfo, BufError> {
+        if v.version < 10 {
+            return Err(BufError::Bad(format!(
+                "unsupported: TBranch class version {} (ROOT before 5.20)",
+                v.version
+            )));
+        }
+        let (name, title) = self.tnamed()?;
+        self.skip_versioned("TAttFill")?;
+        self.c.skip(4 + 4)?; // fCompress, fBasketSize
+        let entry_offset_len = self.c.i32()?;
+        let write_basket = self.c.len32("fWriteBasket")?;
+        self.c.skip(8)?; // fEntryNumber
+        if v.version >= 13 {
+            self.skip_versioned("TIOFeatures")?;
+        }
+        self.c.skip(4)?; // fOffset
+        let max_baskets = self.c.len32("fMaxBaskets")?;
+        self.c.skip(4)?; // fSplitLevel
+        let entries = self.c.i64()?;
+        if v.version >= 11 {
+            self.c.skip(8)?; // fFirstEntry
+        }
+        self.c.skip(8 + 8)?; // fTotBytes, fZipBytes
+        let branches = self.branch_array()?;
+        let leaves = self.leaf_array()?;
+        let embedded = self.basket_array()?;
+        if write_basket > max_baskets {
+            return Err(BufError::Bad(format!(
+                "branch '{name}': {write_basket} baskets written but room for {max_baskets}"
+            )));
+        }
+        self.c.skip(1)?;
+        let basket_bytes = self.c.i32s(max_baskets)?;
+        self.c.skip(1)?;
+        let basket_entry = self.c.i64s(max_baskets)?;
+        self.c.skip(1)?; // 1, or 2 in files with seeks past 2 GB: the array is 64-bit either way
+        let basket_seek = self.c.i64s(max_baskets)?;
+        self.c.finish(v)?;
+        Ok(BranchInfo {
+            class: String::new(),
+            name,
+            title,
+            entries,
+            entry_offset_len,
+            leaves,
+            basket_bytes,
+            basket_entry,
+            basket_seek,
+            write_basket,
+            embedded,
+            element: None,
+            branches,
+        })
+    }
+
+    /// `TBranchElement`'s own members, after its `TBranch` base.
+    fn element_members(&mut self, version: i16) -> Result<ElementInfo, BufError> {
+        let class_name = self.c.tstring()?;
+        self.c.tstring()?; // fParentName
+        let clones_name = self.c.tstring()?;
+        self.c.skip(4)?; // fCheckSum
+        if version >= 10 {
+            self.c.skip(2)?; // fClassVersion (short)
+        } else {
+            self.c.skip(4)?;
+        }
+        let id = self.c.i32()?;
+        let kind = self.c.i32()?;
+        let streamer_type = self.c.i32()?;
+        self.c.skip(4)?; // fMaximum
+        let count_branch = match self.object_any()? {
+            Any::Branch(b) => Some(b.name.clone()),
+            Any::Named(n) => n,
+            _ => None,
+        };
+        self.object_any()?; // fBranchCount2
+        Ok(ElementInfo {
+            class_name,
+            clones_name,
+            id,
+            kind,
+            streamer_type,
+            count_branch,
+        })
+    }
+
+    fn leaf(&mut self, class: &str) -> Result<LeafInfo, BufError> {
+        let outer = self.c.versioned()?;
+        let inner = self.c.versioned()?; // TLeaf
+        let (name, title) = self.tnamed()?;
+        let len = self.c.i32()?;
+        let len_type = self.c.i32()?;
+        self.c.skip(4 + 1)?; // fOffset, fIsRange
+        let unsigned = self.c.u8()? != 0;
+        let count_leaf = match self.object_any()? {
+            Any::Leaf(l) => Some(l.name),
+            Any::Named(n) => n,
+            _ => None,
+        };
+        self.c.finish(inner)?;
+        let element_type = if class == "TLeafElement" {
+            self.c.skip(4)?; // fID
+            self.c.i32()?
+        } else {
+            -1
+        };
+        self.c.finish(outer)?;
+        Ok(LeafInfo {
+            class: class.to_owned(),
+            name,
+            title,
+            len,
+            len_type,
+            unsigned,
+            count_leaf,
+            element_type,
+        })
+    }
+
+    /// A `TBasket` written inside the tree header: its key, its header, the entry offsets and
+    /// the data.
+    fn embedded_basket(&mut self) -> Result<EmbeddedBasket, BufError> {
+        let h = basket_header(&mut self.c)?;
+        let entries = h.entries;
+        let border = h.border()?;
+        let offsets = if h.nev_buf_size > 8 {
+            // The offsets come first: a count, then one per entry (from the key's start); the
+            // data's end closes the list.
+            self.c.skip(4)?;
+            let raw = self.c.i32s(entries)?;
+            let mut o = entry_offsets(&raw, h.keylen)?;
+            o.push(border);
+            Some(o)
+        } else {
+            None
+        };
+        self.c.skip(h.keylen)?; // a second copy of the key
+        let data = self.c.take(border)?.to_vec();
+        Ok(EmbeddedBasket {
+            data,
+            offsets,
+            entries,
+        })
+    }
+}
+
+/// Entry offsets as written (counted from the key's start) made relative to the data.
+pub(crate) fn entry_offsets(raw: &[i32], keylen: usize) -> Result<Vec<usize>, BufError> {
+    raw.iter()
+        .map(|&x| {
+            usize::try_from(i64::from(x) - keylen as i64)
+                .map_err(|_| BufError::Bad(format!("entry offset {x} inside the basket's key")))
+        })
+        .collect()
+}
+
+/// The key and `TBasket` header of a basket.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BasketHeader {
+    /// Bytes of key and compressed data.
+    pub nbytes: usize,
+    /// Bytes of the data uncompressed (entries and offsets).
+    pub objlen: usize,
+    /// Bytes of the key header.
+    pub keylen: usize,
+    /// `fNevBufSize`: above 8 when entries have offsets.
+    pub nev_buf_size: i32,
+    /// Entries in the basket.
+    pub entries: usize,
+    /// `fLast`: the end of the entries' bytes, counted from the key's start.
+    pub last: usize,
+}
+
+impl BasketHeader {
+    /// Where the entries' bytes end in the uncompressed data.
+    pub(crate) fn border(&self) -> Result<usize, BufError> {
+        self.last
+            .checked_sub(self.keylen)
+            .ok_or_else(|| BufError::Bad(format!("basket fLast {} before its key ends", self.last)))
+    }
+}
+
+/// Reads a basket's key and `TBasket` header; the cursor ends after the key.
+///
+/// The `TBasket` members are the key header's last 19 bytes, found from the key's length (as
+/// uproot does), so key layouts with more fields before them read too.
+pub(crate) fn basket_header(c: &mut Cursor<'_>) -> Result<BasketHeader, BufError> {
+    let start = c.pos();
+    let nbytes = c.len32("basket fNbytes")?;
+    c.skip(2)?; // the key's version
+    let objlen = c.len32("basket fObjlen")?;
+    c.skip(4)?; // fDatime
+    let keylen = usize::try_from(c.i16()?).map_err(|_| BufError::Bad("fKeylen < 0".into()))?;
+    if keylen < 19 + 18 {
+        return Err(BufError::Bad(format!("basket key of {keylen} bytes")));
+    }
+    c.seek(start + keylen - 19)?;
+    c.skip(2 + 4)?; // fVersion, fBufferSize
+    let nev_buf_size = c.i32()?;
+    let entries = c.len32("basket fNevBuf")?;
+    let last = c.len32("basket fLast")?;
+    c.skip(1)?; // flag
+    Ok(BasketHeader {
+        nbytes,
+        objlen,
+        keylen,
+        nev_buf_size,
+        entries,
+        last,
+    })
+}

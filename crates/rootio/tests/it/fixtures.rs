@@ -1,0 +1,91 @@
+//! The uproot fixtures: one archive per test file, with the tree name, entries and per branch
+//! the values and per-entry counts uproot reads.
+
+use std::path::PathBuf;
+
+use ndarray::Array1;
+use ndarray_npy::{ReadNpyExt, ReadableElement};
+
+/// One test file and what uproot reads from it.
+pub struct Fixture {
+    /// `real/uproot-HZZ.root`.
+    pub rel: String,
+    /// The ROOT file.
+    pub file: PathBuf,
+    /// The first tree's name.
+    pub tree: String,
+    /// Its entries.
+    pub entries: i64,
+    /// `(branch, ROOT type name)` of every branch uproot reads as numbers.
+    pub branches: Vec<(String, String)>,
+    archive: zip::ZipArchive<std::fs::File>,
+}
+
+/// Array `name` of a (deflate-compressed) NPZ archive, if it has that element type.
+fn array<T: ReadableElement>(
+    archive: &mut zip::ZipArchive<std::fs::File>,
+    name: &str,
+) -> Option<Array1<T>> {
+    let entry = archive.by_name(&format!("{name}.npy")).ok()?;
+    Array1::<T>::read_npy(entry).ok()
+}
+
+impl Fixture {
+    /// `branch`'s values (as f64, integers exactly where they fit) and per-entry counts.
+    pub fn values(&mut self, branch: &str) -> (Vec<f64>, Vec<i64>) {
+        let counts: Array1<i64> = array(&mut self.archive, &format!("{branch}:counts"))
+            .unwrap_or_else(|| panic!("{}: {branch}:counts", self.rel));
+        let name = format!("{branch}:values");
+        macro_rules! any {
+            ($($t:ty),*) => {{
+                $(if let Some(v) = array::<$t>(&mut self.archive, &name) {
+                    return (v.iter().map(|&x| x as f64).collect(), counts.to_vec());
+                })*
+                panic!("{}: {name}: no numeric array", self.rel)
+            }};
+        }
+        any!(f32, f64, i8, u8, i16, u16, i32, u32, i64, u64)
+    }
+}
+
+/// Every fixture archive with its ROOT file, in name order.
+pub fn all() -> Vec<Fixture> {
+    let dir = gnn4c_testkit::shared("fixtures/rootio");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("fixtures folder")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "npz"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|npz| {
+            let stem = npz
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .expect("utf-8 name");
+            let (dir, file) = stem.split_once("__").expect("<dir>__<file>.npz");
+            let rel = format!("{dir}/{file}.root");
+            let mut archive =
+                zip::ZipArchive::new(std::fs::File::open(&npz).expect("archive")).expect("npz");
+            let meta: Array1<u8> = array(&mut archive, "_meta").expect("_meta");
+            let meta: serde_json::Value =
+                serde_json::from_slice(meta.as_slice().expect("contiguous")).expect("json");
+            let branches = meta["branches"]
+                .as_object()
+                .expect("branches")
+                .iter()
+                .map(|(k, v)| (k.clone(), v["typename"].as_str().unwrap_or("").to_owned()))
+                .collect();
+            Fixture {
+                file: gnn4c_testkit::shared(&format!("data/{rel}")),
+                rel,
+                tree: meta["tree"].as_str().expect("tree").to_owned(),
+                entries: meta["entries"].as_i64().expect("entries"),
+                branches,
+                archive,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,6 @@
+//! The reader against uproot on every ROOT file in `../shared/data` (fixtures in
+//! `../shared/fixtures/rootio`), and against damaged copies of them.
+
+mod fixtures;
+mod metadata;
+mod values;

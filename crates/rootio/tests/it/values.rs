@@ -1,0 +1,58 @@
+//! Every branch of every test file that uproot reads as numbers, read here: bitwise the same
+//! values and the same count per entry.
+
+use gnn4c_rootio::RootFile;
+
+use crate::fixtures;
+
+#[test]
+fn every_branch_matches_uproot_bitwise() {
+    let mut failures = Vec::new();
+    let mut checked = 0usize;
+    for mut fx in fixtures::all() {
+        let Ok(file) = RootFile::open(&fx.file) else {
+            failures.push(format!("{}: does not open", fx.rel));
+            continue;
+        };
+        let Ok(tree) = file.tree(&fx.tree) else {
+            failures.push(format!("{}: no tree", fx.rel));
+            continue;
+        };
+        for (name, type_name) in fx.branches.clone() {
+            let Some(branch) = tree.branch(&name) else {
+                failures.push(format!("{}: {name}: missing", fx.rel));
+                continue;
+            };
+            let data = match file.read_branch(branch) {
+                Ok(d) => d,
+                Err(e) => {
+                    failures.push(format!("{}: {name} ({type_name}): {e}", fx.rel));
+                    continue;
+                }
+            };
+            let (want, want_counts) = fx.values(&name);
+            let counts: Vec<i64> = data.counts.iter().map(|&c| i64::from(c)).collect();
+            if counts != want_counts {
+                failures.push(format!("{}: {name}: counts differ", fx.rel));
+                continue;
+            }
+            let got: Vec<f64> = (0..data.len()).map(|i| data.f64_at(i)).collect();
+            let same = got.len() == want.len()
+                && got
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            if !same {
+                failures.push(format!("{}: {name}: values differ", fx.rel));
+                continue;
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{checked} branches match; {} do not:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
