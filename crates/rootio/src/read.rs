@@ -5,7 +5,7 @@ use crate::compress::decompress;
 use crate::cursor::Cursor;
 use crate::error::{BufError, RootError};
 use crate::file::RootFile;
-use crate::tree::{BranchInfo, basket_header, entry_offsets};
+use crate::tree::{BranchInfo, TreeInfo, basket_header, entry_offsets};
 
 /// The number type of a branch's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,31 +258,63 @@ struct Basket {
 }
 
 impl RootFile {
-    /// Every value of `branch`.
-    pub fn read_branch(&self, branch: &BranchInfo) -> Result<BranchData, RootError> {
-        let interpretation = interpret(branch).map_err(|what| RootError::Unsupported {
+    /// Every value of `branch` of `tree`.
+    pub fn read_branch(
+        &self,
+        tree: &TreeInfo,
+        branch: &BranchInfo,
+    ) -> Result<BranchData, RootError> {
+        let unsupported = |what: String| RootError::Unsupported {
             path: self.path().to_owned(),
             place: format!("branch '{}'", branch.name),
             what,
-        })?;
+        };
+        let interpretation = interpret(branch).map_err(unsupported)?;
+        // Values per entry from another branch, where the baskets cannot say: the counter of a
+        // leaf-count array whose baskets have no entry offsets, the collection count of `fBits`.
+        let counter = match (&branch.element, interpretation.layout) {
+            // A split collection's member: the collection's count branch (`Jet` of `Jet.PT`).
+            (Some(el), Layout::JaggedBits) => el
+                .count_branch
+                .clone()
+                .or_else(|| branch.name.split_once('.').map(|(c, _)| c.to_owned())),
+            (_, Layout::Jagged) => branch.leaves.first().and_then(|l| l.count_leaf.clone()),
+            _ => None,
+        };
+        let mut counts: Option<Vec<u32>> = None;
         let mut out = BranchData {
             interpretation,
             bytes: Vec::new(),
             counts: Vec::with_capacity(usize::try_from(branch.entries).unwrap_or(0)),
         };
-        for i in 0..branch.write_basket {
+        let written = (0..branch.write_basket).map(|i| {
             let place = format!("basket {i} of branch '{}'", branch.name);
-            let basket = self.basket(branch, i, &place)?;
-            decode(&basket, interpretation, &mut out).map_err(|e| self.corrupt(&place, e))?;
-        }
-        for (i, b) in branch.embedded.iter().enumerate() {
+            self.basket(branch, i, &place).map(|b| (place, b))
+        });
+        let embedded = branch.embedded.iter().enumerate().map(|(i, b)| {
             let place = format!("embedded basket {i} of branch '{}'", branch.name);
-            let basket = Basket {
-                data: b.data.clone(),
-                offsets: b.offsets.clone(),
-                entries: b.entries,
-            };
-            decode(&basket, interpretation, &mut out).map_err(|e| self.corrupt(&place, e))?;
+            Ok((
+                place,
+                Basket {
+                    data: b.data.clone(),
+                    offsets: b.offsets.clone(),
+                    entries: b.entries,
+                },
+            ))
+        });
+        for basket in written.chain(embedded) {
+            let (place, basket) = basket?;
+            // The counter is read only when a basket cannot say where its entries start.
+            let needs_counts = interpretation.layout == Layout::JaggedBits
+                || (basket.offsets.is_none() && interpretation.layout == Layout::Jagged);
+            if needs_counts && counts.is_none() {
+                let name = counter.as_deref().ok_or_else(|| {
+                    self.corrupt(&place, "entries of unknown length (no offsets, no counter)")
+                })?;
+                counts = Some(self.counts_of(tree, name, branch)?);
+            }
+            decode(&basket, interpretation, counts.as_deref(), &mut out)
+                .map_err(|e| self.corrupt(&place, e))?;
         }
         if out.counts.len() as i64 != branch.entries {
             return Err(self.corrupt(
@@ -295,6 +327,53 @@ impl RootFile {
             ));
         }
         Ok(out)
+    }
+
+    /// The per-entry values of the counter `name` (a branch, or the branch holding a leaf of
+    /// that name) of `branch`.
+    fn counts_of(
+        &self,
+        tree: &TreeInfo,
+        name: &str,
+        branch: &BranchInfo,
+    ) -> Result<Vec<u32>, RootError> {
+        // A branch of that name, or holding a leaf of that name, or (for a collection's
+        // `Jet_` leaf) the collection's branch `Jet`.
+        let counter = tree
+            .branch(name)
+            .or_else(|| {
+                tree.all_branches()
+                    .into_iter()
+                    .find(|b| b.leaves.iter().any(|l| l.name == name))
+            })
+            .or_else(|| tree.branch(name.trim_end_matches('_')))
+            .filter(|c| c.name != branch.name)
+            .ok_or_else(|| {
+                self.corrupt(
+                    &format!("branch '{}'", branch.name),
+                    format!("its counter '{name}' is not in the tree"),
+                )
+            })?;
+        let data = self.read_branch(tree, counter)?;
+        if data.counts.iter().any(|&c| c != 1) {
+            return Err(self.corrupt(
+                &format!("branch '{}'", branch.name),
+                format!("its counter '{}' is not one number per entry", counter.name),
+            ));
+        }
+        (0..data.len())
+            .map(|i| {
+                let v = data.f64_at(i);
+                if v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0 {
+                    Ok(v as u32)
+                } else {
+                    Err(self.corrupt(
+                        &format!("branch '{}'", counter.name),
+                        format!("entry {i}: count {v}"),
+                    ))
+                }
+            })
+            .collect()
     }
 
     /// Basket `i` of `branch` from its key: header, decompressed data, entry offsets.
@@ -337,12 +416,25 @@ impl RootFile {
     }
 }
 
-/// Appends the values and per-entry counts of `basket` to `out`.
-fn decode(basket: &Basket, it: Interpretation, out: &mut BranchData) -> Result<(), BufError> {
+/// Appends the values and per-entry counts of `basket` to `out`; `counts` are the branch's
+/// values per entry from its counter, where the baskets cannot say.
+fn decode(
+    basket: &Basket,
+    it: Interpretation,
+    counts: Option<&[u32]>,
+    out: &mut BranchData,
+) -> Result<(), BufError> {
     let size = it.number.size();
     let data = &basket.data;
-    let mut entry = |bytes: &[u8], out: &mut BranchData| -> Result<(), BufError> {
-        let values = match it.layout {
+    let first = out.counts.len();
+    let count_at = |k: usize| -> Result<usize, BufError> {
+        counts
+            .and_then(|c| c.get(first + k))
+            .map(|&n| n as usize)
+            .ok_or_else(|| BufError::Bad(format!("no count for entry {}", first + k)))
+    };
+    let mut entry = |k: usize, bytes: &[u8], out: &mut BranchData| -> Result<(), BufError> {
+        let values: std::borrow::Cow<'_, [u8]> = match it.layout {
             Layout::Vector => {
                 let body = bytes.get(10..).ok_or_else(|| {
                     BufError::Bad(format!(
@@ -357,10 +449,10 @@ fn decode(basket: &Basket, it: Interpretation, out: &mut BranchData) -> Result<(
                         body.len()
                     )));
                 }
-                body
+                body.into()
             }
-            Layout::JaggedBits => &bytes[..bytes.len() - bytes.len() % size],
-            _ => bytes,
+            Layout::JaggedBits => bits(bytes, count_at(k)?)?.into(),
+            _ => bytes.into(),
         };
         if values.len() % size != 0 {
             return Err(BufError::Bad(format!(
@@ -378,7 +470,7 @@ fn decode(basket: &Basket, it: Interpretation, out: &mut BranchData) -> Result<(
                 it.number.cpp()
             )));
         }
-        out.bytes.extend_from_slice(values);
+        out.bytes.extend_from_slice(&values);
         out.counts.push((values.len() / size) as u32);
         Ok(())
     };
@@ -389,14 +481,14 @@ fn decode(basket: &Basket, it: Interpretation, out: &mut BranchData) -> Result<(
                     "entry offsets do not match the entries".into(),
                 ));
             }
-            for w in o.windows(2) {
+            for (k, w) in o.windows(2).enumerate() {
                 let b = data.get(w[0]..w[1]).ok_or_else(|| {
                     BufError::Bad(format!(
                         "entry offsets {}..{} outside the basket",
                         w[0], w[1]
                     ))
                 })?;
-                entry(b, out)?;
+                entry(k, b, out)?;
             }
         }
         (None, Layout::Fixed(len)) => {
@@ -408,28 +500,70 @@ fn decode(basket: &Basket, it: Interpretation, out: &mut BranchData) -> Result<(
                     basket.entries
                 )));
             }
-            for b in data.chunks_exact(per) {
-                entry(b, out)?;
+            for (k, b) in data.chunks_exact(per).enumerate() {
+                entry(k, b, out)?;
             }
         }
         (None, Layout::Vector) => {
             // No offsets (kGenerateOffsetMap): each entry's byte count gives its length.
             let mut c = Cursor::new(data);
-            for _ in 0..basket.entries {
+            for k in 0..basket.entries {
                 let start = c.pos();
                 let v = c.versioned()?;
                 let end = v
                     .end
                     .ok_or_else(|| BufError::Bad("vector entry without a byte count".into()))?;
-                entry(&data[start..end], out)?;
+                entry(k, &data[start..end], out)?;
                 c.seek(end)?;
             }
         }
-        (None, Layout::Jagged | Layout::JaggedBits) => {
+        (None, Layout::Jagged) => {
+            // No offsets: the counter branch gives each entry's length.
+            let mut at = 0usize;
+            for k in 0..basket.entries {
+                let len = count_at(k)?
+                    .checked_mul(size)
+                    .ok_or_else(|| BufError::Bad("count too large".into()))?;
+                let b = data.get(at..at + len).ok_or_else(|| {
+                    BufError::Bad(format!("entry {k} runs past the basket's data"))
+                })?;
+                entry(k, b, out)?;
+                at += len;
+            }
+            if at != data.len() {
+                return Err(BufError::Bad(format!(
+                    "the counts cover {at} of the basket's {} bytes",
+                    data.len()
+                )));
+            }
+        }
+        (None, Layout::JaggedBits) => {
             return Err(BufError::Bad(
-                "unsupported: a variable-length branch whose basket has no entry offsets".into(),
+                "unsupported: TObject bits of a collection without entry offsets".into(),
             ));
         }
     }
     Ok(())
+}
+
+/// The `fBits` of `n` objects: each a `u32`, followed by a 2-byte process id when the object
+/// is referenced (`kIsReferenced`); returns the `u32`s.
+fn bits(bytes: &[u8], n: usize) -> Result<Vec<u8>, BufError> {
+    let mut c = Cursor::new(bytes);
+    let mut out = Vec::with_capacity(4 * n);
+    for _ in 0..n {
+        let b = c.u32()?;
+        out.extend_from_slice(&b.to_be_bytes());
+        if b & (1 << 4) != 0 {
+            c.skip(2)?;
+        }
+    }
+    if c.pos() != bytes.len() {
+        return Err(BufError::Bad(format!(
+            "{n} objects' bits in {} bytes, {} left over",
+            bytes.len(),
+            bytes.len() - c.pos()
+        )));
+    }
+    Ok(out)
 }

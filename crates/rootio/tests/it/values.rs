@@ -23,7 +23,7 @@ fn every_branch_matches_uproot_bitwise() {
                 failures.push(format!("{}: {name}: missing", fx.rel));
                 continue;
             };
-            let data = match file.read_branch(branch) {
+            let data = match file.read_branch(&tree, branch) {
                 Ok(d) => d,
                 Err(e) => {
                     failures.push(format!("{}: {name} ({type_name}): {e}", fx.rel));
@@ -32,8 +32,27 @@ fn every_branch_matches_uproot_bitwise() {
             };
             let (want, want_counts) = fx.values(&name);
             let counts: Vec<i64> = data.counts.iter().map(|&c| i64::from(c)).collect();
+            // uproot reads `TObject::fBits` of a split collection as plain `u32`s, but ROOT
+            // writes a 2-byte process id after the bits of a referenced object
+            // (`kIsReferenced`), so for such objects uproot's values are the entry's bytes
+            // misaligned (Delphes' `Track.fBits`: 165 "values" for 110 tracks). Here the
+            // reader must give one value per object: as many as the sibling `fUniqueID`.
+            if let Some(prefix) = name.strip_suffix(".fBits")
+                && counts != want_counts
+            {
+                let (_, objects) = fx.values(&format!("{prefix}.fUniqueID"));
+                if counts != objects {
+                    failures.push(format!("{}: {name}: not one value per object", fx.rel));
+                }
+                continue;
+            }
             if counts != want_counts {
-                failures.push(format!("{}: {name}: counts differ", fx.rel));
+                failures.push(format!(
+                    "{}: {name}: counts differ: {:?} vs uproot {:?}",
+                    fx.rel,
+                    &counts[..counts.len().min(5)],
+                    &want_counts[..want_counts.len().min(5)]
+                ));
                 continue;
             }
             let got: Vec<f64> = (0..data.len()).map(|i| data.f64_at(i)).collect();
