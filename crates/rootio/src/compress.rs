@@ -19,7 +19,8 @@ pub(crate) fn decompress(data: &[u8], expected: usize) -> Result<Vec<u8>, BufErr
     if data.len() == expected {
         return Ok(data.to_vec());
     }
-    let mut out = Vec::with_capacity(expected);
+    // Sized from the header (a damaged one may claim gigabytes): grown as blocks arrive.
+    let mut out = Vec::with_capacity(expected.min(1 << 26));
     let mut at = 0usize;
     while out.len() < expected {
         let Some(h) = data.get(at..at + HEADER) else {

@@ -285,7 +285,7 @@ impl RootFile {
         let mut out = BranchData {
             interpretation,
             bytes: Vec::new(),
-            counts: Vec::with_capacity(usize::try_from(branch.entries).unwrap_or(0)),
+            counts: Vec::with_capacity(usize::try_from(branch.entries).unwrap_or(0).min(1 << 20)),
         };
         let written = (0..branch.write_basket).map(|i| {
             let place = format!("basket {i} of branch '{}'", branch.name);

@@ -4,3 +4,4 @@
 mod fixtures;
 mod metadata;
 mod values;
+mod damaged;
