@@ -181,7 +181,7 @@ mod tests {
     #[test]
     fn reads_fail_at_the_end_instead_of_panicking() {
         let mut c = Cursor::new(&[0, 1, 2]);
-        assert_eq!(c.u16(), Ok(1));
+        assert_eq!(c.i16(), Ok(1));
         assert!(matches!(
             c.i32(),
             Err(BufError::Short {

@@ -15,5 +15,5 @@ mod tree;
 
 pub use error::RootError;
 pub use file::{Key, RootFile};
-pub use read::{BranchData, Interpretation, Layout, Number, interpret};
+pub use read::{BranchCursor, BranchData, Interpretation, Layout, Number, interpret};
 pub use tree::{BranchInfo, ElementInfo, EmbeddedBasket, LeafInfo, TreeInfo};

@@ -250,6 +250,112 @@ impl BranchData {
     }
 }
 
+/// Reads a branch forward, a basket at a time: memory holds the entries taken and the rest of
+/// the last basket decoded.
+pub struct BranchCursor<'f> {
+    file: &'f RootFile,
+    tree: &'f TreeInfo,
+    branch: &'f BranchInfo,
+    interpretation: Interpretation,
+    /// Written baskets first, then the embedded ones.
+    next_basket: usize,
+    /// Values per entry from the counter branch, read when a basket needs them.
+    counts: Option<Vec<u32>>,
+    /// Decoded entries not yet taken, from entry `buffer_entry` on.
+    buffer: BranchData,
+    buffer_entry: u64,
+}
+
+impl BranchCursor<'_> {
+    /// The next `n` entries' values (fewer at the branch's end).
+    pub fn take(&mut self, n: usize) -> Result<BranchData, RootError> {
+        while self.buffer.counts.len() < n && self.decode_next()? {}
+        let n = n.min(self.buffer.counts.len());
+        let size = self.interpretation.number.size();
+        let values: usize = self.buffer.counts[..n].iter().map(|&c| c as usize).sum();
+        let rest_bytes = self.buffer.bytes.split_off(values * size);
+        let rest_counts = self.buffer.counts.split_off(n);
+        let taken = std::mem::replace(
+            &mut self.buffer,
+            BranchData {
+                interpretation: self.interpretation,
+                bytes: rest_bytes,
+                counts: rest_counts,
+            },
+        );
+        self.buffer_entry += n as u64;
+        Ok(taken)
+    }
+
+    /// Drops entries up to `entry`.
+    fn skip_to(&mut self, entry: u64) -> Result<(), RootError> {
+        while self.buffer_entry < entry {
+            let n = usize::try_from(entry - self.buffer_entry)
+                .unwrap_or(usize::MAX)
+                .min(1 << 16);
+            if self.take(n)?.counts.is_empty() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes the next basket onto the buffer; false when there is none.
+    fn decode_next(&mut self) -> Result<bool, RootError> {
+        let (file, branch, it) = (self.file, self.branch, self.interpretation);
+        let k = self.next_basket;
+        let (place, basket) = if k < branch.write_basket {
+            let place = format!("basket {k} of branch '{}'", branch.name);
+            let b = file.basket(branch, k, &place)?;
+            (place, b)
+        } else if let Some(b) = branch.embedded.get(k - branch.write_basket) {
+            let place = format!(
+                "embedded basket {} of branch '{}'",
+                k - branch.write_basket,
+                branch.name
+            );
+            let b = Basket {
+                data: b.data.clone(),
+                offsets: b.offsets.clone(),
+                entries: b.entries,
+            };
+            (place, b)
+        } else {
+            return Ok(false);
+        };
+        self.next_basket += 1;
+        // The counter is read only when a basket cannot say where its entries start.
+        let needs_counts = it.layout == Layout::JaggedBits
+            || (basket.offsets.is_none() && it.layout == Layout::Jagged);
+        if needs_counts && self.counts.is_none() {
+            let name = counter_of(branch, it).ok_or_else(|| {
+                file.corrupt(&place, "entries of unknown length (no offsets, no counter)")
+            })?;
+            self.counts = Some(file.counts_of(self.tree, &name, branch)?);
+        }
+        let first = self.buffer_entry + self.buffer.counts.len() as u64;
+        let counts = self.counts.as_deref().map(|c| {
+            c.get(usize::try_from(first).unwrap_or(usize::MAX)..)
+                .unwrap_or(&[])
+        });
+        decode(&basket, it, counts, &mut self.buffer).map_err(|e| file.corrupt(&place, e))?;
+        Ok(true)
+    }
+}
+
+/// The branch giving `branch`'s values per entry where its baskets cannot: a leaf-count
+/// array's counter, a split collection's count branch (`Jet` of `Jet.fBits`).
+fn counter_of(branch: &BranchInfo, it: Interpretation) -> Option<String> {
+    match (&branch.element, it.layout) {
+        (Some(el), Layout::JaggedBits) => el
+            .count_branch
+            .clone()
+            .or_else(|| branch.name.split_once('.').map(|(c, _)| c.to_owned())),
+        (_, Layout::Jagged) => branch.leaves.first().and_then(|l| l.count_leaf.clone()),
+        _ => None,
+    }
+}
+
 /// One basket's entries: their bytes and, when written, where each entry starts.
 struct Basket {
     data: Vec<u8>,
@@ -264,69 +370,60 @@ impl RootFile {
         tree: &TreeInfo,
         branch: &BranchInfo,
     ) -> Result<BranchData, RootError> {
-        let unsupported = |what: String| RootError::Unsupported {
+        let mut cursor = self.branch_cursor(tree, branch, 0)?;
+        let all = usize::try_from(branch.entries).unwrap_or(0);
+        let data = cursor.take(all)?;
+        if data.counts.len() != all || cursor.decode_next()? {
+            return Err(self.corrupt(
+                &format!("branch '{}'", branch.name),
+                format!("its baskets do not hold the branch's {all} entries"),
+            ));
+        }
+        Ok(data)
+    }
+
+    /// A cursor over `branch`'s entries from `first_entry` on, decoding one basket at a time.
+    pub fn branch_cursor<'f>(
+        &'f self,
+        tree: &'f TreeInfo,
+        branch: &'f BranchInfo,
+        first_entry: u64,
+    ) -> Result<BranchCursor<'f>, RootError> {
+        let interpretation = interpret(branch).map_err(|what| RootError::Unsupported {
             path: self.path().to_owned(),
             place: format!("branch '{}'", branch.name),
             what,
-        };
-        let interpretation = interpret(branch).map_err(unsupported)?;
-        // Values per entry from another branch, where the baskets cannot say: the counter of a
-        // leaf-count array whose baskets have no entry offsets, the collection count of `fBits`.
-        let counter = match (&branch.element, interpretation.layout) {
-            // A split collection's member: the collection's count branch (`Jet` of `Jet.PT`).
-            (Some(el), Layout::JaggedBits) => el
-                .count_branch
-                .clone()
-                .or_else(|| branch.name.split_once('.').map(|(c, _)| c.to_owned())),
-            (_, Layout::Jagged) => branch.leaves.first().and_then(|l| l.count_leaf.clone()),
-            _ => None,
-        };
-        let mut counts: Option<Vec<u32>> = None;
-        let mut out = BranchData {
-            interpretation,
-            bytes: Vec::new(),
-            counts: Vec::with_capacity(usize::try_from(branch.entries).unwrap_or(0).min(1 << 20)),
-        };
-        let written = (0..branch.write_basket).map(|i| {
-            let place = format!("basket {i} of branch '{}'", branch.name);
-            self.basket(branch, i, &place).map(|b| (place, b))
-        });
-        let embedded = branch.embedded.iter().enumerate().map(|(i, b)| {
-            let place = format!("embedded basket {i} of branch '{}'", branch.name);
-            Ok((
-                place,
-                Basket {
-                    data: b.data.clone(),
-                    offsets: b.offsets.clone(),
-                    entries: b.entries,
-                },
-            ))
-        });
-        for basket in written.chain(embedded) {
-            let (place, basket) = basket?;
-            // The counter is read only when a basket cannot say where its entries start.
-            let needs_counts = interpretation.layout == Layout::JaggedBits
-                || (basket.offsets.is_none() && interpretation.layout == Layout::Jagged);
-            if needs_counts && counts.is_none() {
-                let name = counter.as_deref().ok_or_else(|| {
-                    self.corrupt(&place, "entries of unknown length (no offsets, no counter)")
-                })?;
-                counts = Some(self.counts_of(tree, name, branch)?);
+        })?;
+        // Baskets that end before `first_entry` are never read.
+        let mut next_basket = 0usize;
+        let mut at_entry = 0u64;
+        while next_basket < branch.write_basket {
+            let end = branch
+                .basket_entry
+                .get(next_basket + 1)
+                .map_or(u64::MAX, |&e| u64::try_from(e).unwrap_or(0));
+            if end > first_entry || end <= at_entry {
+                break;
             }
-            decode(&basket, interpretation, counts.as_deref(), &mut out)
-                .map_err(|e| self.corrupt(&place, e))?;
+            at_entry = end;
+            next_basket += 1;
         }
-        if out.counts.len() as i64 != branch.entries {
-            return Err(self.corrupt(
-                &format!("branch '{}'", branch.name),
-                format!(
-                    "its baskets hold {} entries, the branch says {}",
-                    out.counts.len(),
-                    branch.entries
-                ),
-            ));
-        }
-        Ok(out)
+        let mut cursor = BranchCursor {
+            file: self,
+            tree,
+            branch,
+            interpretation,
+            next_basket,
+            counts: None,
+            buffer: BranchData {
+                interpretation,
+                bytes: Vec::new(),
+                counts: Vec::new(),
+            },
+            buffer_entry: at_entry,
+        };
+        cursor.skip_to(first_entry)?;
+        Ok(cursor)
     }
 
     /// The per-entry values of the counter `name` (a branch, or the branch holding a leaf of
@@ -416,8 +513,8 @@ impl RootFile {
     }
 }
 
-/// Appends the values and per-entry counts of `basket` to `out`; `counts` are the branch's
-/// values per entry from its counter, where the baskets cannot say.
+/// Appends the values and per-entry counts of `basket` to `out`; `counts` are the values per
+/// entry from the counter, from the basket's first entry on, where the basket cannot say.
 fn decode(
     basket: &Basket,
     it: Interpretation,
@@ -426,14 +523,13 @@ fn decode(
 ) -> Result<(), BufError> {
     let size = it.number.size();
     let data = &basket.data;
-    let first = out.counts.len();
     let count_at = |k: usize| -> Result<usize, BufError> {
         counts
-            .and_then(|c| c.get(first + k))
+            .and_then(|c| c.get(k))
             .map(|&n| n as usize)
-            .ok_or_else(|| BufError::Bad(format!("no count for entry {}", first + k)))
+            .ok_or_else(|| BufError::Bad(format!("no count for the basket's entry {k}")))
     };
-    let mut entry = |k: usize, bytes: &[u8], out: &mut BranchData| -> Result<(), BufError> {
+    let entry = |k: usize, bytes: &[u8], out: &mut BranchData| -> Result<(), BufError> {
         let values: std::borrow::Cow<'_, [u8]> = match it.layout {
             Layout::Vector => {
                 let body = bytes.get(10..).ok_or_else(|| {

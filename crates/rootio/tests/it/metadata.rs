@@ -5,7 +5,7 @@ use gnn4c_rootio::RootFile;
 use crate::fixtures;
 
 #[test]
-fn every_file_opens_and_its_tree_has_uprootss_branches_and_entries() {
+fn every_file_opens_and_its_tree_has_uproots_branches_and_entries() {
     let mut failures = Vec::new();
     for fx in fixtures::all() {
         let file = match RootFile::open(&fx.file) {
