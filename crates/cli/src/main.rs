@@ -129,8 +129,9 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// oxyroot panics on some files; the reader catches those and reports a clear error, so their
-/// default panic message (and backtrace) would only be noise. Every other panic prints as usual.
+/// oxyroot's writer (friend trees) runs under `catch_unwind` and its panics become clear errors,
+/// so their default panic message (and backtrace) would only be noise. Every other panic prints
+/// as usual.
 fn install_panic_hook() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

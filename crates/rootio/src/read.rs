@@ -239,6 +239,18 @@ impl BranchData {
         }
     }
 
+    /// Value `i` as i64: integers exactly (`uint64_t` bit for bit), floats truncated.
+    pub fn i64_at(&self, i: usize) -> i64 {
+        let n = self.interpretation.number;
+        let b = &self.bytes[i * n.size()..(i + 1) * n.size()];
+        match n {
+            Number::I64 => i64::from_be_bytes(b.try_into().unwrap_or_default()),
+            Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as i64,
+            Number::Bool => i64::from(b[0] != 0),
+            _ => self.f64_at(i) as i64,
+        }
+    }
+
     /// Number of values.
     pub fn len(&self) -> usize {
         self.bytes.len() / self.interpretation.number.size()

@@ -3,14 +3,14 @@
 //! Everything above this module sees only [`TreeReader`], so the ROOT library can be swapped
 //! (or a second one added) without touching schemas or event assembly.
 
-mod oxy;
+mod native;
 mod write;
 
 use std::path::Path;
 
 use crate::DataError;
 
-pub use oxy::{list_trees, open_tree};
+pub use native::{list_trees, open_tree};
 pub use write::{WriteColumn, write_tree};
 
 /// Element type of a branch's values.
