@@ -36,6 +36,12 @@ for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4
 done
 # The project's CPU kernels: plain slices, no tensor library, no file formats, no CLI crates.
 forbid gnn4c-kernels "Burn, file formats or CLI crates (plain f32 slices)" "$burn|$formats|$cli_only|^gnn4c-"
+# The project's ROOT reader: no tensor library, no other file-format or reader crate, no CLI
+# crates, no workspace crate; and reading ROOT is its alone (oxyroot only writes friend trees).
+forbid gnn4c-rootio "Burn, other file formats or CLI crates" "$burn|$formats|$cli_only|^gnn4c-"
+if grep -rln 'oxyroot::' crates --include='*.rs' | grep -vx 'crates/data/src/root/write.rs' | grep -v '/tests/'; then
+  echo "layering: the files above use oxyroot outside the friend-tree writer"; fail=1
+fi
 # Third-party code only from the registry: no [patch] but the xz2 shim, no vendored folder.
 patched=$(awk '/^\[patch\./{p=1;next} /^\[/{p=0} p && /=/ {print $1}' Cargo.toml | tr '\n' ' ')
 if [ "$patched" != "xz2 " ]; then

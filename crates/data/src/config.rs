@@ -13,7 +13,7 @@ use crate::{DataError, FileReport, SampleMeta, SchemaSpec, read_file_events};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum SchemaRef {
-    /// `delphes_flat`, `nanoaod`, `hzz` or `vector`.
+    /// `delphes`, `delphes_flat`, `nanoaod`, `hzz` or `vector`.
     Builtin(String),
     /// A schema written out in the config.
     Custom(Box<SchemaSpec>),

@@ -1,8 +1,8 @@
 //! Data: every file format the tool reads or writes, and the dataset configs that name the files.
 //!
-//! Owns ROOT input through our own [`TreeReader`] trait (implemented with oxyroot 0.1.25: counter-
-//! driven leaf-count reads, panics caught at the boundary, clear errors for unsupported files),
-//! schemas ([`SchemaSpec`]: which branch holds which field, built-ins `delphes_flat`, `nanoaod`,
+//! Owns ROOT input through our own [`TreeReader`] trait (implemented with the project's reader,
+//! `gnn4c-rootio`, a cursor per column reading one basket at a time),
+//! schemas ([`SchemaSpec`]: which branch holds which field, built-ins `delphes`, `delphes_flat`, `nanoaod`,
 //! `hzz`, `vector`), event assembly into `gnn4c_events::EventSample` ([`read_file_events`]),
 //! dataset configs ([`DatasetConfig`]), the seeded demo dataset ([`write_demo`]) and file
 //! inspection ([`inspect_file`]), and the sharded Parquet graph cache with its manifest and

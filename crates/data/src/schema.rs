@@ -1,5 +1,5 @@
 //! Schemas: which branches hold which collection fields, in what units; the built-in ones
-//! (`delphes_flat`, `nanoaod`, `hzz`, `vector`) and user-written ones from a config.
+//! (`delphes`, `delphes_flat`, `nanoaod`, `hzz`, `vector`) and user-written ones from a config.
 
 use serde::{Deserialize, Serialize};
 
@@ -115,7 +115,7 @@ fn unit_scale() -> f64 {
 }
 
 /// The names of the built-in schemas.
-pub const BUILTIN_SCHEMAS: [&str; 4] = ["delphes_flat", "nanoaod", "hzz", "vector"];
+pub const BUILTIN_SCHEMAS: [&str; 5] = ["delphes", "delphes_flat", "nanoaod", "hzz", "vector"];
 
 /// DeepCSV medium working point (CMS 2016), used by the built-in `nanoaod` schema.
 pub const NANOAOD_DEEPCSV_MEDIUM: f64 = 0.6321;
@@ -161,6 +161,29 @@ impl SchemaSpec {
             met: None,
         };
         Some(match name {
+            // Real Delphes output: each collection a split TClonesArray whose count is the
+            // collection's own branch (`Jet`); the members are `Jet.PT`, … as in `delphes_flat`.
+            "delphes" => {
+                let flat = SchemaSpec::builtin("delphes_flat")?;
+                let counted = |o: Option<ObjectSpec>, collection: &str| {
+                    o.map(|o| ObjectSpec {
+                        counter: s(collection),
+                        ..o
+                    })
+                };
+                SchemaSpec {
+                    name: name.to_owned(),
+                    jets: counted(flat.jets, "Jet"),
+                    electrons: counted(flat.electrons, "Electron"),
+                    muons: counted(flat.muons, "Muon"),
+                    photons: counted(flat.photons, "Photon"),
+                    met: flat.met.map(|m| MetSpec {
+                        counter: s("MissingET"),
+                        ..m
+                    }),
+                    ..flat
+                }
+            }
             // Delphes branch names as flat leaf-count arrays (uproot-flattened Delphes output).
             "delphes_flat" => {
                 let delphes = ["PT", "Eta", "Phi"];

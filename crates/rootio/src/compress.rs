@@ -198,7 +198,7 @@ mod tests {
             }
         }
         let lz4_bad = {
-            let mut b = l4.clone();
+            let mut b = l4;
             b[HEADER + 8 + 2] ^= 1;
             b
         };

@@ -562,7 +562,7 @@ fn decode(
             Layout::JaggedBits => bits(bytes, count_at(k)?)?.into(),
             _ => bytes.into(),
         };
-        if values.len() % size != 0 {
+        if !values.len().is_multiple_of(size) {
             return Err(BufError::Bad(format!(
                 "entry of {} bytes is not a whole number of {}",
                 values.len(),

@@ -156,6 +156,21 @@ fn real_files_and_bad_input_from_the_cli() {
         "{out}"
     );
 
+    // Real Delphes output end to end: scan and preprocess with the built-in `delphes` schema.
+    let cfg = format!(
+        "name: d\ntree: Delphes\nschema: delphes\nsamples:\n  - {{name: d, files: ['{}'], label: 0}}\n",
+        delphes.display()
+    );
+    std::fs::write(dir.path().join("d.yaml"), cfg).expect("write");
+    let o = run(dir.path(), &["scan", "d.yaml"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("read 2000 entries"), "{out}");
+    let o = run(dir.path(), &["preprocess", "d.yaml"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("cache cache/d:"), "{out}");
+
     // A damaged file: an error naming it, no panic.
     let bytes = std::fs::read(&zstd).expect("read");
     std::fs::write(dir.path().join("cut.root"), &bytes[..bytes.len() / 2]).expect("write");

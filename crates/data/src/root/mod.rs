@@ -41,7 +41,7 @@ pub enum ElemType {
 }
 
 impl ElemType {
-    /// Parses a C++ type name as oxyroot spells it (`float`, `int32_t`, `unsigned int`, …).
+    /// Parses a C++ type name (`float`, `int32_t`, `unsigned int`, `Float_t`, …).
     pub fn from_cpp(name: &str) -> Option<ElemType> {
         Some(match name.trim() {
             "bool" | "Bool_t" => ElemType::Bool,

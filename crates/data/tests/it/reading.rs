@@ -351,3 +351,51 @@ fn entry_ranges_stream_in_bounded_chunks() {
     assert_eq!(sizes, vec![25, 25, 25, 25, 13]);
     assert_eq!(entries, (37..150).collect::<Vec<u64>>());
 }
+
+#[test]
+fn real_delphes_reads_with_the_delphes_schema() {
+    // Real Delphes output (split TClonesArrays, ROOT 6.36): the `delphes` schema counts each
+    // collection with its own branch (`Jet`), `delphes_flat` with `Jet_size`; both give the same
+    // events. The uproot-flattened file has no `Jet` branch, so only `delphes_flat` reads it.
+    let file = shared("data/generated/delphes_gen.root");
+    let events = |schema: &str| {
+        let spec = SchemaSpec::builtin(schema).expect("built-in");
+        let mut out = Vec::new();
+        let range = EntryRange {
+            entry_start: 0,
+            entry_stop: u64::MAX,
+            step_size: 300,
+        };
+        read_file_events(&file, "Delphes", &spec, &meta(), range, &mut |evs| {
+            out.extend_from_slice(evs);
+            Ok(())
+        })
+        .expect("read events");
+        out
+    };
+    let (real, flat) = (events("delphes"), events("delphes_flat"));
+    assert_eq!(real.len(), 2000);
+    assert_eq!(real, flat);
+    assert!(
+        real.iter().map(|e| e.jets.len()).sum::<usize>() > 2000,
+        "jets read"
+    );
+    let flat_file = shared("data/generated/delphes_flat_uproot.root");
+    let spec = SchemaSpec::builtin("delphes").expect("built-in");
+    let err = read_file_events(
+        &flat_file,
+        "Delphes",
+        &spec,
+        &meta(),
+        ALL_ENTRIES,
+        &mut |_| Ok(()),
+    )
+    .expect_err("no Jet branch");
+    assert!(err.to_string().contains("'Jet'"), "{err}");
+}
+
+const ALL_ENTRIES: EntryRange = EntryRange {
+    entry_start: 0,
+    entry_stop: u64::MAX,
+    step_size: 1000,
+};

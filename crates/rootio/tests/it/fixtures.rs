@@ -7,17 +7,17 @@ use ndarray::Array1;
 use ndarray_npy::{ReadNpyExt, ReadableElement};
 
 /// One test file and what uproot reads from it.
-pub struct Fixture {
+pub(crate) struct Fixture {
     /// `real/uproot-HZZ.root`.
-    pub rel: String,
+    pub(crate) rel: String,
     /// The ROOT file.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// The first tree's name.
-    pub tree: String,
+    pub(crate) tree: String,
     /// Its entries.
-    pub entries: i64,
+    pub(crate) entries: i64,
     /// `(branch, ROOT type name)` of every branch uproot reads as numbers.
-    pub branches: Vec<(String, String)>,
+    pub(crate) branches: Vec<(String, String)>,
     archive: zip::ZipArchive<std::fs::File>,
 }
 
@@ -32,7 +32,7 @@ fn array<T: ReadableElement>(
 
 impl Fixture {
     /// `branch`'s values (as f64, integers exactly where they fit) and per-entry counts.
-    pub fn values(&mut self, branch: &str) -> (Vec<f64>, Vec<i64>) {
+    pub(crate) fn values(&mut self, branch: &str) -> (Vec<f64>, Vec<i64>) {
         let counts: Array1<i64> = array(&mut self.archive, &format!("{branch}:counts"))
             .unwrap_or_else(|| panic!("{}: {branch}:counts", self.rel));
         let name = format!("{branch}:values");
@@ -49,7 +49,7 @@ impl Fixture {
 }
 
 /// Every fixture archive with its ROOT file, in name order.
-pub fn all() -> Vec<Fixture> {
+pub(crate) fn all() -> Vec<Fixture> {
     let dir = gnn4c_testkit::shared("fixtures/rootio");
     let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("fixtures folder")
