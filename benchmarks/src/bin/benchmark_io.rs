@@ -2,6 +2,11 @@
 //!
 //! `cargo run --release -p gnn4c-benchmarks --bin benchmark_io -- [EVENTS_PER_PROCESS] [REPS]`
 //! Prints one JSON line per measurement, then a table. Fixed seed 42; 14 files (12 + 2 processes).
+//!
+//! `benchmark_io --files LIST.json [REPS]`: the project's ROOT reader on the files and branches
+//! that `reference/uproot_io.py` lists (and times with uproot), on 1 and 2 threads (branches
+//! split between the threads); one JSON line per (file, threads), median over REPS, opening the
+//! file each time.
 
 use std::path::Path;
 
@@ -9,7 +14,17 @@ use gnn4c_benchmarks::{Stats, machine, read_events, time_reps};
 use gnn4c_data::{FINETUNE_PROCESSES, PRETRAIN_PROCESSES, toy_events, write_demo};
 
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked("benchmark_io [EVENTS_PER_PROCESS] [REPS]");
+    gnn4c_benchmarks::help_and_exit_if_asked(
+        "benchmark_io [EVENTS_PER_PROCESS] [REPS] | benchmark_io --files LIST.json [REPS]",
+    );
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(String::as_str) == Some("--files") {
+        let list = all
+            .get(1)
+            .ok_or_else(|| anyhow::anyhow!("--files needs LIST.json"))?;
+        let reps = all.get(2).map_or(Ok(5), |a| a.parse())?;
+        return read_listed_files(Path::new(list), reps);
+    }
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
     let reps: usize = args.next().map_or(Ok(5), |a| a.parse())?;
@@ -90,4 +105,71 @@ fn println_table(cpu: &str, cores: usize, n: usize, total: usize, rows: &[(Strin
             total as f64 / s.median
         );
     }
+}
+
+/// Reads every listed branch of every listed file with the project's reader; see the module
+/// documentation.
+fn read_listed_files(list: &Path, reps: usize) -> anyhow::Result<()> {
+    let files: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(list)?)?;
+    let (cpu, cores) = machine();
+    for threads in [1usize, 2] {
+        for f in &files {
+            let path = Path::new(f["file"].as_str().unwrap_or_default()).to_owned();
+            let tree_name = f["tree"].as_str().unwrap_or_default().to_owned();
+            let entries = f["entries"].as_u64().unwrap_or(0);
+            let branches: Vec<String> = f["branches"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|b| b.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let read = || -> anyhow::Result<usize> {
+                let file = gnn4c_rootio::RootFile::open(&path)?;
+                let tree = file.tree(&tree_name)?;
+                let per = branches.len().div_ceil(threads).max(1);
+                std::thread::scope(|s| {
+                    let parts: Vec<_> = branches
+                        .chunks(per)
+                        .map(|part| {
+                            let (file, tree) = (&file, &tree);
+                            s.spawn(move || -> anyhow::Result<usize> {
+                                let mut n = 0;
+                                for b in part {
+                                    let info = tree
+                                        .branch(b)
+                                        .ok_or_else(|| anyhow::anyhow!("no branch {b}"))?;
+                                    n += file.read_branch(tree, info)?.len();
+                                }
+                                Ok(n)
+                            })
+                        })
+                        .collect();
+                    parts
+                        .into_iter()
+                        .map(|h| {
+                            h.join()
+                                .map_err(|_| anyhow::anyhow!("reader thread panicked"))?
+                        })
+                        .sum()
+                })
+            };
+            read()?; // warm-up, and the error if the file cannot be read
+            let secs = time_reps(0, reps, || {
+                std::hint::black_box(read().ok());
+            });
+            let s = Stats::of(&secs);
+            println!(
+                "{}",
+                serde_json::json!({
+                    "reader": "gnn4c-rootio", "file": path.file_name().map(|n| n.to_string_lossy()),
+                    "threads": threads, "entries": entries, "branches": branches.len(),
+                    "median_s": s.median, "entries_per_s": entries as f64 / s.median,
+                    "reps": s.n, "cpu": cpu, "cores": cores,
+                })
+            );
+        }
+    }
+    Ok(())
 }

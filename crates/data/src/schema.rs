@@ -377,6 +377,7 @@ impl SchemaSpec {
                 &spec.pz,
                 &spec.btag,
                 &spec.charge,
+                &spec.counter,
             ]
             .into_iter()
             .flatten()
@@ -386,7 +387,7 @@ impl SchemaSpec {
         }
         if let Some(met) = &self.met {
             out.extend(
-                [&met.pt, &met.phi, &met.px, &met.py]
+                [&met.pt, &met.phi, &met.px, &met.py, &met.counter]
                     .into_iter()
                     .flatten()
                     .map(String::as_str),
