@@ -5,8 +5,8 @@
 //!
 //! `benchmark_io --files LIST.json [REPS]`: the project's ROOT reader on the files and branches
 //! that `reference/uproot_io.py` lists (and times with uproot), on 1 and 2 threads (branches
-//! split between the threads); one JSON line per (file, threads), median over REPS, opening the
-//! file each time.
+//! split between the threads); one JSON line per (file, threads) on stderr, median over REPS,
+//! opening the file each time.
 
 use std::path::Path;
 
@@ -160,7 +160,7 @@ fn read_listed_files(list: &Path, reps: usize) -> anyhow::Result<()> {
                 std::hint::black_box(read().ok());
             });
             let s = Stats::of(&secs);
-            println!(
+            eprintln!(
                 "{}",
                 serde_json::json!({
                     "reader": "gnn4c-rootio", "file": path.file_name().map(|n| n.to_string_lossy()),

@@ -3,7 +3,9 @@
 //! (Delphes) and offset-map branches included.
 //!
 //! Each requested column is read forward one basket at a time (`BranchCursor`), so memory holds
-//! a chunk of entries and one basket per column, never a whole branch.
+//! a chunk of entries and one basket per column, never a whole branch; the columns' baskets are
+//! decompressed and decoded on as many threads as the machine has cores (results do not depend
+//! on the count).
 
 use std::path::Path;
 
@@ -276,8 +278,13 @@ impl TreeReader for NativeTree {
                 }
                 None => None,
             };
-            cursors.push((kind, cursor, counter));
+            cursors.push(ColumnCursor {
+                kind,
+                cursor,
+                counter,
+            });
         }
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
         let mut entry = start;
         while entry < stop {
             let n = step.min((stop - entry) as usize);
@@ -286,8 +293,9 @@ impl TreeReader for NativeTree {
                 n_entries: n,
                 columns: Vec::with_capacity(columns.len()),
             };
-            for (request, (kind, cursor, counter)) in columns.iter().zip(&mut cursors) {
-                let data = cursor.take(n).map_err(data_error)?;
+            let taken = take_all(&mut cursors, n, threads);
+            for ((request, column), taken) in columns.iter().zip(&cursors).zip(taken) {
+                let (data, counts) = taken.map_err(data_error)?;
                 if data.counts.len() != n {
                     return Err(self.mismatch(
                         &request.branch,
@@ -298,8 +306,7 @@ impl TreeReader for NativeTree {
                         ),
                     ));
                 }
-                if let Some((name, cc)) = counter {
-                    let counts = cc.take(n).map_err(data_error)?;
+                if let (Some((name, _)), Some(counts)) = (&column.counter, counts) {
                     for (i, &c) in data.counts.iter().enumerate() {
                         let said = counts.i64_at(i);
                         if i64::from(c) != said {
@@ -313,8 +320,8 @@ impl TreeReader for NativeTree {
                         }
                     }
                 }
-                let offsets =
-                    (*kind != BranchKind::Scalar(elem(data.interpretation.number))).then(|| {
+                let offsets = matches!(column.kind, BranchKind::Array(_) | BranchKind::Vector(_))
+                    .then(|| {
                         let mut o = Vec::with_capacity(n + 1);
                         o.push(0usize);
                         for &c in &data.counts {
@@ -332,4 +339,42 @@ impl TreeReader for NativeTree {
         }
         Ok(())
     }
+}
+
+/// One requested column being read: its layout, its cursor and its named counter's.
+struct ColumnCursor<'f> {
+    kind: BranchKind,
+    cursor: rio::BranchCursor<'f>,
+    counter: Option<(String, rio::BranchCursor<'f>)>,
+}
+
+/// A column's next entries, and its counter's.
+type Taken = Result<(rio::BranchData, Option<rio::BranchData>), rio::RootError>;
+
+/// The next `n` entries of every column, their baskets decompressed and decoded on up to
+/// `threads` threads (each a contiguous run of columns); results in column order.
+fn take_all(cursors: &mut [ColumnCursor<'_>], n: usize, threads: usize) -> Vec<Taken> {
+    let take = |c: &mut ColumnCursor<'_>| -> Taken {
+        let data = c.cursor.take(n)?;
+        let counts = match &mut c.counter {
+            Some((_, cc)) => Some(cc.take(n)?),
+            None => None,
+        };
+        Ok((data, counts))
+    };
+    let threads = threads.min(cursors.len()).max(1);
+    if threads == 1 {
+        return cursors.iter_mut().map(take).collect();
+    }
+    let per = cursors.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cursors
+            .chunks_mut(per)
+            .map(|part| s.spawn(move || part.iter_mut().map(take).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
