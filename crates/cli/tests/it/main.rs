@@ -259,6 +259,75 @@ fn real_files_and_bad_input_from_the_cli() {
 }
 
 #[test]
+fn every_test_file_with_physics_objects_scans_and_preprocesses() {
+    // Each file of ../shared/data that holds objects with (pt, eta, phi), with a built-in schema
+    // where one matches and a written one otherwise. (uproot-small-dy-* hold no eta/phi and
+    // uproot-issue-1502 no physics objects: nothing to build events from.)
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hzz = ["", "-lz4", "-lzma", "-uncompressed", "-zlib", "-zstd"].map(|v| {
+        (
+            format!("real/uproot-HZZ{v}.root"),
+            "events",
+            "hzz".to_owned(),
+        )
+    });
+    let mut cases: Vec<(String, &str, String)> = hzz.into_iter().collect();
+    for (file, tree, schema) in [
+        (
+            "real/nanoAOD_2015_CMS_Open_Data_ttbar.root",
+            "Events",
+            "nanoaod",
+        ),
+        ("real/uproot-issue121.root", "Events", "nanoaod"),
+        ("generated/nano_zlib1.root", "Events", "nanoaod"),
+        ("generated/nano_zstd.root", "Events", "nanoaod"),
+        ("generated/nano_offsetmap.root", "Events", "nanoaod"),
+        ("generated/delphes_gen.root", "Delphes", "delphes"),
+        (
+            "generated/delphes_flat_uproot.root",
+            "Delphes",
+            "delphes_flat",
+        ),
+        (
+            "generated/vec_zlib1.root",
+            "tree",
+            "{jets: {pt: jet_pt, eta: jet_eta, phi: jet_phi, e: jet_e, btag: jet_btag}, weight: weight}",
+        ),
+        (
+            "generated/nested_unsplit.root",
+            "t",
+            "{jets: {pt: JetSplit.PT, eta: JetSplit.Eta, phi: JetSplit.Phi, mass: JetSplit.Mass, counter: JetSplit}}",
+        ),
+        (
+            "real/uproot-issue513.root",
+            "Delphes",
+            "{jets: {pt: Jet.PT, eta: Jet.Eta, phi: Jet.Phi, mass: Jet.Mass, btag: Jet.BTag, counter: Jet}, weight: Event.Weight}",
+        ),
+    ] {
+        cases.push((file.to_owned(), tree, schema.to_owned()));
+    }
+    for (k, (file, tree, schema)) in cases.iter().enumerate() {
+        let cfg = format!(
+            "name: f{k}\ntree: {tree}\nschema: {schema}\nsamples:\n  - {{name: s, files: ['{}'], label: 0}}\n",
+            shared(&format!("data/{file}")).display()
+        );
+        let name = format!("f{k}.yaml");
+        std::fs::write(dir.path().join(&name), cfg).expect("write");
+        for command in ["scan", "preprocess"] {
+            let o = run(dir.path(), &[command, &name]);
+            let (out, err) = text(&o);
+            assert!(o.status.success(), "{file}: {command}: {err}");
+            let done = if command == "scan" {
+                "read "
+            } else {
+                "events in"
+            };
+            assert!(out.contains(done), "{file}: {command}: {out}");
+        }
+    }
+}
+
+#[test]
 fn preprocess_builds_validates_and_rebuilds_the_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
