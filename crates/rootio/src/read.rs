@@ -157,7 +157,7 @@ pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
         }
         let number = Number::from_streamer_type(el.streamer_type)
             .filter(|_| (0..60).contains(&el.streamer_type))
-            .ok_or_else(|| format!("member of streamer type {}", el.streamer_type))?;
+            .ok_or_else(|| streamer_type_name(el.streamer_type))?;
         let layout = if matches!(el.kind, 31 | 41) {
             // `TObject::fBits` of referenced objects is followed by a 2-byte process id.
             if el.streamer_type == 15 {
@@ -174,14 +174,32 @@ pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
         };
         return Ok(Interpretation { number, layout });
     }
-    let number = Number::from_leaf(&leaf.class, leaf.unsigned)
-        .ok_or_else(|| format!("leaf of class {}", leaf.class))?;
+    let number =
+        Number::from_leaf(&leaf.class, leaf.unsigned).ok_or_else(|| match leaf.class.as_str() {
+            "TLeafD32" => "a Double32_t leaf (packed doubles are not read yet)".to_owned(),
+            "TLeafF16" => "a Float16_t leaf (packed floats are not read yet)".to_owned(),
+            "TLeafC" => "a string leaf (only numbers are read)".to_owned(),
+            other => format!("a leaf of class {other} (only numbers are read)"),
+        })?;
     let layout = if leaf.count_leaf.is_some() {
         Layout::Jagged
     } else {
         Layout::Fixed(usize::try_from(leaf.len.max(1)).unwrap_or(1))
     };
     Ok(Interpretation { number, layout })
+}
+
+/// What a member of streamer type `t` is, for an error.
+fn streamer_type_name(t: i32) -> String {
+    match t % 20 {
+        9 => "a Double32_t member (packed doubles are not read yet)".to_owned(),
+        19 => "a Float16_t member (packed floats are not read yet)".to_owned(),
+        7 => "a char* member (only numbers are read)".to_owned(),
+        _ if t >= 60 || t < 0 => {
+            format!("an object or collection member (streamer type {t}; only numbers are read)")
+        }
+        _ => format!("a member of streamer type {t}"),
+    }
 }
 
 fn vector_inner(title: &str) -> Option<Number> {
@@ -674,4 +692,58 @@ fn bits(bytes: &[u8], n: usize) -> Result<Vec<u8>, BufError> {
         )));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::{ElementInfo, LeafInfo};
+
+    fn member(streamer_type: i32) -> BranchInfo {
+        BranchInfo {
+            class: "TBranchElement".into(),
+            name: "Jet.PT".into(),
+            title: String::new(),
+            entries: 1,
+            entry_offset_len: 40,
+            leaves: vec![LeafInfo {
+                class: "TLeafElement".into(),
+                name: "Jet.PT".into(),
+                title: "PT".into(),
+                len: 1,
+                len_type: 4,
+                unsigned: false,
+                count_leaf: Some("Jet_".into()),
+                element_type: streamer_type,
+            }],
+            basket_bytes: Vec::new(),
+            basket_entry: Vec::new(),
+            basket_seek: Vec::new(),
+            write_basket: 0,
+            embedded: Vec::new(),
+            element: Some(ElementInfo {
+                class_name: "Jet".into(),
+                clones_name: String::new(),
+                id: 3,
+                kind: 31,
+                streamer_type,
+                count_branch: Some("Jet".into()),
+            }),
+            branches: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn members_read_as_numbers_or_named_when_not() {
+        let it = interpret(&member(5)).expect("a float member");
+        assert_eq!((it.number, it.layout), (Number::F32, Layout::Jagged));
+        assert_eq!(
+            interpret(&member(15)).map(|i| i.layout),
+            Ok(Layout::JaggedBits)
+        );
+        for (t, name) in [(9, "Double32_t"), (19, "Float16_t"), (61, "object")] {
+            let err = interpret(&member(t)).expect_err("not read");
+            assert!(err.contains(name), "{t}: {err}");
+        }
+    }
 }
