@@ -195,7 +195,7 @@ fn streamer_type_name(t: i32) -> String {
         9 => "a Double32_t member (packed doubles are not read yet)".to_owned(),
         19 => "a Float16_t member (packed floats are not read yet)".to_owned(),
         7 => "a char* member (only numbers are read)".to_owned(),
-        _ if t >= 60 || t < 0 => {
+        _ if !(0..60).contains(&t) => {
             format!("an object or collection member (streamer type {t}; only numbers are read)")
         }
         _ => format!("a member of streamer type {t}"),
