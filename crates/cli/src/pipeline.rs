@@ -16,8 +16,8 @@ use gnn4c_data::{
     fold_of, open_tree, read_manifest, verify_cache,
 };
 use gnn4c_events::EventSample;
-use gnn4c_features::{EventFeatures, SelectionConfig};
-use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
+use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
+use gnn4c_graphs::{GraphSample, TopologyCache};
 use gnn4c_training::{ProgressBar, progress_bar, progress_wanted};
 
 /// What to do with an existing cache.
@@ -75,21 +75,27 @@ fn sample_entries(
     Ok(out)
 }
 
-/// The cached form of a graph (edge_src/edge_dst are rebuilt from n_nodes when read).
-pub fn to_record(g: GraphSample, n_folds: u32) -> GraphRecord {
+/// The cached form of an event that passed the selection: its features and raw η/φ.
+pub fn to_record(
+    features: &EventFeatures,
+    event: &gnn4c_events::EventSample,
+    n_folds: u32,
+) -> GraphRecord {
     GraphRecord {
-        fold: fold_of(g.id.event_number, n_folds),
-        n_nodes: g.n_nodes() as u16,
-        id: g.id,
-        label: g.label,
-        weight: g.weight,
-        node_features: g.node_features,
-        edge_features: g.edge_features,
-        global_features: g.global_features.to_vec(),
+        fold: fold_of(event.id.event_number, n_folds),
+        n_nodes: features.n_nodes as u16,
+        id: event.id.clone(),
+        label: event.label.clone(),
+        weight: event.weight,
+        node_features: features.node_features.clone(),
+        eta: features.eta.clone(),
+        phi: features.phi.clone(),
+        global_features: features.global_features.to_vec(),
     }
 }
 
-/// Back from the cache: the topology comes from `cache`.
+/// Back from the cache: the graph of a cached event, its topology from `cache` and its edge
+/// features from the raw η/φ (the function that builds them from an event, so bitwise equal).
 pub fn from_record(r: GraphRecord, cache: &mut TopologyCache) -> anyhow::Result<GraphSample> {
     let topology = cache.get(usize::from(r.n_nodes));
     let globals: [f32; 2] = r.global_features.as_slice().try_into().map_err(|_| {
@@ -99,9 +105,8 @@ pub fn from_record(r: GraphRecord, cache: &mut TopologyCache) -> anyhow::Result<
             r.global_features.len()
         )
     })?;
-    if r.edge_features.len() != topology.n_edges() * gnn4c_graphs::D_EDGE
-        || r.node_features.len() != usize::from(r.n_nodes) * gnn4c_features::D_NODE
-    {
+    let n = usize::from(r.n_nodes);
+    if r.node_features.len() != n * gnn4c_features::D_NODE || r.eta.len() != n || r.phi.len() != n {
         bail!(
             "cached event {} of {}: feature lengths do not match n_nodes {}",
             r.id.entry,
@@ -109,13 +114,15 @@ pub fn from_record(r: GraphRecord, cache: &mut TopologyCache) -> anyhow::Result<
             r.n_nodes
         );
     }
+    let mut edges = Vec::with_capacity(topology.n_edges() * gnn4c_graphs::D_EDGE);
+    gnn4c_graphs::edge_features(&topology, &r.eta, &r.phi, &mut edges);
     Ok(GraphSample {
         id: r.id,
         label: r.label,
         weight: r.weight,
         topology,
         node_features: r.node_features,
-        edge_features: r.edge_features,
+        edge_features: edges,
         global_features: globals,
     })
 }
@@ -197,7 +204,6 @@ pub fn build_cache(
 ) -> anyhow::Result<CacheManifest> {
     let start = Instant::now();
     let mut writer = CacheWriter::create(dir, shard_events)?;
-    let mut topo = TopologyCache::new(selection.max_nodes());
     let mut features = EventFeatures::default();
     let mut samples = BTreeMap::new();
     let mut per_fold = vec![0u64; folds.n_folds as usize];
@@ -215,9 +221,9 @@ pub fn build_cache(
             .read_sample(s, base, &mut |evs| {
                 progress.saw(evs);
                 for ev in evs {
-                    match graph_of_event(ev, selection, &mut features, &mut topo) {
-                        Ok(g) => {
-                            let r = to_record(g, folds.n_folds);
+                    match build_features(ev, selection, &mut features) {
+                        Ok(()) => {
+                            let r = to_record(&features, ev, folds.n_folds);
                             per_fold[usize::from(r.fold)] += 1;
                             counts.cached += 1;
                             writer.push(r)?;
@@ -448,5 +454,77 @@ impl EntryProgress {
     /// Removes the bar.
     pub fn finish(self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_cache, read_file_events};
+    use gnn4c_events::Label;
+    use gnn4c_graphs::graph_of_event;
+
+    #[test]
+    fn cached_events_give_bitwise_the_graphs_built_from_the_events() {
+        // HZZ events through the event-level cache (Parquet written and read back) and straight
+        // into graphs: the same graphs, edge features bit for bit.
+        let spec = SchemaSpec::builtin("hzz").expect("built-in");
+        let meta = SampleMeta {
+            name: "hzz".into(),
+            label: Label::Class(1),
+            weight_branch: None,
+            scale: 1.0,
+        };
+        let range = EntryRange {
+            entry_start: 0,
+            entry_stop: 600,
+            step_size: 256,
+        };
+        let mut events = Vec::new();
+        let path = gnn4c_testkit::shared("data/real/uproot-HZZ.root");
+        read_file_events(&path, "events", &spec, &meta, range, &mut |evs| {
+            events.extend_from_slice(evs);
+            Ok(())
+        })
+        .expect("read");
+        let selection = SelectionConfig::default();
+        let (mut features, mut topo) = (
+            EventFeatures::default(),
+            TopologyCache::new(selection.max_nodes()),
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("cache");
+        let mut writer = CacheWriter::create(&target, 100).expect("writer");
+        let mut built = Vec::new();
+        for ev in &events {
+            if let Ok(g) = graph_of_event(ev, &selection, &mut features, &mut topo) {
+                built.push(g);
+                writer.push(to_record(&features, ev, 5)).expect("push");
+            }
+        }
+        let manifest = CacheManifest {
+            schema_version: CACHE_SCHEMA_VERSION,
+            contract_version: CONTRACT_VERSION.to_owned(),
+            fingerprint: String::new(),
+            fingerprint_inputs: serde_json::Value::Null,
+            n_folds: 5,
+            shards: Vec::new(),
+            samples: BTreeMap::new(),
+            written_by: "test".into(),
+        };
+        let manifest = writer.finish(manifest).expect("finish");
+        let cached: Vec<GraphSample> = read_cache(&target, &manifest, &|_| true)
+            .expect("read cache")
+            .into_iter()
+            .map(|r| from_record(r, &mut topo).expect("graph"))
+            .collect();
+        assert!(built.len() > 500, "{} graphs", built.len());
+        assert_eq!(cached.len(), built.len());
+        for (c, b) in cached.iter().zip(&built) {
+            assert_eq!(c, b, "entry {}", b.id.entry);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&c.edge_features), bits(&b.edge_features));
+            assert_eq!(bits(&c.node_features), bits(&b.node_features));
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! The Parquet graph cache: sharded zstd Parquet files plus a JSON manifest written last.
+//! The Parquet event cache: sharded zstd Parquet files plus a JSON manifest written last. It
+//! holds events (node features, raw η/φ, globals), not graphs: edges are built when it is read.
 //!
 //! Layout of a cache folder: `part-00000.parquet`, `part-00001.parquet`, … (at most
 //! `shard_events` events each) and `manifest.json` (schema and contract versions, the
@@ -13,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    Float32Builder, Int32Builder, ListBuilder, StringBuilder, UInt8Builder, UInt16Builder,
-    UInt64Builder,
+    Float32Builder, Float64Builder, Int32Builder, ListBuilder, StringBuilder, UInt8Builder,
+    UInt16Builder, UInt64Builder,
 };
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int32Type, UInt8Type, UInt16Type, UInt64Type};
+use arrow_array::types::{Float32Type, Float64Type, Int32Type, UInt8Type, UInt16Type, UInt64Type};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use gnn4c_events::{EventId, Label};
@@ -31,15 +32,18 @@ use crate::DataError;
 use crate::error::write_atomically;
 
 /// Version of the cache's on-disk layout; bump it when columns change.
-pub const CACHE_SCHEMA_VERSION: u32 = 2;
+pub const CACHE_SCHEMA_VERSION: u32 = 3;
 /// The scientific contract the cached features follow (`../shared/spec/contract.md`).
 pub const CONTRACT_VERSION: &str = "v1";
 /// The manifest's file name.
 pub const MANIFEST: &str = "manifest.json";
 
-/// One event's graph as cached: identity, fold, label, weight and features.
+/// One event as cached: identity, fold, label, weight, node features, the raw η and φ of the
+/// nodes, and the global features.
 ///
-/// `edge_src`/`edge_dst` are topology and are not stored: they are rebuilt from `n_nodes`.
+/// The cache is event-level: it holds no edges. A graph's topology comes from `n_nodes` and its
+/// edge features from `eta`/`phi` when it is read (bitwise what building it from the event
+/// gives); another model family reads the same records.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphRecord {
     /// Identity.
@@ -54,8 +58,10 @@ pub struct GraphRecord {
     pub n_nodes: u16,
     /// `[n_nodes, d_node]` row-major.
     pub node_features: Vec<f32>,
-    /// `[n_nodes (n_nodes − 1), d_edge]` row-major, source-major edge order.
-    pub edge_features: Vec<f32>,
+    /// `[n_nodes]`: each node's raw η (MET: 0), f64, as edge features need it.
+    pub eta: Vec<f64>,
+    /// `[n_nodes]`: each node's raw φ (rad), f64.
+    pub phi: Vec<f64>,
     /// `[d_global]`.
     pub global_features: Vec<f32>,
 }
@@ -207,7 +213,8 @@ fn arrow_schema() -> Arc<Schema> {
         Field::new("weight", DataType::Float32, false),
         Field::new("n_nodes", DataType::UInt16, false),
         list("node_features", DataType::Float32),
-        list("edge_features", DataType::Float32),
+        list("eta", DataType::Float64),
+        list("phi", DataType::Float64),
         list("global_features", DataType::Float32),
     ]))
 }
@@ -388,7 +395,9 @@ fn to_batch(records: &[GraphRecord]) -> Result<RecordBatch, String> {
     let mut n_nodes = UInt16Builder::with_capacity(n);
     let item = || Field::new("item", DataType::Float32, false);
     let mut nodes = ListBuilder::new(Float32Builder::new()).with_field(item());
-    let mut edges = ListBuilder::new(Float32Builder::new()).with_field(item());
+    let item64 = || Field::new("item", DataType::Float64, false);
+    let mut eta = ListBuilder::new(Float64Builder::new()).with_field(item64());
+    let mut phi = ListBuilder::new(Float64Builder::new()).with_field(item64());
     let mut globals = ListBuilder::new(Float32Builder::new()).with_field(item());
     for r in records {
         sample.append_value(&r.id.sample);
@@ -412,8 +421,10 @@ fn to_batch(records: &[GraphRecord]) -> Result<RecordBatch, String> {
         n_nodes.append_value(r.n_nodes);
         nodes.values().append_slice(&r.node_features);
         nodes.append(true);
-        edges.values().append_slice(&r.edge_features);
-        edges.append(true);
+        eta.values().append_slice(&r.eta);
+        eta.append(true);
+        phi.values().append_slice(&r.phi);
+        phi.append(true);
         globals.values().append_slice(&r.global_features);
         globals.append(true);
     }
@@ -429,7 +440,8 @@ fn to_batch(records: &[GraphRecord]) -> Result<RecordBatch, String> {
         Arc::new(weight.finish()),
         Arc::new(n_nodes.finish()),
         Arc::new(nodes.finish()),
-        Arc::new(edges.finish()),
+        Arc::new(eta.finish()),
+        Arc::new(phi.finish()),
         Arc::new(globals.finish()),
     ];
     RecordBatch::try_new(arrow_schema(), columns).map_err(|e| e.to_string())
@@ -665,13 +677,17 @@ fn decode(
     let multi = c(7).as_list::<i32>();
     let weight = c(8).as_primitive::<Float32Type>();
     let n_nodes = c(9).as_primitive::<UInt16Type>();
-    let (nodes, edges, globals) = (
+    let (nodes, eta, phi, globals) = (
         c(10).as_list::<i32>(),
         c(11).as_list::<i32>(),
         c(12).as_list::<i32>(),
+        c(13).as_list::<i32>(),
     );
     let floats = |l: &arrow_array::ListArray, i: usize| -> Vec<f32> {
         l.value(i).as_primitive::<Float32Type>().values().to_vec()
+    };
+    let doubles = |l: &arrow_array::ListArray, i: usize| -> Vec<f64> {
+        l.value(i).as_primitive::<Float64Type>().values().to_vec()
     };
     for i in 0..batch.num_rows() {
         if !keep_fold(fold.value(i)) {
@@ -695,7 +711,8 @@ fn decode(
             weight: weight.value(i),
             n_nodes: n_nodes.value(i),
             node_features: floats(nodes, i),
-            edge_features: floats(edges, i),
+            eta: doubles(eta, i),
+            phi: doubles(phi, i),
             global_features: floats(globals, i),
         });
     }

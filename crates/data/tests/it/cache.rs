@@ -12,7 +12,6 @@ use gnn4c_events::{EventId, Label};
 
 fn record(i: u64) -> GraphRecord {
     let n = 1 + (i % 4) as u16;
-    let e = usize::from(n) * usize::from(n - 1);
     GraphRecord {
         id: EventId {
             sample: if i.is_multiple_of(2) { "even" } else { "odd" }.into(),
@@ -32,7 +31,12 @@ fn record(i: u64) -> GraphRecord {
         node_features: (0..usize::from(n) * 7)
             .map(|k| k as f32 + i as f32)
             .collect(),
-        edge_features: (0..e * 3).map(|k| -(k as f32)).collect(),
+        eta: (0..usize::from(n))
+            .map(|k| k as f64 * 0.1 - i as f64)
+            .collect(),
+        phi: (0..usize::from(n))
+            .map(|k| 1e-300 * k as f64 - 3.0)
+            .collect(),
         global_features: vec![f32::from(n) / 10.0, 0.25],
     }
 }
