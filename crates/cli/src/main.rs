@@ -34,7 +34,7 @@ enum Command {
     Inspect(inspect::Args),
     /// Read a dataset config end to end: events per sample, skipped events by reason, objects.
     Scan(scan::Args),
-    /// Build (or validate) the Parquet graph cache of a dataset.
+    /// Build (or validate) the Parquet event cache of a dataset.
     Preprocess(preprocess::Args),
     /// Train an Edge_Network from scratch (pretraining, or a baseline) in a run folder.
     Train(train::Args),

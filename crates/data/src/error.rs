@@ -107,7 +107,7 @@ pub enum DataError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// A graph cache is missing, half-written, stale, truncated or corrupted.
+    /// An event cache is missing, half-written, stale, truncated or corrupted.
     #[error("cache {path}: {message}")]
     Cache {
         /// The cache folder or the file in it.

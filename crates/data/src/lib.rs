@@ -5,7 +5,7 @@
 //! schemas ([`SchemaSpec`]: which branch holds which field, built-ins `delphes`, `delphes_flat`, `nanoaod`,
 //! `hzz`, `vector`), event assembly into `gnn4c_events::EventSample` ([`read_file_events`]),
 //! dataset configs ([`DatasetConfig`]), the seeded demo dataset ([`write_demo`]) and file
-//! inspection ([`inspect_file`]), and the sharded Parquet graph cache with its manifest and
+//! inspection ([`inspect_file`]), and the sharded Parquet event cache with its manifest and
 //! fingerprint ([`CacheWriter`], [`read_manifest`], [`read_cache`]) and folds ([`Folds`]), and the
 //! prediction outputs: the NPZ table ([`write_predictions_npz`]) and ROOT friend trees
 //! ([`write_friend_tree`]).
