@@ -1,8 +1,9 @@
 //! The Parquet event cache: sharded zstd Parquet files plus a JSON manifest written last. It
 //! holds events (node features, raw η/φ, globals), not graphs: edges are built when it is read.
 //!
-//! Layout of a cache folder: `part-00000.parquet`, `part-00001.parquet`, … (at most
-//! `shard_events` events each) and `manifest.json` (schema and contract versions, the
+//! Layout of a cache folder: `part-f<fold>-00000.parquet`, `part-f<fold>-00001.parquet`, … (the
+//! events of one fold each, at most `shard_events`; a split reads only its folds' files) and
+//! `manifest.json` (schema and contract versions, the
 //! preprocessing fingerprint and its inputs, shards with event counts, sizes and SHA-256 content
 //! hashes, per-sample and per-reason counts). Every file is written under a temporary name and
 //! renamed; the manifest comes last, so a folder without one was never completed and is never
@@ -77,6 +78,8 @@ pub struct ShardInfo {
     pub bytes: u64,
     /// SHA-256 (hex) of the file's bytes.
     pub sha256: String,
+    /// The fold of every event in it.
+    pub fold: u8,
 }
 
 /// Per-sample counts in the manifest.
@@ -229,7 +232,8 @@ pub struct CacheWriter {
     target: PathBuf,
     dir: PathBuf,
     shard_events: usize,
-    pending: Vec<GraphRecord>,
+    /// Records waiting for a shard, per fold.
+    pending: BTreeMap<u8, Vec<GraphRecord>>,
     shards: Vec<ShardInfo>,
     done: bool,
 }
@@ -273,28 +277,32 @@ impl CacheWriter {
             target: target.to_owned(),
             dir,
             shard_events,
-            pending: Vec::with_capacity(shard_events.min(1 << 16)),
+            pending: BTreeMap::new(),
             shards: Vec::new(),
             done: false,
         })
     }
 
-    /// Adds one record; writes a shard when `shard_events` are pending.
+    /// Adds one record; writes a shard of its fold when `shard_events` of that fold are pending.
     pub fn push(&mut self, record: GraphRecord) -> Result<(), DataError> {
-        self.pending.push(record);
-        if self.pending.len() >= self.shard_events {
-            self.flush()?;
+        let fold = record.fold;
+        let pending = self.pending.entry(fold).or_default();
+        pending.push(record);
+        if pending.len() >= self.shard_events {
+            self.flush(fold)?;
         }
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), DataError> {
-        if self.pending.is_empty() {
+    /// Writes the pending records of `fold` as a shard.
+    fn flush(&mut self, fold: u8) -> Result<(), DataError> {
+        let Some(records) = self.pending.remove(&fold).filter(|r| !r.is_empty()) else {
             return Ok(());
-        }
-        let file = format!("part-{:05}.parquet", self.shards.len());
+        };
+        let index = self.shards.iter().filter(|s| s.fold == fold).count();
+        let file = format!("part-f{fold}-{index:05}.parquet");
         let path = self.dir.join(&file);
-        let batch = to_batch(&self.pending).map_err(|e| cache_err(&path, e))?;
+        let batch = to_batch(&records).map_err(|e| cache_err(&path, e))?;
         let bytes = parquet_bytes(&batch).map_err(|e| cache_err(&path, e))?;
         write_atomically(&path, |tmp| {
             std::fs::write(tmp, &bytes).map_err(|source| DataError::Io {
@@ -304,18 +312,25 @@ impl CacheWriter {
         })?;
         self.shards.push(ShardInfo {
             file,
-            events: self.pending.len() as u64,
+            events: records.len() as u64,
             bytes: bytes.len() as u64,
             sha256: sha256_hex(&bytes),
+            fold,
         });
-        self.pending.clear();
         Ok(())
     }
 
     /// Writes the last shard and the manifest, then swaps the finished cache into place.
     pub fn finish(mut self, mut manifest: CacheManifest) -> Result<CacheManifest, DataError> {
-        self.flush()?;
-        manifest.shards = std::mem::take(&mut self.shards);
+        let folds: Vec<u8> = self.pending.keys().copied().collect();
+        for fold in folds {
+            self.flush(fold)?;
+        }
+        // Shards in (fold, index) order: a split's events come in the same order however the
+        // folds interleaved in the input.
+        let mut shards = std::mem::take(&mut self.shards);
+        shards.sort_by(|a, b| (a.fold, &a.file).cmp(&(b.fold, &b.file)));
+        manifest.shards = shards;
         let path = self.dir.join(MANIFEST);
         let text =
             serde_json::to_string_pretty(&manifest).map_err(|e| cache_err(&path, e.to_string()))?;
@@ -604,8 +619,15 @@ pub fn read_cache(
         }
         Ok(out)
     };
+    // Only the shards of the folds asked for are read.
+    let wanted: Vec<ShardInfo> = manifest
+        .shards
+        .iter()
+        .filter(|s| keep_fold(s.fold))
+        .cloned()
+        .collect();
     let mut out = Vec::new();
-    for part in per_shard(&manifest.shards, &one) {
+    for part in per_shard(&wanted, &one) {
         out.extend(part?);
     }
     Ok(out)

@@ -347,7 +347,7 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
     assert!(
-        out.contains("cache cache/ft: 599 events in 3 shards"),
+        out.contains("cache cache/ft: 599 events in 5 shards"),
         "{out}"
     );
     assert!(out.contains("events per fold"), "{out}");
@@ -370,7 +370,7 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     );
 
     // 16 flipped bytes inside a shard (same size): read_only refuses naming the shard, auto rebuilds.
-    let shard = cwd.join("cache/ft/part-00001.parquet");
+    let shard = cwd.join("cache/ft/part-f1-00000.parquet");
     let mut bytes = std::fs::read(&shard).expect("read shard");
     let mid = bytes.len() / 2;
     for b in &mut bytes[mid..mid + 16] {
@@ -381,7 +381,7 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("part-00001.parquet") && err.contains("SHA-256"),
+        err.contains("part-f1-00000.parquet") && err.contains("SHA-256"),
         "{err}"
     );
     let o = pre(&[]);

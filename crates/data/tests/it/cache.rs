@@ -66,13 +66,21 @@ fn write(dir: &Path, n: u64, shard_events: usize) -> CacheManifest {
 #[test]
 fn round_trip_is_exact_and_sharded() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = write(dir.path(), 25, 10);
-    assert_eq!(m.shards.len(), 3, "10 + 10 + 5");
+    let m = write(dir.path(), 25, 3);
+    // Shards split by fold: 5 events per fold, in shards of 3 + 2.
+    assert_eq!(m.shards.len(), 10);
+    assert!(
+        m.shards
+            .iter()
+            .all(|s| s.file.starts_with(&format!("part-f{}-", s.fold)))
+    );
     assert_eq!(m.events(), 25);
     let again = read_manifest(dir.path()).expect("manifest");
     assert_eq!(again, m);
     let got = read_cache(dir.path(), &m, &|_| true).expect("read");
-    let want: Vec<GraphRecord> = (0..25).map(record).collect();
+    // Fold by fold, each in input order.
+    let mut want: Vec<GraphRecord> = (0..25).map(record).collect();
+    want.sort_by_key(|r| r.fold);
     assert_eq!(
         got, want,
         "identity, label (class and multilabel), weight and features exact"
@@ -142,7 +150,7 @@ fn truncated_corrupted_and_missing_shards_are_named() {
     let err = read_manifest(dir.path()).expect_err("truncated");
     let msg = err.to_string();
     assert!(
-        msg.contains("part-00001.parquet") && msg.contains("truncated"),
+        msg.contains(&m.shards[1].file) && msg.contains("truncated"),
         "{msg}"
     );
 
@@ -160,12 +168,16 @@ fn truncated_corrupted_and_missing_shards_are_named() {
     ] {
         let msg = err.to_string();
         assert!(
-            msg.contains("part-00001.parquet")
+            msg.contains(&m2.shards[1].file)
                 && msg.contains("corrupted")
                 && msg.contains("SHA-256"),
             "{msg}"
         );
     }
+    // A split reads only its folds' shards: the test fold (0) reads past the damaged fold-1 one.
+    assert_eq!(m2.shards[1].fold, 1);
+    let (_, test) = read_split(dir.path(), &Folds::default(), Split::Test).expect("test split");
+    assert_eq!(test.len(), 4);
     std::fs::write(&shard, &bytes).expect("restore");
     verify_cache(dir.path(), &m2).expect("intact again");
 
