@@ -65,6 +65,23 @@ fn legend(area: &Area<'_>, entries: &[(String, RGBColor)], path: &Path) -> anyho
     Ok(())
 }
 
+/// A `size` image at `tmp`: `draw` fills the chart area, the legend column lists `entries`.
+fn chart_with_legend(
+    tmp: &Path,
+    size: (u32, u32),
+    entries: &[(String, RGBColor)],
+    path: &Path,
+    draw: impl FnOnce(&Area<'_>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let root = BitMapBackend::new(tmp, size).into_drawing_area();
+    root.fill(&WHITE).map_err(err(path))?;
+    let (area, side) = with_legend_column(&root);
+    draw(&area)?;
+    legend(&side, entries, path)?;
+    root.present().map_err(err(path))?;
+    Ok(())
+}
+
 /// A step outline of the histogram `h` over [0, 1], values below `floor` drawn at `floor`.
 fn steps(h: &[f64], floor: f64) -> Vec<(f64, f64)> {
     let bins = h.len() as f64;
@@ -124,32 +141,29 @@ fn roc_rejection(
         .fold(10.0f64, f64::max)
         * 2.0;
     save(path, |tmp| {
-        let root = BitMapBackend::new(tmp, (1100, 750)).into_drawing_area();
-        root.fill(&WHITE).map_err(err(path))?;
-        let (area, side) = with_legend_column(&root);
-        let mut chart = ChartBuilder::on(&area)
-            .caption(title, ("sans-serif", 24))
-            .margin(15)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0f64..1.0, (1.0f64..top).log_scale())
-            .map_err(err(path))?;
-        chart
-            .configure_mesh()
-            .x_desc("signal efficiency ε_S")
-            .y_desc("background rejection 1/ε_B")
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .label_style(("sans-serif", 15))
-            .draw()
-            .map_err(err(path))?;
-        for (i, pts) in rejection.iter().enumerate() {
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))
+        chart_with_legend(tmp, (1100, 750), entries, path, |area| {
+            let mut chart = ChartBuilder::on(area)
+                .caption(title, ("sans-serif", 24))
+                .margin(15)
+                .x_label_area_size(50)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0f64..1.0, (1.0f64..top).log_scale())
                 .map_err(err(path))?;
-        }
-        legend(&side, entries, path)?;
-        root.present().map_err(err(path))?;
-        Ok(())
+            chart
+                .configure_mesh()
+                .x_desc("signal efficiency ε_S")
+                .y_desc("background rejection 1/ε_B")
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .label_style(("sans-serif", 15))
+                .draw()
+                .map_err(err(path))?;
+            for (i, pts) in rejection.iter().enumerate() {
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))
+                    .map_err(err(path))?;
+            }
+            Ok(())
+        })
     })
 }
 
@@ -161,37 +175,34 @@ fn roc_linear(
     entries: &[(String, RGBColor)],
 ) -> anyhow::Result<()> {
     save(path, |tmp| {
-        let root = BitMapBackend::new(tmp, (1100, 750)).into_drawing_area();
-        root.fill(&WHITE).map_err(err(path))?;
-        let (area, side) = with_legend_column(&root);
-        let mut chart = ChartBuilder::on(&area)
-            .caption(title, ("sans-serif", 24))
-            .margin(15)
-            .x_label_area_size(50)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0f64..1.0, 0.0f64..1.0)
-            .map_err(err(path))?;
-        chart
-            .configure_mesh()
-            .x_desc("background efficiency ε_B (false-positive rate)")
-            .y_desc("signal efficiency ε_S (true-positive rate)")
-            .label_style(("sans-serif", 15))
-            .draw()
-            .map_err(err(path))?;
-        chart
-            .draw_series(LineSeries::new(
-                [(0.0, 0.0), (1.0, 1.0)],
-                BLACK.mix(0.3).stroke_width(1),
-            ))
-            .map_err(err(path))?;
-        for (i, (_, _, pts)) in curves.iter().enumerate() {
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))
+        chart_with_legend(tmp, (1100, 750), entries, path, |area| {
+            let mut chart = ChartBuilder::on(area)
+                .caption(title, ("sans-serif", 24))
+                .margin(15)
+                .x_label_area_size(50)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0.0f64..1.0, 0.0f64..1.0)
                 .map_err(err(path))?;
-        }
-        legend(&side, entries, path)?;
-        root.present().map_err(err(path))?;
-        Ok(())
+            chart
+                .configure_mesh()
+                .x_desc("background efficiency ε_B (false-positive rate)")
+                .y_desc("signal efficiency ε_S (true-positive rate)")
+                .label_style(("sans-serif", 15))
+                .draw()
+                .map_err(err(path))?;
+            chart
+                .draw_series(LineSeries::new(
+                    [(0.0, 0.0), (1.0, 1.0)],
+                    BLACK.mix(0.3).stroke_width(1),
+                ))
+                .map_err(err(path))?;
+            for (i, (_, _, pts)) in curves.iter().enumerate() {
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color(i).stroke_width(2)))
+                    .map_err(err(path))?;
+            }
+            Ok(())
+        })
     })
 }
 
@@ -320,55 +331,52 @@ pub(crate) fn training_curves(
     } else {
         (0.0, 1.0)
     };
+    let entries: Vec<(String, RGBColor)> = series
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| (name.clone(), color(i)))
+        .collect();
     save(path, |tmp| {
-        let root = BitMapBackend::new(tmp, (1100, 600)).into_drawing_area();
-        root.fill(&WHITE).map_err(err(path))?;
-        let (area, side) = with_legend_column(&root);
-        let mut chart = ChartBuilder::on(&area)
-            .caption(title, ("sans-serif", 24))
-            .margin(15)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.5f64..n as f64 + 0.5, lo..hi)
-            .map_err(err(path))?;
-        chart
-            .configure_mesh()
-            .x_desc("epoch")
-            .y_desc(y_desc)
-            // Epochs are whole numbers: label only the ticks that fall on one.
-            .x_labels(n.min(20) + 1)
-            .x_label_formatter(&|x| {
-                if (x - x.round()).abs() < 1e-9 && *x >= 1.0 {
-                    format!("{x:.0}")
-                } else {
-                    String::new()
-                }
-            })
-            .label_style(("sans-serif", 15))
-            .draw()
-            .map_err(err(path))?;
-        for (i, (_, v)) in series.iter().enumerate() {
-            let pts: Vec<(f64, f64)> = v
-                .iter()
-                .enumerate()
-                .filter_map(|(e, x)| x.map(|x| ((e + 1) as f64, x)))
-                .collect();
-            let c = color(i);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+        chart_with_legend(tmp, (1100, 600), &entries, path, |area| {
+            let mut chart = ChartBuilder::on(area)
+                .caption(title, ("sans-serif", 24))
+                .margin(15)
+                .x_label_area_size(50)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.5f64..n as f64 + 0.5, lo..hi)
                 .map_err(err(path))?;
             chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+                .configure_mesh()
+                .x_desc("epoch")
+                .y_desc(y_desc)
+                // Epochs are whole numbers: label only the ticks that fall on one.
+                .x_labels(n.min(20) + 1)
+                .x_label_formatter(&|x| {
+                    if (x - x.round()).abs() < 1e-9 && *x >= 1.0 {
+                        format!("{x:.0}")
+                    } else {
+                        String::new()
+                    }
+                })
+                .label_style(("sans-serif", 15))
+                .draw()
                 .map_err(err(path))?;
-        }
-        let entries: Vec<(String, RGBColor)> = series
-            .iter()
-            .enumerate()
-            .map(|(i, (name, _))| (name.clone(), color(i)))
-            .collect();
-        legend(&side, &entries, path)?;
-        root.present().map_err(err(path))?;
-        Ok(())
+            for (i, (_, v)) in series.iter().enumerate() {
+                let pts: Vec<(f64, f64)> = v
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(e, x)| x.map(|x| ((e + 1) as f64, x)))
+                    .collect();
+                let c = color(i);
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                    .map_err(err(path))?;
+                chart
+                    .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+                    .map_err(err(path))?;
+            }
+            Ok(())
+        })
     })
 }
 
