@@ -100,14 +100,17 @@ fn main() -> anyhow::Result<()> {
         rows.push((format!("{name} ({unit})"), w, c, per / w.median));
     };
 
-    // Cold build: ROOT → features → graphs → zstd Parquet (one thread).
+    // Cold build: ROOT → features → zstd Parquet (one file at a time).
     let (wall, cpu) = timed(reps, || {
         build_cache(
             &mut sink,
             &cfg,
             &dir,
             &folds,
-            100_000,
+            &gnn4c_cli::pipeline::CacheBuild {
+                shard_events: 100_000,
+                threads: 1,
+            },
             &selection,
             serde_json::json!({}),
             String::new(),

@@ -134,7 +134,7 @@ pub fn ensure_cache(
     dir: &Path,
     mode: CacheMode,
     folds: &Folds,
-    shard_events: usize,
+    build: &CacheBuild,
     selection: &SelectionConfig,
 ) -> anyhow::Result<CacheManifest> {
     let base = std::env::current_dir().context("reading the current folder")?;
@@ -181,7 +181,7 @@ pub fn ensure_cache(
         cfg,
         dir,
         folds,
-        shard_events,
+        build,
         selection,
         inputs,
         fingerprint,
@@ -189,23 +189,83 @@ pub fn ensure_cache(
     )
 }
 
-/// Reads every sample, builds its graphs and writes a new cache (manifest last).
+/// How a cache is built: events per shard, and the threads that read input files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBuild {
+    /// Events per Parquet shard (of one fold).
+    pub shard_events: usize,
+    /// Input files read at once; the cache does not depend on it.
+    pub threads: usize,
+}
+
+impl Default for CacheBuild {
+    fn default() -> Self {
+        CacheBuild {
+            shard_events: 100_000,
+            threads: std::thread::available_parallelism().map_or(1, usize::from),
+        }
+    }
+}
+
+/// One input file's events that passed the selection, as records, and what reading it did.
+struct FileEvents {
+    records: Vec<GraphRecord>,
+    report: gnn4c_data::FileReport,
+    /// Events the selection dropped, by reason.
+    dropped: BTreeMap<&'static str, u64>,
+}
+
+/// Reads one input file of a sample into records.
+fn file_events(
+    plan: &gnn4c_data::SamplePlan,
+    path: &Path,
+    selection: &SelectionConfig,
+    n_folds: u32,
+) -> Result<FileEvents, gnn4c_data::DataError> {
+    let mut features = EventFeatures::default();
+    let (mut records, mut dropped) = (Vec::new(), BTreeMap::new());
+    let report = gnn4c_data::read_file_events(
+        path,
+        &plan.tree,
+        &plan.schema,
+        &plan.meta,
+        plan.range,
+        &mut |evs| {
+            for ev in evs {
+                match build_features(ev, selection, &mut features) {
+                    Ok(()) => records.push(to_record(&features, ev, n_folds)),
+                    Err(reason) => *dropped.entry(reason).or_default() += 1,
+                }
+            }
+            Ok(())
+        },
+    )?;
+    Ok(FileEvents {
+        records,
+        report,
+        dropped,
+    })
+}
+
+/// Reads every sample and writes a new cache (manifest last).
+///
+/// Input files are read `build.threads` at a time, each on its own thread, and their records
+/// written in file order, so the cache is the same for any thread count; memory holds the
+/// records of the files being read.
 #[allow(clippy::too_many_arguments)] // two call sites; a struct would only rename these
 pub fn build_cache(
     out: &mut impl Write,
     cfg: &DatasetConfig,
     dir: &Path,
     folds: &Folds,
-    shard_events: usize,
+    build: &CacheBuild,
     selection: &SelectionConfig,
     inputs: serde_json::Value,
     fingerprint: String,
     base: &Path,
 ) -> anyhow::Result<CacheManifest> {
     let start = Instant::now();
-    let mut writer = CacheWriter::create(dir, shard_events)?;
-    let mut features = EventFeatures::default();
-    let mut samples = BTreeMap::new();
+    let mut writer = CacheWriter::create(dir, build.shard_events)?;
     let mut per_fold = vec![0u64; folds.n_folds as usize];
     let mut progress = EntryProgress::new(
         progress_wanted(),
@@ -214,33 +274,60 @@ pub fn build_cache(
         base,
         "preprocessing",
     )?;
-    for s in &cfg.samples {
-        let mut counts = SampleCounts::default();
-        progress.start_sample(s);
-        let report = cfg
-            .read_sample(s, base, &mut |evs| {
-                progress.saw(evs);
-                for ev in evs {
-                    match build_features(ev, selection, &mut features) {
-                        Ok(()) => {
-                            let r = to_record(&features, ev, folds.n_folds);
-                            per_fold[usize::from(r.fold)] += 1;
-                            counts.cached += 1;
-                            writer.push(r)?;
-                        }
-                        Err(reason) => *counts.skipped.entry(reason.to_owned()).or_default() += 1,
-                    }
-                }
-                Ok(())
-            })
-            .with_context(|| format!("preprocessing sample '{}'", s.name))?;
-        progress.end_sample();
-        counts.read = report.files.iter().map(|(_, r)| r.entries_read).sum();
-        for (reason, n) in report.skipped().iter() {
-            *counts.skipped.entry(reason.to_owned()).or_default() += n;
+    // Every (sample, file) in config order, read a wave of `threads` files at a time.
+    let plans = cfg
+        .samples
+        .iter()
+        .map(|s| {
+            cfg.sample_plan(s, base)
+                .with_context(|| format!("preprocessing sample '{}'", s.name))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tasks: Vec<(usize, &Path)> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(k, p)| p.files.iter().map(move |f| (k, f.as_path())))
+        .collect();
+    let mut counts = vec![SampleCounts::default(); plans.len()];
+    for wave in tasks.chunks(build.threads.max(1)) {
+        let read: Vec<Result<FileEvents, gnn4c_data::DataError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = wave
+                .iter()
+                .map(|&(k, path)| {
+                    let plan = &plans[k];
+                    scope.spawn(move || file_events(plan, path, selection, folds.n_folds))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        for (&(k, path), file) in wave.iter().zip(read) {
+            let file =
+                file.with_context(|| format!("preprocessing sample '{}'", cfg.samples[k].name))?;
+            let c = &mut counts[k];
+            c.read += file.report.entries_read;
+            for (reason, n) in file.report.skipped.iter() {
+                *c.skipped.entry(reason.to_owned()).or_default() += n;
+            }
+            for (reason, n) in file.dropped {
+                *c.skipped.entry(reason.to_owned()).or_default() += n;
+            }
+            for r in file.records {
+                per_fold[usize::from(r.fold)] += 1;
+                c.cached += 1;
+                writer.push(r)?;
+            }
+            progress.file_done(path);
         }
-        samples.insert(s.name.clone(), counts);
     }
+    let samples: BTreeMap<String, SampleCounts> = cfg
+        .samples
+        .iter()
+        .map(|s| s.name.clone())
+        .zip(counts)
+        .collect();
     let manifest = CacheManifest {
         schema_version: CACHE_SCHEMA_VERSION,
         contract_version: CONTRACT_VERSION.to_owned(),
@@ -449,6 +536,12 @@ impl EntryProgress {
         if let Some(f) = self.file.take() {
             self.done += self.entries.get(f.as_ref()).copied().unwrap_or(0);
         }
+    }
+
+    /// The file at `path` is read (used where files are read whole, in parallel).
+    pub fn file_done(&mut self, path: &Path) {
+        self.done += self.entries.get(path).copied().unwrap_or(0);
+        self.bar.set_position(self.done);
     }
 
     /// Removes the bar.

@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use gnn4c_cli::backend::InferenceBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split};
+use gnn4c_cli::pipeline::{CacheBuild, CacheMode, GraphSet, ensure_cache, load_split};
 use gnn4c_data::{
     DatasetConfig, Folds, FriendTree, PredictionTable, Split, check_output_path, fold_of,
     open_tree, write_friend_tree, write_predictions_npz,
@@ -255,7 +255,7 @@ fn run_on<B: InferenceBackend>(
         &cache,
         CacheMode::Auto,
         &info.folds,
-        100_000,
+        &CacheBuild::default(),
         &SelectionConfig::default(),
     )?;
     let t0 = Instant::now();

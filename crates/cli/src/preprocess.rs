@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gnn4c_cli::pipeline::{CacheMode, ensure_cache};
+use gnn4c_cli::pipeline::{CacheBuild, CacheMode, ensure_cache};
 use gnn4c_data::{DatasetConfig, Folds};
 use gnn4c_features::SelectionConfig;
 
@@ -25,9 +25,12 @@ pub(crate) struct Args {
     /// Number of folds (fold = event_number mod n_folds).
     #[arg(long, default_value_t = 5)]
     n_folds: u32,
-    /// Events per Parquet shard.
+    /// Events per Parquet shard (of one fold).
     #[arg(long, default_value_t = 100_000)]
     shard_events: usize,
+    /// Input files read at once [default: the machine's cores]; the cache does not depend on it.
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 /// The cache folder for a dataset.
@@ -52,7 +55,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         &dir,
         args.mode,
         &folds,
-        args.shard_events,
+        &CacheBuild {
+            shard_events: args.shard_events,
+            threads: args.threads.unwrap_or(CacheBuild::default().threads).max(1),
+        },
         &selection,
     )?;
     Ok(())

@@ -13,7 +13,9 @@ use burn::module::AutodiffModule;
 use burn::prelude::*;
 use gnn4c_cli::backend::TrainingBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_cli::pipeline::{CacheMode, GraphSet, ensure_cache, load_split, load_splits, subset};
+use gnn4c_cli::pipeline::{
+    CacheBuild, CacheMode, GraphSet, ensure_cache, load_split, load_splits, subset,
+};
 use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
 use gnn4c_distributed::World;
 use gnn4c_features::SelectionConfig;
@@ -705,7 +707,7 @@ fn train_on<B: TrainingBackend>(
             &cache,
             mode,
             &cfg.folds,
-            100_000,
+            &CacheBuild::default(),
             &SelectionConfig::default(),
         )
     };

@@ -112,6 +112,21 @@ pub struct DatasetConfig {
     pub samples: Vec<SampleConfig>,
 }
 
+/// How one sample is read: everything [`read_file_events`] needs, and the files.
+#[derive(Debug, Clone)]
+pub struct SamplePlan {
+    /// The resolved schema.
+    pub schema: SchemaSpec,
+    /// The tree in every file.
+    pub tree: String,
+    /// Name, label, weight branch and scale.
+    pub meta: SampleMeta,
+    /// The entries read of every file, and the chunk size.
+    pub range: EntryRange,
+    /// The files, globs expanded.
+    pub files: Vec<PathBuf>,
+}
+
 /// What reading a whole sample did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SampleReport {
@@ -230,6 +245,35 @@ impl DatasetConfig {
         Ok(out)
     }
 
+    /// How `sample` is read: its resolved schema, tree, metadata, entry range and files.
+    pub fn sample_plan(
+        &self,
+        sample: &SampleConfig,
+        base_dir: &Path,
+    ) -> Result<SamplePlan, DataError> {
+        Ok(SamplePlan {
+            schema: self.schema.resolve()?,
+            tree: sample
+                .tree
+                .as_deref()
+                .or(self.tree.as_deref())
+                .unwrap_or_default()
+                .to_owned(),
+            meta: SampleMeta {
+                name: Arc::from(sample.name.as_str()),
+                label: Label::from(&sample.label),
+                weight_branch: sample.weight.clone(),
+                scale: sample.scale,
+            },
+            range: EntryRange {
+                entry_start: sample.entry_start,
+                entry_stop: sample.entry_stop.unwrap_or(u64::MAX),
+                step_size: self.step_size,
+            },
+            files: self.sample_files(sample, base_dir)?,
+        })
+    }
+
     /// Reads every file of `sample`, handing events on in chunks of at most `step_size`.
     pub fn read_sample(
         &self,
@@ -237,26 +281,17 @@ impl DatasetConfig {
         base_dir: &Path,
         on_events: &mut dyn FnMut(&[EventSample]) -> Result<(), DataError>,
     ) -> Result<SampleReport, DataError> {
-        let schema = self.schema.resolve()?;
-        let tree = sample
-            .tree
-            .as_deref()
-            .or(self.tree.as_deref())
-            .unwrap_or_default();
-        let meta = SampleMeta {
-            name: Arc::from(sample.name.as_str()),
-            label: Label::from(&sample.label),
-            weight_branch: sample.weight.clone(),
-            scale: sample.scale,
-        };
-        let range = EntryRange {
-            entry_start: sample.entry_start,
-            entry_stop: sample.entry_stop.unwrap_or(u64::MAX),
-            step_size: self.step_size,
-        };
+        let plan = self.sample_plan(sample, base_dir)?;
         let mut report = SampleReport::default();
-        for path in self.sample_files(sample, base_dir)? {
-            let r = read_file_events(&path, tree, &schema, &meta, range, on_events)?;
+        for path in plan.files {
+            let r = read_file_events(
+                &path,
+                &plan.tree,
+                &plan.schema,
+                &plan.meta,
+                plan.range,
+                on_events,
+            )?;
             report.files.push((path, r));
         }
         Ok(report)

@@ -28,7 +28,7 @@ pub use cache::{
     MANIFEST, SampleCounts, ShardInfo, Split, file_identity, fingerprint_of, first_difference,
     fold_of, read_cache, read_manifest, read_split, read_splits, verify_cache,
 };
-pub use config::{DatasetConfig, LabelSpec, SampleConfig, SampleReport, SchemaRef};
+pub use config::{DatasetConfig, LabelSpec, SampleConfig, SamplePlan, SampleReport, SchemaRef};
 pub use demo::{
     DEMO_TREE, DEMO_VERSION, DemoFile, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, ToyColumns,
     ToyProcess, toy_events, write_demo,

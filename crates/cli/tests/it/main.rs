@@ -407,6 +407,38 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     let o = pre(&[]);
     assert!(text(&o).0.contains("rebuilding"), "{}", text(&o).0);
 
+    // Files read in parallel: the same cache, byte for byte, for any thread count.
+    std::fs::write(
+        cwd.join("many.yaml"),
+        "name: many\ntree: output\nschema: vector\nsamples:\n  - {name: t, files: ['demo/pretrain/t*.root'], label: 0}\n  - {name: w, files: ['demo/pretrain/W*.root', 'demo/pretrain/Z*.root'], label: 1}\n",
+    )
+    .expect("write");
+    let shards = |threads: &str| {
+        let dir = format!("cache/many{threads}");
+        let o = run(
+            cwd,
+            &[
+                "preprocess",
+                "many.yaml",
+                "--cache",
+                &dir,
+                "--threads",
+                threads,
+                "--shard-events",
+                "300",
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o).1);
+        let m: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(cwd.join(&dir).join("manifest.json")).expect("manifest"),
+        )
+        .expect("json");
+        (m["shards"].clone(), m["samples"].clone())
+    };
+    let one = shards("1");
+    assert!(one.0.as_array().is_some_and(|a| a.len() > 5), "{}", one.0);
+    assert_eq!(one, shards("3"));
+
     // A cache killed half-way (no manifest) is never read.
     std::fs::remove_file(cwd.join("cache/ft/manifest.json")).expect("rm");
     let o = pre(&["--mode", "read-only"]);
