@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use gnn4c_data::{
-    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, DatasetConfig, Folds,
-    GraphRecord, SampleConfig, SampleCounts, file_identity, fingerprint_of, first_difference,
-    fold_of, open_tree, read_manifest, verify_cache,
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, DatasetConfig, EntryRange,
+    Folds, GraphRecord, SampleConfig, SampleCounts, file_identity, fingerprint_of,
+    first_difference, fold_of, open_tree, read_manifest, verify_cache,
 };
 use gnn4c_events::EventSample;
 use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
@@ -207,7 +207,8 @@ impl Default for CacheBuild {
     }
 }
 
-/// One input file's events that passed the selection, as records, and what reading it did.
+/// A piece of an input file: its events that passed the selection, as records, and what
+/// reading it did.
 struct FileEvents {
     records: Vec<GraphRecord>,
     report: gnn4c_data::FileReport,
@@ -215,10 +216,14 @@ struct FileEvents {
     dropped: BTreeMap<&'static str, u64>,
 }
 
-/// Reads one input file of a sample into records.
+/// Entries of one input file read by one task of `build_cache`.
+const TASK_ENTRIES: u64 = 50_000;
+
+/// Reads `range` of one input file of a sample into records.
 fn file_events(
     plan: &gnn4c_data::SamplePlan,
     path: &Path,
+    range: EntryRange,
     selection: &SelectionConfig,
     n_folds: u32,
 ) -> Result<FileEvents, gnn4c_data::DataError> {
@@ -229,7 +234,7 @@ fn file_events(
         &plan.tree,
         &plan.schema,
         &plan.meta,
-        plan.range,
+        range,
         &mut |evs| {
             for ev in evs {
                 match build_features(ev, selection, &mut features) {
@@ -249,9 +254,9 @@ fn file_events(
 
 /// Reads every sample and writes a new cache (manifest last).
 ///
-/// Input files are read `build.threads` at a time, each on its own thread, and their records
-/// written in file order, so the cache is the same for any thread count; memory holds the
-/// records of the files being read.
+/// Input files are read in pieces of at most 50,000 entries, `build.threads` pieces at a time,
+/// each on its own thread, and their records written in file order, so the cache is the same
+/// for any thread count; memory holds the records of the pieces being read.
 #[allow(clippy::too_many_arguments)] // two call sites; a struct would only rename these
 pub fn build_cache(
     out: &mut impl Write,
@@ -283,19 +288,42 @@ pub fn build_cache(
                 .with_context(|| format!("preprocessing sample '{}'", s.name))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let tasks: Vec<(usize, &Path)> = plans
-        .iter()
-        .enumerate()
-        .flat_map(|(k, p)| p.files.iter().map(move |f| (k, f.as_path())))
-        .collect();
+    // Files are read in pieces of at most TASK_ENTRIES entries, so memory holds `threads`
+    // pieces' records whatever the files' sizes.
+    let mut tasks: Vec<(usize, &Path, EntryRange)> = Vec::new();
+    for (k, p) in plans.iter().enumerate() {
+        for f in &p.files {
+            let entries = open_tree(f, &p.tree)
+                .with_context(|| format!("preprocessing sample '{}'", cfg.samples[k].name))?
+                .entries();
+            let stop = p.range.entry_stop.min(entries);
+            let mut at = p.range.entry_start.min(stop);
+            loop {
+                let end = (at + TASK_ENTRIES).min(stop);
+                tasks.push((
+                    k,
+                    f.as_path(),
+                    EntryRange {
+                        entry_start: at,
+                        entry_stop: end,
+                        ..p.range
+                    },
+                ));
+                if end >= stop {
+                    break;
+                }
+                at = end;
+            }
+        }
+    }
     let mut counts = vec![SampleCounts::default(); plans.len()];
     for wave in tasks.chunks(build.threads.max(1)) {
         let read: Vec<Result<FileEvents, gnn4c_data::DataError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = wave
                 .iter()
-                .map(|&(k, path)| {
+                .map(|&(k, path, range)| {
                     let plan = &plans[k];
-                    scope.spawn(move || file_events(plan, path, selection, folds.n_folds))
+                    scope.spawn(move || file_events(plan, path, range, selection, folds.n_folds))
                 })
                 .collect();
             handles
@@ -303,7 +331,7 @@ pub fn build_cache(
                 .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
         });
-        for (&(k, path), file) in wave.iter().zip(read) {
+        for (&(k, _, _), file) in wave.iter().zip(read) {
             let file =
                 file.with_context(|| format!("preprocessing sample '{}'", cfg.samples[k].name))?;
             let c = &mut counts[k];
@@ -319,7 +347,7 @@ pub fn build_cache(
                 c.cached += 1;
                 writer.push(r)?;
             }
-            progress.file_done(path);
+            progress.advance(file.report.entries_read);
         }
     }
     let samples: BTreeMap<String, SampleCounts> = cfg
@@ -538,9 +566,9 @@ impl EntryProgress {
         }
     }
 
-    /// The file at `path` is read (used where files are read whole, in parallel).
-    pub fn file_done(&mut self, path: &Path) {
-        self.done += self.entries.get(path).copied().unwrap_or(0);
+    /// `entries` more were read (where pieces of files are read in parallel).
+    pub fn advance(&mut self, entries: u64) {
+        self.done += entries;
         self.bar.set_position(self.done);
     }
 
