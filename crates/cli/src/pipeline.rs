@@ -630,7 +630,14 @@ mod tests {
             fingerprint_inputs: serde_json::Value::Null,
             n_folds: 5,
             shards: Vec::new(),
-            samples: BTreeMap::new(),
+            samples: BTreeMap::from([(
+                "hzz".to_owned(),
+                SampleCounts {
+                    read: events.len() as u64,
+                    cached: built.len() as u64,
+                    ..SampleCounts::default()
+                },
+            )]),
             written_by: "test".into(),
         };
         let manifest = writer.finish(manifest).expect("finish");

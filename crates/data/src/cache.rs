@@ -511,6 +511,31 @@ pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
         ));
     }
     let manifest: CacheManifest = serde_json::from_value(value).map_err(unreadable)?;
+    // The per-sample counts and the shards must agree, and each shard hold one valid fold.
+    let cached: u64 = manifest.samples.values().map(|c| c.cached).sum();
+    if cached != manifest.events() {
+        return Err(cache_err(
+            &path,
+            format!(
+                "the counts do not add up: the samples say {cached} events cached, the shards hold {}; \
+                 rebuild the cache (`preprocess --mode rebuild`)",
+                manifest.events()
+            ),
+        ));
+    }
+    if let Some(s) = manifest
+        .shards
+        .iter()
+        .find(|s| u32::from(s.fold) >= manifest.n_folds)
+    {
+        return Err(cache_err(
+            &dir.join(&s.file),
+            format!(
+                "shard of fold {} in a cache of {} folds; rebuild the cache (`preprocess --mode rebuild`)",
+                s.fold, manifest.n_folds
+            ),
+        ));
+    }
     for s in &manifest.shards {
         let p = dir.join(&s.file);
         let bytes = std::fs::metadata(&p)

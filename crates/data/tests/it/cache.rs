@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gnn4c_data::{
-    CONTRACT_VERSION, CacheManifest, CacheWriter, DataError, Folds, GraphRecord, MANIFEST, Split,
-    fingerprint_of, first_difference, fold_of, read_cache, read_manifest, read_split, read_splits,
-    verify_cache,
+    CONTRACT_VERSION, CacheManifest, CacheWriter, DataError, Folds, GraphRecord, MANIFEST,
+    SampleCounts, Split, fingerprint_of, first_difference, fold_of, read_cache, read_manifest,
+    read_split, read_splits, verify_cache,
 };
 use gnn4c_events::{EventId, Label};
 
@@ -60,7 +60,16 @@ fn write(dir: &Path, n: u64, shard_events: usize) -> CacheManifest {
     for i in 0..n {
         w.push(record(i)).expect("push");
     }
-    w.finish(manifest()).expect("finish")
+    let mut m = manifest();
+    m.samples.insert(
+        "all".into(),
+        SampleCounts {
+            read: n,
+            cached: n,
+            ..SampleCounts::default()
+        },
+    );
+    w.finish(m).expect("finish")
 }
 
 #[test]
@@ -261,4 +270,27 @@ fn fingerprint_difference_names_the_field() {
     );
     assert_eq!(first_difference(&a, &a), None);
     assert_ne!(fingerprint_of(&a), fingerprint_of(&b));
+}
+
+#[test]
+fn counts_that_do_not_add_up_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), 12, 5);
+    let path = dir.path().join(MANIFEST);
+    let text = std::fs::read_to_string(&path).expect("manifest");
+    let mut m: serde_json::Value = serde_json::from_str(&text).expect("json");
+    m["samples"]["all"]["cached"] = 11.into();
+    std::fs::write(&path, m.to_string()).expect("write");
+    let msg = read_manifest(dir.path()).expect_err("11 ≠ 12").to_string();
+    assert!(
+        msg.contains("do not add up") && msg.contains("--mode rebuild"),
+        "{msg}"
+    );
+    let mut m: serde_json::Value = serde_json::from_str(&text).expect("json");
+    m["shards"][0]["fold"] = 7.into();
+    std::fs::write(&path, m.to_string()).expect("write");
+    let msg = read_manifest(dir.path())
+        .expect_err("fold 7 of 5")
+        .to_string();
+    assert!(msg.contains("fold 7") && msg.contains("5 folds"), "{msg}");
 }
