@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use gnn4c_data::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, DatasetConfig, EntryRange,
-    Folds, GraphRecord, SampleConfig, SampleCounts, file_identity, fingerprint_of,
+    EventRecord, Folds, SampleConfig, SampleCounts, file_identity, fingerprint_of,
     first_difference, fold_of, open_tree, read_manifest, verify_cache,
 };
 use gnn4c_events::EventSample;
@@ -80,8 +80,8 @@ pub fn to_record(
     features: &EventFeatures,
     event: &gnn4c_events::EventSample,
     n_folds: u32,
-) -> GraphRecord {
-    GraphRecord {
+) -> EventRecord {
+    EventRecord {
         fold: fold_of(event.id.event_number, n_folds),
         n_nodes: features.n_nodes as u16,
         id: event.id.clone(),
@@ -96,7 +96,7 @@ pub fn to_record(
 
 /// Back from the cache: the graph of a cached event, its topology from `cache` and its edge
 /// features from the raw η/φ (the function that builds them from an event, so bitwise equal).
-pub fn from_record(r: GraphRecord, cache: &mut TopologyCache) -> anyhow::Result<GraphSample> {
+pub fn from_record(r: EventRecord, cache: &mut TopologyCache) -> anyhow::Result<GraphSample> {
     let topology = cache.get(usize::from(r.n_nodes));
     let globals: [f32; 2] = r.global_features.as_slice().try_into().map_err(|_| {
         anyhow::anyhow!(
@@ -210,7 +210,7 @@ impl Default for CacheBuild {
 /// A piece of an input file: its events that passed the selection, as records, and what
 /// reading it did.
 struct FileEvents {
-    records: Vec<GraphRecord>,
+    records: Vec<EventRecord>,
     report: gnn4c_data::FileReport,
     /// Events the selection dropped, by reason.
     dropped: BTreeMap<&'static str, u64>,

@@ -46,7 +46,7 @@ pub const MANIFEST: &str = "manifest.json";
 /// edge features from `eta`/`phi` when it is read (bitwise what building it from the event
 /// gives); another model family reads the same records.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GraphRecord {
+pub struct EventRecord {
     /// Identity.
     pub id: EventId,
     /// `event_number mod n_folds`.
@@ -222,7 +222,7 @@ fn arrow_schema() -> Arc<Schema> {
     ]))
 }
 
-/// Writes graph records into shards of a new cache folder.
+/// Writes event records into shards of a new cache folder.
 ///
 /// Everything is written into a sibling folder `.<name>.building-<pid>` and swapped into place
 /// by [`CacheWriter::finish`]: an existing valid cache is only replaced by a complete one, and a
@@ -233,7 +233,7 @@ pub struct CacheWriter {
     dir: PathBuf,
     shard_events: usize,
     /// Records waiting for a shard, per fold.
-    pending: BTreeMap<u8, Vec<GraphRecord>>,
+    pending: BTreeMap<u8, Vec<EventRecord>>,
     shards: Vec<ShardInfo>,
     done: bool,
 }
@@ -284,7 +284,7 @@ impl CacheWriter {
     }
 
     /// Adds one record; writes a shard of its fold when `shard_events` of that fold are pending.
-    pub fn push(&mut self, record: GraphRecord) -> Result<(), DataError> {
+    pub fn push(&mut self, record: EventRecord) -> Result<(), DataError> {
         let fold = record.fold;
         let pending = self.pending.entry(fold).or_default();
         pending.push(record);
@@ -392,7 +392,7 @@ fn parquet_bytes(batch: &RecordBatch) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-fn to_batch(records: &[GraphRecord]) -> Result<RecordBatch, String> {
+fn to_batch(records: &[EventRecord]) -> Result<RecordBatch, String> {
     let n = records.len();
     let mut sample = StringBuilder::new();
     let mut source = StringBuilder::new();
@@ -627,8 +627,8 @@ pub fn read_cache(
     dir: &Path,
     manifest: &CacheManifest,
     keep_fold: &(dyn Fn(u8) -> bool + Sync),
-) -> Result<Vec<GraphRecord>, DataError> {
-    let one = |s: &ShardInfo| -> Result<Vec<GraphRecord>, DataError> {
+) -> Result<Vec<EventRecord>, DataError> {
+    let one = |s: &ShardInfo| -> Result<Vec<EventRecord>, DataError> {
         let path = dir.join(&s.file);
         let bytes = shard_bytes(dir, s)?;
         let mut out = Vec::new();
@@ -663,7 +663,7 @@ fn read_shard(
     path: &Path,
     bytes: Vec<u8>,
     keep_fold: &dyn Fn(u8) -> bool,
-    out: &mut Vec<GraphRecord>,
+    out: &mut Vec<EventRecord>,
 ) -> Result<u64, DataError> {
     let corrupt = |e: &dyn std::fmt::Display| {
         cache_err(path, format!("truncated or corrupted Parquet shard: {e}"))
@@ -709,7 +709,7 @@ fn decode(
     names: &mut BTreeMap<String, Arc<str>>,
     paths: &mut BTreeMap<String, Arc<Path>>,
     keep_fold: &dyn Fn(u8) -> bool,
-    out: &mut Vec<GraphRecord>,
+    out: &mut Vec<EventRecord>,
 ) {
     let c = |i: usize| batch.column(i);
     let (sample, source, tree) = (
@@ -745,7 +745,7 @@ fn decode(
         } else {
             Label::Multi(multi.value(i).as_primitive::<UInt8Type>().values().to_vec())
         };
-        out.push(GraphRecord {
+        out.push(EventRecord {
             id: EventId {
                 sample: intern(names, sample.value(i), |s| Arc::from(s)),
                 source_file: intern(paths, source.value(i), |s| Arc::from(Path::new(s))),
@@ -845,7 +845,7 @@ pub fn read_split(
     dir: &Path,
     folds: &Folds,
     split: Split,
-) -> Result<(CacheManifest, Vec<GraphRecord>), DataError> {
+) -> Result<(CacheManifest, Vec<EventRecord>), DataError> {
     let (manifest, mut splits) = read_splits(dir, folds, &[split])?;
     Ok((manifest, splits.pop().expect("one split asked for")))
 }
@@ -857,7 +857,7 @@ pub fn read_splits(
     dir: &Path,
     folds: &Folds,
     splits: &[Split],
-) -> Result<(CacheManifest, Vec<Vec<GraphRecord>>), DataError> {
+) -> Result<(CacheManifest, Vec<Vec<EventRecord>>), DataError> {
     folds.validate()?;
     let manifest = read_manifest(dir)?;
     if manifest.n_folds != folds.n_folds {
@@ -870,7 +870,7 @@ pub fn read_splits(
         ));
     }
     let records = read_cache(dir, &manifest, &|f| splits.contains(&folds.split_of(f)))?;
-    let mut out: Vec<Vec<GraphRecord>> = splits.iter().map(|_| Vec::new()).collect();
+    let mut out: Vec<Vec<EventRecord>> = splits.iter().map(|_| Vec::new()).collect();
     for r in records {
         let split = folds.split_of(r.fold);
         if let Some(k) = splits.iter().position(|s| *s == split) {

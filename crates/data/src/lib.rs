@@ -24,7 +24,7 @@ mod schema;
 
 pub use assemble::{FileReport, SampleMeta, read_file_events, read_tree_events};
 pub use cache::{
-    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, Folds, GraphRecord,
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, EventRecord, Folds,
     MANIFEST, SampleCounts, ShardInfo, Split, file_identity, fingerprint_of, first_difference,
     fold_of, read_cache, read_manifest, read_split, read_splits, verify_cache,
 };

@@ -4,15 +4,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gnn4c_data::{
-    CONTRACT_VERSION, CacheManifest, CacheWriter, DataError, Folds, GraphRecord, MANIFEST,
+    CONTRACT_VERSION, CacheManifest, CacheWriter, DataError, EventRecord, Folds, MANIFEST,
     SampleCounts, Split, fingerprint_of, first_difference, fold_of, read_cache, read_manifest,
     read_split, read_splits, verify_cache,
 };
 use gnn4c_events::{EventId, Label};
 
-fn record(i: u64) -> GraphRecord {
+fn record(i: u64) -> EventRecord {
     let n = 1 + (i % 4) as u16;
-    GraphRecord {
+    EventRecord {
         id: EventId {
             sample: if i.is_multiple_of(2) { "even" } else { "odd" }.into(),
             source_file: Arc::from(Path::new("/data/x.root")),
@@ -88,7 +88,7 @@ fn round_trip_is_exact_and_sharded() {
     assert_eq!(again, m);
     let got = read_cache(dir.path(), &m, &|_| true).expect("read");
     // Fold by fold, each in input order.
-    let mut want: Vec<GraphRecord> = (0..25).map(record).collect();
+    let mut want: Vec<EventRecord> = (0..25).map(record).collect();
     want.sort_by_key(|r| r.fold);
     assert_eq!(
         got, want,

@@ -31,9 +31,8 @@ fn read_err(path: &Path, tree: &str, spec: &SchemaSpec) -> DataError {
 
 #[test]
 fn files_of_every_root_version_and_codec_open() {
-    // The files the previous reader (oxyroot 0.1.25) refused: zstd, ROOT ≥ 6.34 streamers,
-    // offset maps, real Delphes TClonesArray branches. (Their values are checked against
-    // uproot's in crates/rootio.)
+    // zstd, ROOT ≥ 6.34 streamers, offset maps, real Delphes TClonesArray branches: every file
+    // opens and lists its tree. (Their values are checked against uproot's in crates/rootio.)
     let cases = [
         ("data/real/uproot-HZZ-zstd.root", "events", 2421),
         ("data/generated/nano_zstd.root", "Events", 2000),
