@@ -1,5 +1,5 @@
 //! The `gnn4colliders` tool's library half: pipeline wiring shared by the binary's commands and
-//! by the benchmarks (`pipeline`: dataset → graphs → Parquet cache, cache → graphs; `device`:
+//! by the benchmarks (`pipeline`: dataset → events → Parquet cache, cache → graphs; `device`:
 //! device selection and the CUDA driver check; `backend`: the model each backend scores with).
 //!
 //! The only crate (with `benchmarks`) that wires the others together, chooses a backend, knows

@@ -1,4 +1,4 @@
-//! The preprocessing pipeline as a library: dataset → graphs → cache, and cache → graphs.
+//! The preprocessing pipeline as a library: dataset → event cache, and cache → graphs.
 //!
 //! Shared by the `preprocess` command and the benchmarks; every other stage's wiring stays in the
 //! binary's command modules.

@@ -1,4 +1,4 @@
-//! `gnn4colliders preprocess`: ROOT files → graphs → the sharded Parquet cache.
+//! `gnn4colliders preprocess`: ROOT files → selected events → the sharded Parquet cache.
 
 use std::path::{Path, PathBuf};
 
