@@ -47,8 +47,8 @@ patched=$(awk '/^\[patch\./{p=1;next} /^\[/{p=0} p && /=/ {print $1}' Cargo.toml
 if [ "$patched" != "xz2 " ]; then
   echo "layering: [patch] may name the xz2 shim only, but names: $patched"; fail=1
 fi
-if [ -e vendor ] || git ls-files | grep -qiE '\.(ttf|otf|woff2?)$'; then
-  echo "layering: vendored code or a copied font is in the repository"; fail=1
+if [ -e vendor ] || git ls-files | grep -qiE '\.(ttf|otf|woff2?|whl)$'; then
+  echo "layering: vendored code, a copied font or a downloaded package is in the repository"; fail=1
 fi
 # `unsafe` lives in gnn4c-kernels alone among the crates (the workspace denies it; benchmarks/
 # has one measuring tool, benchmark_preprocessing's counting allocator).
