@@ -272,13 +272,6 @@ pub fn build_cache(
     let start = Instant::now();
     let mut writer = CacheWriter::create(dir, build.shard_events)?;
     let mut per_fold = vec![0u64; folds.n_folds as usize];
-    let mut progress = EntryProgress::new(
-        progress_wanted(),
-        cfg,
-        cfg.samples.iter(),
-        base,
-        "preprocessing",
-    )?;
     // Every (sample, file) in config order, read a wave of `threads` files at a time.
     let plans = cfg
         .samples
@@ -316,6 +309,11 @@ pub fn build_cache(
             }
         }
     }
+    let total = tasks
+        .iter()
+        .map(|(_, _, r)| r.entry_stop - r.entry_start)
+        .sum();
+    let mut progress = EntryProgress::with_total(progress_wanted(), total, "preprocessing");
     let mut counts = vec![SampleCounts::default(); plans.len()];
     for wave in tasks.chunks(build.threads.max(1)) {
         let read: Vec<Result<FileEvents, gnn4c_data::DataError>> = std::thread::scope(|scope| {
@@ -527,13 +525,20 @@ impl EntryProgress {
             }
         }
         let total = entries.values().sum();
-        Ok(EntryProgress {
+        let mut progress = EntryProgress::with_total(show, total, what);
+        progress.entries = entries;
+        Ok(progress)
+    }
+
+    /// A bar over `total` entries, advanced with [`EntryProgress::advance`].
+    pub fn with_total(show: bool, total: u64, what: &str) -> Self {
+        EntryProgress {
             bar: progress_bar(show, total, what, "entries"),
-            entries,
+            entries: BTreeMap::new(),
             done: 0,
             file: None,
             entry_start: 0,
-        })
+        }
     }
 
     /// Reading of `sample` begins.
