@@ -62,6 +62,25 @@ impl Number {
         }
     }
 
+    /// A C++ type name as ROOT and uproot spell it (`float`, `int32_t`, `unsigned int`,
+    /// `Float_t`, …).
+    pub fn from_cpp(name: &str) -> Option<Number> {
+        Some(match name.trim() {
+            "bool" | "Bool_t" => Number::Bool,
+            "char" | "int8_t" | "Char_t" => Number::I8,
+            "unsigned char" | "uint8_t" | "UChar_t" => Number::U8,
+            "short" | "int16_t" | "Short_t" => Number::I16,
+            "unsigned short" | "uint16_t" | "UShort_t" => Number::U16,
+            "int" | "int32_t" | "Int_t" => Number::I32,
+            "unsigned int" | "uint32_t" | "UInt_t" => Number::U32,
+            "long" | "long long" | "int64_t" | "Long64_t" => Number::I64,
+            "unsigned long" | "unsigned long long" | "uint64_t" | "ULong64_t" => Number::U64,
+            "float" | "Float_t" => Number::F32,
+            "double" | "Double_t" => Number::F64,
+            _ => return None,
+        })
+    }
+
     /// A streamer type code (`TVirtualStreamerInfo::EReadWrite`, array offsets removed).
     fn from_streamer_type(t: i32) -> Option<Number> {
         Some(match t % 20 {
@@ -208,22 +227,8 @@ fn vector_inner(title: &str) -> Option<Number> {
         .strip_prefix("std::")
         .unwrap_or(t)
         .strip_prefix("vector<")?
-        .strip_suffix('>')?
-        .trim();
-    Some(match inner {
-        "bool" => Number::Bool,
-        "char" | "int8_t" | "Char_t" => Number::I8,
-        "unsigned char" | "uint8_t" | "UChar_t" => Number::U8,
-        "short" | "int16_t" | "Short_t" => Number::I16,
-        "unsigned short" | "uint16_t" | "UShort_t" => Number::U16,
-        "int" | "int32_t" | "Int_t" => Number::I32,
-        "unsigned int" | "uint32_t" | "UInt_t" => Number::U32,
-        "long" | "long long" | "int64_t" | "Long64_t" => Number::I64,
-        "unsigned long" | "unsigned long long" | "uint64_t" | "ULong64_t" => Number::U64,
-        "float" | "Float_t" => Number::F32,
-        "double" | "Double_t" => Number::F64,
-        _ => return None,
-    })
+        .strip_suffix('>')?;
+    Number::from_cpp(inner)
 }
 
 /// A branch's values: the raw big-endian bytes of every value, in entry order, and the count
@@ -266,6 +271,53 @@ impl BranchData {
             Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as i64,
             Number::Bool => i64::from(b[0] != 0),
             _ => self.f64_at(i) as i64,
+        }
+    }
+
+    /// Every value as f64 (integers exactly up to 2^53), one pass over the bytes.
+    pub fn to_f64(&self) -> Vec<f64> {
+        let b = &self.bytes;
+        match self.interpretation.number {
+            Number::F32 => b
+                .chunks_exact(4)
+                .map(|c| f64::from(f32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+            Number::F64 => b
+                .chunks_exact(8)
+                .map(|c| f64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+            _ => (0..self.len()).map(|i| self.f64_at(i)).collect(),
+        }
+    }
+
+    /// Every value as i64 (integers exactly, `uint64_t` bit for bit), one pass over the bytes.
+    pub fn to_i64(&self) -> Vec<i64> {
+        let b = &self.bytes;
+        match self.interpretation.number {
+            Number::Bool => b.iter().map(|&x| i64::from(x != 0)).collect(),
+            Number::I8 => b.iter().map(|&x| i64::from(x as i8)).collect(),
+            Number::U8 => b.iter().map(|&x| i64::from(x)).collect(),
+            Number::I16 => b
+                .chunks_exact(2)
+                .map(|c| i64::from(i16::from_be_bytes([c[0], c[1]])))
+                .collect(),
+            Number::U16 => b
+                .chunks_exact(2)
+                .map(|c| i64::from(u16::from_be_bytes([c[0], c[1]])))
+                .collect(),
+            Number::I32 => b
+                .chunks_exact(4)
+                .map(|c| i64::from(i32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+            Number::U32 => b
+                .chunks_exact(4)
+                .map(|c| i64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+            Number::I64 | Number::U64 => b
+                .chunks_exact(8)
+                .map(|c| i64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+            Number::F32 | Number::F64 => (0..self.len()).map(|i| self.i64_at(i)).collect(),
         }
     }
 

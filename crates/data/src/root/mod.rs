@@ -43,20 +43,7 @@ pub enum ElemType {
 impl ElemType {
     /// Parses a C++ type name (`float`, `int32_t`, `unsigned int`, `Float_t`, …).
     pub fn from_cpp(name: &str) -> Option<ElemType> {
-        Some(match name.trim() {
-            "bool" | "Bool_t" => ElemType::Bool,
-            "int8_t" | "char" | "Char_t" => ElemType::I8,
-            "uint8_t" | "unsigned char" | "UChar_t" => ElemType::U8,
-            "int16_t" | "short" | "Short_t" => ElemType::I16,
-            "uint16_t" | "unsigned short" | "UShort_t" => ElemType::U16,
-            "int32_t" | "int" | "Int_t" => ElemType::I32,
-            "uint32_t" | "unsigned int" | "UInt_t" => ElemType::U32,
-            "int64_t" | "long" | "Long64_t" | "long long" => ElemType::I64,
-            "uint64_t" | "unsigned long" | "ULong64_t" | "unsigned long long" => ElemType::U64,
-            "float" | "Float_t" => ElemType::F32,
-            "double" | "Double_t" => ElemType::F64,
-            _ => return None,
-        })
+        gnn4c_rootio::Number::from_cpp(name).map(ElemType::from)
     }
 
     /// Bytes per value on disk.
@@ -72,6 +59,25 @@ impl ElemType {
     /// True for the integer types and bool (read exactly into `i64`).
     pub fn is_integer(self) -> bool {
         !matches!(self, ElemType::F32 | ElemType::F64)
+    }
+}
+
+impl From<gnn4c_rootio::Number> for ElemType {
+    fn from(n: gnn4c_rootio::Number) -> ElemType {
+        use gnn4c_rootio::Number;
+        match n {
+            Number::Bool => ElemType::Bool,
+            Number::I8 => ElemType::I8,
+            Number::U8 => ElemType::U8,
+            Number::I16 => ElemType::I16,
+            Number::U16 => ElemType::U16,
+            Number::I32 => ElemType::I32,
+            Number::U32 => ElemType::U32,
+            Number::I64 => ElemType::I64,
+            Number::U64 => ElemType::U64,
+            Number::F32 => ElemType::F32,
+            Number::F64 => ElemType::F64,
+        }
     }
 }
 

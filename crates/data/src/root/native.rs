@@ -103,27 +103,11 @@ pub fn open_tree(path: &Path, tree: &str) -> Result<Box<dyn TreeReader>, DataErr
     }))
 }
 
-fn elem(n: rio::Number) -> ElemType {
-    match n {
-        rio::Number::Bool => ElemType::Bool,
-        rio::Number::I8 => ElemType::I8,
-        rio::Number::U8 => ElemType::U8,
-        rio::Number::I16 => ElemType::I16,
-        rio::Number::U16 => ElemType::U16,
-        rio::Number::I32 => ElemType::I32,
-        rio::Number::U32 => ElemType::U32,
-        rio::Number::I64 => ElemType::I64,
-        rio::Number::U64 => ElemType::U64,
-        rio::Number::F32 => ElemType::F32,
-        rio::Number::F64 => ElemType::F64,
-    }
-}
-
 /// A branch as the data layer sees it: its layout and a C++ type name.
 fn describe(b: &rio::BranchInfo) -> BranchInfo {
     let (kind, type_name) = match rio::interpret(b) {
         Ok(rio::Interpretation { number, layout }) => {
-            let t = elem(number);
+            let t = ElemType::from(number);
             let cpp = number.cpp();
             match layout {
                 rio::Layout::Fixed(1) => (BranchKind::Scalar(t), cpp.to_owned()),
@@ -155,26 +139,25 @@ fn describe(b: &rio::BranchInfo) -> BranchInfo {
 
 /// A chunk's values of one column, widened (floats to f64, integers exactly to i64).
 fn values(data: &rio::BranchData) -> ColumnValues {
-    let n = data.len();
     match data.interpretation.number {
-        rio::Number::F32 | rio::Number::F64 => {
-            ColumnValues::Float((0..n).map(|i| data.f64_at(i)).collect())
-        }
-        _ => ColumnValues::Int((0..n).map(|i| data.i64_at(i)).collect()),
+        rio::Number::F32 | rio::Number::F64 => ColumnValues::Float(data.to_f64()),
+        _ => ColumnValues::Int(data.to_i64()),
     }
 }
 
 impl NativeTree {
+    fn missing(&self, name: &str) -> DataError {
+        DataError::BranchNotFound {
+            path: self.file.path().to_owned(),
+            tree: self.name.clone(),
+            branch: name.to_owned(),
+            needed_for: "a requested column".to_owned(),
+            closest: closest_names(name, self.branches.iter().map(|b| b.name.as_str()), 5),
+        }
+    }
+
     fn rio_branch(&self, name: &str) -> Result<&rio::BranchInfo, DataError> {
-        self.tree
-            .branch(name)
-            .ok_or_else(|| DataError::BranchNotFound {
-                path: self.file.path().to_owned(),
-                tree: self.name.clone(),
-                branch: name.to_owned(),
-                needed_for: "a requested column".to_owned(),
-                closest: closest_names(name, self.branches.iter().map(|b| b.name.as_str()), 5),
-            })
+        self.tree.branch(name).ok_or_else(|| self.missing(name))
     }
 
     fn info(&self, name: &str) -> Option<&BranchInfo> {
@@ -202,11 +185,10 @@ impl NativeTree {
 
     /// The kind of a requested column, checked readable; and its counter's, when named.
     fn check(&self, request: &ColumnRequest) -> Result<(BranchKind, Option<String>), DataError> {
-        let info = self.info(&request.branch).ok_or_else(|| {
-            self.rio_branch(&request.branch).err().unwrap_or_else(|| {
-                DataError::Config(format!("branch '{}' is not readable", request.branch))
-            })
-        })?;
+        // `branches` describes every branch of the tree.
+        let info = self
+            .info(&request.branch)
+            .ok_or_else(|| self.missing(&request.branch))?;
         if info.kind == BranchKind::Other {
             return Err(self.wrong_type(
                 info,
@@ -216,11 +198,7 @@ impl NativeTree {
         }
         let counter = match (info.kind, &request.counter) {
             (BranchKind::Array(_), Some(c)) => {
-                let ci = self.info(c).ok_or_else(|| {
-                    self.rio_branch(c).err().unwrap_or_else(|| {
-                        DataError::Config(format!("counter '{c}' is not readable"))
-                    })
-                })?;
+                let ci = self.info(c).ok_or_else(|| self.missing(c))?;
                 if !matches!(ci.kind, BranchKind::Scalar(t) if t.is_integer()) {
                     return Err(self.wrong_type(ci, "an integer scalar counter"));
                 }

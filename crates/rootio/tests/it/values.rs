@@ -55,7 +55,7 @@ fn every_branch_matches_uproot_bitwise() {
                 ));
                 continue;
             }
-            let got: Vec<f64> = (0..data.len()).map(|i| data.f64_at(i)).collect();
+            let got = data.to_f64();
             let same = got.len() == want.len()
                 && got
                     .iter()
