@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # N nodes × 4 A100s, one MPI rank per GPU:  sbatch --nodes=N scripts/slurm/multi-node.sh EXP [KEY=VALUE...]
-# Build the cache once first (`gnn4colliders preprocess configs/data/X.yaml` on a login or CPU
-# node): rank 0 validates it and the other ranks only read it.
+# Build the cache once first (`gnn4colliders preprocess configs/data/X.yaml`, or
+# scripts/slurm/preprocess-array.sh on CPU nodes): rank 0 validates it and the others only read.
+# Long runs: add trainer.checkpoint_every_steps=N and resubmit with --resume after the time limit.
 #SBATCH --job-name=gnn4c-multinode
 #SBATCH --constraint=gpu
 #SBATCH --qos=regular

@@ -2,7 +2,11 @@
 //!
 //! `cargo run --release -p gnn4c-benchmarks --bin benchmark_dataloader -- [EVENTS_PER_PROCESS] [REPS]`
 //! Demo pretraining data (12 processes, seed 42) in a temporary folder; batch size 512, CPU
-//! backend (burn-flex) for the host-to-device step. Wall and process CPU time are both reported:
+//! backend (burn-flex) for the host-to-device step.
+//!
+//! `benchmark_dataloader --cache DIR`: one streamed epoch over the training split of an existing
+//! cache (the trainer's loader at its defaults: shuffle buffer 32,768, 2 loader threads,
+//! prefetch 2, batch 512), with the events/s and the process's peak RSS (VmHWM). Wall and process CPU time are both reported:
 //! CPU ≪ wall means the stage waits on the filesystem (or on other processes on a shared machine).
 
 use std::io::Write;
@@ -12,13 +16,13 @@ use std::sync::Arc;
 use burn::backend::Flex;
 use gnn4c_benchmarks::{Meta, Stats, machine};
 use gnn4c_cli::device::DeviceChoice;
-use gnn4c_cli::pipeline::build_cache;
+use gnn4c_cli::pipeline::{GraphStream, build_cache};
 use gnn4c_data::{
-    DatasetConfig, Folds, LabelSpec, SampleConfig, SchemaRef, read_cache, read_manifest, write_demo,
+    DatasetConfig, Folds, LabelSpec, SampleConfig, SchemaRef, Split, read_cache, read_manifest,
+    write_demo,
 };
 use gnn4c_features::SelectionConfig;
-use gnn4c_graphs::{GraphSample, Padding, TopologyCache, collate};
-use gnn4c_training::{Loader, SamplerConfig, epoch_batches};
+use gnn4c_training::{Dataset, Pass, TrainConfig, stream};
 
 /// Process CPU seconds (user + system) from /proc/self/stat; 0 where unavailable.
 fn cpu_seconds() -> f64 {
@@ -52,8 +56,81 @@ fn timed(reps: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {
     (wall, cpu)
 }
 
+/// Peak resident memory of this process (VmHWM), in MB; 0 where unavailable.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// One streamed epoch of `data` on `threads` loader threads; returns the batches.
+fn epoch(data: &Arc<GraphStream>, pass: Pass, threads: usize, prefetch: usize) -> usize {
+    let device = Default::default();
+    let (_, loader) = stream(data, pass, threads, prefetch, |d: &GraphStream, ev, n| {
+        Ok((d.batch(ev)?, n))
+    });
+    let mut n = 0;
+    for item in loader {
+        let (b, _) = item.expect("batch");
+        std::hint::black_box(b.input.to_device::<Flex>(&device));
+        n += 1;
+    }
+    n
+}
+
+/// The trainer's loader over an existing cache's training split, at the trainer's defaults.
+fn stream_cache(dir: &Path) -> anyhow::Result<()> {
+    let meta = Meta::new("benchmark_dataloader", DeviceChoice::Cpu);
+    let defaults = TrainConfig::default();
+    let (_, data) = GraphStream::open(dir, &Folds::default(), &[Split::Train], None)?;
+    let pass = Pass {
+        seed: defaults.seed,
+        epoch: 0,
+        shuffle: true,
+        shuffle_buffer: defaults.shuffle_buffer,
+        batch_size: defaults.batch_size,
+        rank: 0,
+        world: 1,
+        skip_batches: 0,
+    };
+    let t = std::time::Instant::now();
+    let batches = epoch(&data, pass, defaults.loader_threads, defaults.prefetch);
+    let secs = t.elapsed().as_secs_f64();
+    meta.emit(serde_json::json!({
+        "measure": "streamed_epoch", "cache": dir.display().to_string(),
+        "events": data.events(), "batches": batches, "wall_s": secs,
+        "events_per_s": data.events() as f64 / secs, "peak_rss_mb": peak_rss_mb(),
+    }));
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", meta.header())?;
+    writeln!(
+        out,
+        "{}: {} training events, {batches} batches in {secs:.1} s ({:.0} events/s), peak RSS {:.0} MB",
+        dir.display(),
+        data.events(),
+        data.events() as f64 / secs,
+        peak_rss_mb()
+    )?;
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked("benchmark_dataloader [EVENTS_PER_PROCESS] [REPS]");
+    gnn4c_benchmarks::help_and_exit_if_asked(
+        "benchmark_dataloader [EVENTS_PER_PROCESS] [REPS] | benchmark_dataloader --cache DIR",
+    );
+    if let Some(dir) = std::env::args()
+        .nth(1)
+        .filter(|a| a == "--cache")
+        .and(std::env::args().nth(2))
+    {
+        return stream_cache(Path::new(&dir));
+    }
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
     let reps: usize = args.next().map_or(Ok(3), |a| a.parse())?;
@@ -110,11 +187,13 @@ fn main() -> anyhow::Result<()> {
             &gnn4c_cli::pipeline::CacheBuild {
                 shard_events: 100_000,
                 threads: 1,
+                part: None,
             },
             &selection,
             serde_json::json!({}),
             String::new(),
             Path::new("/"),
+            true,
         )
         .expect("build cache");
     });
@@ -142,36 +221,23 @@ fn main() -> anyhow::Result<()> {
         bytes,
     );
 
-    // Loader: cached records → GraphSample → collate (loader threads) → to_device (consumer).
-    let mut topo = TopologyCache::new(selection.max_nodes());
-    let graphs: Arc<Vec<GraphSample>> = Arc::new(
-        read_cache(&dir, &manifest, &|_| true)?
-            .into_iter()
-            .map(|r| gnn4c_cli::pipeline::from_record(r, &mut topo))
-            .collect::<anyhow::Result<_>>()?,
-    );
-    let sampler = SamplerConfig {
-        batch_size: 512,
-        shuffle: true,
-        drop_last: true,
-        seed: 42,
-    };
-    let device = Default::default();
+    // Loader: the training split streamed block by block → graphs and collation (loader
+    // threads) → to_device (consumer).
+    let (_, data) = GraphStream::open(&dir, &folds, &[Split::Train], None)?;
     for threads in [1, 2] {
         for prefetch in [1, 4] {
             let mut n_batches = 0;
-            let (wall, cpu) = timed(reps, || {
-                let batches = epoch_batches(graphs.len(), 0, &sampler);
-                n_batches = batches.len();
-                let g = graphs.clone();
-                let loader = Loader::new(batches, threads, prefetch, move |idx: &[usize]| {
-                    let refs: Vec<&GraphSample> = idx.iter().map(|&i| &g[i]).collect();
-                    collate(&refs, Padding::None).expect("collate")
-                });
-                for host in loader {
-                    std::hint::black_box(host.to_device::<Flex>(&device));
-                }
-            });
+            let pass = Pass {
+                seed: 42,
+                epoch: 0,
+                shuffle: true,
+                shuffle_buffer: TrainConfig::default().shuffle_buffer,
+                batch_size: 512,
+                rank: 0,
+                world: 1,
+                skip_batches: 0,
+            };
+            let (wall, cpu) = timed(reps, || n_batches = epoch(&data, pass, threads, prefetch));
             report(
                 &format!("loader_t{threads}_p{prefetch}"),
                 &wall,

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => generate::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Scan(args) => scan::run(&args),
-        Command::Preprocess(args) => preprocess::run(&args),
+        Command::Preprocess(args) => return in_world(|w| preprocess::run(&args, w)),
         Command::Train(args) => return in_world(|w| train::run_train(&args, w)),
         Command::Finetune(args) => return in_world(|w| train::run_finetune(&args, w)),
         Command::Predict(args) => predict::run_predict(&args),
@@ -91,7 +91,7 @@ fn report(result: anyhow::Result<()>, who: &str) -> u8 {
     }
 }
 
-/// `train` and `finetune`, in the MPI world when an MPI launcher started this process. A rank
+/// `preprocess`, `train` and `finetune`, in the MPI world when an MPI launcher started this process. A rank
 /// that fails (error or panic) ends the whole job, so no rank waits forever in a collective.
 fn in_world(run: impl FnOnce(&gnn4c_distributed::World) -> anyhow::Result<()>) -> ExitCode {
     let world = match gnn4c_distributed::World::init() {

@@ -11,14 +11,15 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use gnn4c_data::{
-    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, DatasetConfig, EntryRange,
-    EventRecord, Folds, SampleConfig, SampleCounts, file_identity, fingerprint_of,
-    first_difference, fold_of, open_tree, read_manifest, verify_cache,
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, CachedSplit,
+    DatasetConfig, EntryRange, EventRecord, Folds, SampleConfig, SampleCounts, Split,
+    file_identity, fingerprint_of, first_difference, fold_of, open_tree, read_manifest,
+    verify_cache,
 };
 use gnn4c_events::EventSample;
 use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
 use gnn4c_graphs::{GraphSample, TopologyCache};
-use gnn4c_training::{ProgressBar, progress_bar, progress_wanted};
+use gnn4c_training::{ProgressBar, TrainingError, progress_bar, progress_wanted};
 
 /// What to do with an existing cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -137,6 +138,30 @@ pub fn ensure_cache(
     build: &CacheBuild,
     selection: &SelectionConfig,
 ) -> anyhow::Result<CacheManifest> {
+    let whole = CacheBuild {
+        part: None,
+        ..*build
+    };
+    preprocess_cache(out, cfg, dir, mode, folds, &whole, selection)?
+        .context("a whole build writes the manifest")
+}
+
+/// [`ensure_cache`], or with `build.part` the part's input files only (`None`: no manifest yet).
+pub fn preprocess_cache(
+    out: &mut impl Write,
+    cfg: &DatasetConfig,
+    dir: &Path,
+    mode: CacheMode,
+    folds: &Folds,
+    build: &CacheBuild,
+    selection: &SelectionConfig,
+) -> anyhow::Result<Option<CacheManifest>> {
+    if build.part.is_some() && mode == CacheMode::Rebuild {
+        bail!(
+            "--mode rebuild would remove the other parts' work: start a parted build with --mode auto \
+             (it discards input files done for another config by itself)"
+        );
+    }
     let base = std::env::current_dir().context("reading the current folder")?;
     let inputs = fingerprint_inputs(cfg, selection, folds.n_folds, &base)?;
     let fingerprint = fingerprint_of(&inputs);
@@ -157,7 +182,7 @@ pub fn ensure_cache(
                     m.events(),
                     &fingerprint[..12]
                 )?;
-                return Ok(m);
+                return Ok(Some(m));
             }
             Ok(m) => {
                 let what = first_difference(&m.fingerprint_inputs, &inputs)
@@ -175,6 +200,9 @@ pub fn ensure_cache(
             }
             Err(e) => writeln!(out, "{e:#}: rebuilding")?,
         }
+    } else if mode == CacheMode::ReadOnly {
+        // Names an interrupted build when there is one.
+        read_manifest(dir).context("cache mode is read_only")?;
     }
     build_cache(
         out,
@@ -186,16 +214,21 @@ pub fn ensure_cache(
         inputs,
         fingerprint,
         &base,
+        mode == CacheMode::Rebuild,
     )
 }
 
-/// How a cache is built: events per shard, and the threads that read input files.
+/// How a cache is built: events per shard, the threads that read input files, and which part
+/// of the input files this process takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheBuild {
-    /// Events per Parquet shard (of one fold).
+    /// Events per Parquet shard (of one fold of one input file).
     pub shard_events: usize,
     /// Input files read at once; the cache does not depend on it.
     pub threads: usize,
+    /// `Some((k, n))`: only input files `k, k + n, k + 2n, …` (counted from 0 in config order),
+    /// and no manifest: one of `n` processes (MPI ranks, array tasks) sharing the work.
+    pub part: Option<(u32, u32)>,
 }
 
 impl Default for CacheBuild {
@@ -203,6 +236,7 @@ impl Default for CacheBuild {
         CacheBuild {
             shard_events: 100_000,
             threads: std::thread::available_parallelism().map_or(1, usize::from),
+            part: None,
         }
     }
 }
@@ -252,11 +286,14 @@ fn file_events(
     })
 }
 
-/// Reads every sample and writes a new cache (manifest last).
+/// Reads every sample and writes a new cache (manifest last), or with `build.part` only that
+/// part's input files (then `None`).
 ///
-/// Input files are read in pieces of at most 50,000 entries, `build.threads` pieces at a time,
-/// each on its own thread, and their records written in file order, so the cache is the same
-/// for any thread count; memory holds the records of the pieces being read.
+/// Each input file is a unit of the build ([`CacheBuilder`]): units finished by an earlier,
+/// interrupted run or by other parts are kept, the rest are read. Input files are read in pieces
+/// of at most 50,000 entries, `build.threads` pieces at a time, each on its own thread, and their
+/// records written in file order, so the cache is the same for any thread count or split into
+/// parts; memory holds the records of the pieces being read and of the shards being filled.
 #[allow(clippy::too_many_arguments)] // two call sites; a struct would only rename these
 pub fn build_cache(
     out: &mut impl Write,
@@ -268,11 +305,10 @@ pub fn build_cache(
     inputs: serde_json::Value,
     fingerprint: String,
     base: &Path,
-) -> anyhow::Result<CacheManifest> {
+    fresh: bool,
+) -> anyhow::Result<Option<CacheManifest>> {
     let start = Instant::now();
-    let mut writer = CacheWriter::create(dir, build.shard_events)?;
-    let mut per_fold = vec![0u64; folds.n_folds as usize];
-    // Every (sample, file) in config order, read a wave of `threads` files at a time.
+    let builder = CacheBuilder::open(dir, &fingerprint, build.shard_events, fresh)?;
     let plans = cfg
         .samples
         .iter()
@@ -281,45 +317,66 @@ pub fn build_cache(
                 .with_context(|| format!("preprocessing sample '{}'", s.name))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // One unit per (sample, file), in config order.
+    let units: Vec<(usize, &Path)> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(k, p)| p.files.iter().map(move |f| (k, f.as_path())))
+        .collect();
+    let n_units = u32::try_from(units.len()).context("too many input files")?;
+    let done = builder.done()?;
+    let mine = |u: u32| build.part.is_none_or(|(k, n)| u % n == k);
+    let todo: Vec<u32> = (0..n_units)
+        .filter(|u| mine(*u) && !done.contains_key(u))
+        .collect();
+    let kept = (0..n_units).filter(|u| done.contains_key(u)).count();
+    if kept > 0 {
+        writeln!(
+            out,
+            "continuing the build in {}: {kept} of {n_units} input files already done",
+            builder.dir().display()
+        )?;
+    }
     // Files are read in pieces of at most TASK_ENTRIES entries, so memory holds `threads`
     // pieces' records whatever the files' sizes.
-    let mut tasks: Vec<(usize, &Path, EntryRange)> = Vec::new();
-    for (k, p) in plans.iter().enumerate() {
-        for f in &p.files {
-            let entries = open_tree(f, &p.tree)
-                .with_context(|| format!("preprocessing sample '{}'", cfg.samples[k].name))?
-                .entries();
-            let stop = p.range.entry_stop.min(entries);
-            let mut at = p.range.entry_start.min(stop);
-            loop {
-                let end = (at + TASK_ENTRIES).min(stop);
-                tasks.push((
-                    k,
-                    f.as_path(),
-                    EntryRange {
-                        entry_start: at,
-                        entry_stop: end,
-                        ..p.range
-                    },
-                ));
-                if end >= stop {
-                    break;
-                }
-                at = end;
+    let mut tasks: Vec<(u32, EntryRange)> = Vec::new();
+    for &u in &todo {
+        let (k, f) = units[u as usize];
+        let p = &plans[k];
+        let entries = open_tree(f, &p.tree)
+            .with_context(|| format!("preprocessing sample '{}'", cfg.samples[k].name))?
+            .entries();
+        let stop = p.range.entry_stop.min(entries);
+        let mut at = p.range.entry_start.min(stop);
+        loop {
+            let end = (at + TASK_ENTRIES).min(stop);
+            tasks.push((
+                u,
+                EntryRange {
+                    entry_start: at,
+                    entry_stop: end,
+                    ..p.range
+                },
+            ));
+            if end >= stop {
+                break;
             }
+            at = end;
         }
     }
     let total = tasks
         .iter()
-        .map(|(_, _, r)| r.entry_stop - r.entry_start)
+        .map(|(_, r)| r.entry_stop - r.entry_start)
         .sum();
     let mut progress = EntryProgress::with_total(progress_wanted(), total, "preprocessing");
-    let mut counts = vec![SampleCounts::default(); plans.len()];
-    for wave in tasks.chunks(build.threads.max(1)) {
+    // The unit being written, and its counts.
+    let mut current: Option<(u32, gnn4c_data::UnitWriter, SampleCounts)> = None;
+    for (i, wave) in tasks.chunks(build.threads.max(1)).enumerate() {
         let read: Vec<Result<FileEvents, gnn4c_data::DataError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = wave
                 .iter()
-                .map(|&(k, path, range)| {
+                .map(|&(u, range)| {
+                    let (k, path) = units[u as usize];
                     let plan = &plans[k];
                     scope.spawn(move || file_events(plan, path, range, selection, folds.n_folds))
                 })
@@ -329,10 +386,14 @@ pub fn build_cache(
                 .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
         });
-        for (&(k, _, _), file) in wave.iter().zip(read) {
+        for (j, (&(u, _), file)) in wave.iter().zip(read).enumerate() {
+            let k = units[u as usize].0;
             let file =
                 file.with_context(|| format!("preprocessing sample '{}'", cfg.samples[k].name))?;
-            let c = &mut counts[k];
+            if current.as_ref().is_none_or(|(cu, _, _)| *cu != u) {
+                current = Some((u, builder.unit(u)?, SampleCounts::default()));
+            }
+            let (_, writer, c) = current.as_mut().expect("set above");
             c.read += file.report.entries_read;
             for (reason, n) in file.report.skipped.iter() {
                 *c.skipped.entry(reason.to_owned()).or_default() += n;
@@ -341,19 +402,31 @@ pub fn build_cache(
                 *c.skipped.entry(reason.to_owned()).or_default() += n;
             }
             for r in file.records {
-                per_fold[usize::from(r.fold)] += 1;
                 c.cached += 1;
                 writer.push(r)?;
             }
             progress.advance(file.report.entries_read);
+            // The unit's last piece: its shards and marker are written now.
+            let index = i * build.threads.max(1) + j;
+            if tasks.get(index + 1).is_none_or(|(next, _)| *next != u)
+                && let Some((_, writer, counts)) = current.take()
+            {
+                writer.finish(&cfg.samples[k].name, counts)?;
+            }
         }
     }
-    let samples: BTreeMap<String, SampleCounts> = cfg
-        .samples
-        .iter()
-        .map(|s| s.name.clone())
-        .zip(counts)
-        .collect();
+    progress.finish();
+    if let Some((k, n)) = build.part {
+        writeln!(
+            out,
+            "part {k}/{n}: {} input files read in {:.2} s into {}; when every part is done, run \
+             `gnn4colliders preprocess` without --part: it writes the manifest",
+            todo.len(),
+            start.elapsed().as_secs_f64(),
+            builder.dir().display()
+        )?;
+        return Ok(None);
+    }
     let manifest = CacheManifest {
         schema_version: CACHE_SCHEMA_VERSION,
         contract_version: CONTRACT_VERSION.to_owned(),
@@ -361,12 +434,26 @@ pub fn build_cache(
         fingerprint_inputs: inputs,
         n_folds: folds.n_folds,
         shards: Vec::new(),
-        samples,
+        samples: cfg
+            .samples
+            .iter()
+            .map(|s| (s.name.clone(), SampleCounts::default()))
+            .collect(),
         written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
     };
-    progress.finish();
-    let manifest = writer.finish(manifest)?;
-    let secs = start.elapsed().as_secs_f64();
+    let manifest = builder.finish(n_units, manifest)?;
+    report_cache(out, dir, &manifest, folds, start.elapsed().as_secs_f64())?;
+    Ok(Some(manifest))
+}
+
+/// The summary lines of a finished cache.
+fn report_cache(
+    out: &mut impl Write,
+    dir: &Path,
+    manifest: &CacheManifest,
+    folds: &Folds,
+    secs: f64,
+) -> anyhow::Result<()> {
     let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
     writeln!(
         out,
@@ -391,104 +478,112 @@ pub fn build_cache(
         };
         writeln!(out, "  {name:<14} {:>9} {:>9}  {skipped}", c.read, c.cached)?;
     }
+    let mut per_fold = vec![0u64; folds.n_folds as usize];
+    for s in &manifest.shards {
+        per_fold[usize::from(s.fold)] += s.events;
+    }
     let folds_text: Vec<String> = per_fold
         .iter()
         .enumerate()
         .map(|(f, n)| format!("{f}: {n}"))
         .collect();
     writeln!(out, "  events per fold: {}", folds_text.join(", "))?;
-    Ok(manifest)
+    Ok(())
 }
 
-/// Reads one split of the cache in `dir` as graphs, checking the folds match.
-pub fn load_split(
-    dir: &Path,
-    folds: &Folds,
-    split: gnn4c_data::Split,
-) -> anyhow::Result<(CacheManifest, Vec<GraphSample>)> {
-    let (manifest, mut splits) = load_splits(dir, folds, &[split])?;
-    Ok((manifest, splits.pop().expect("one split asked for")))
+/// A split of the cache as the trainer's [`gnn4c_training::Dataset`]: cached events read block
+/// by block, their graphs built and collated (without padding) on loader threads.
+pub struct GraphStream {
+    /// The split.
+    pub split: CachedSplit,
 }
 
-/// [`load_split`] of several splits in one pass over the cache (`gnn4c_data::read_splits`).
-pub fn load_splits(
-    dir: &Path,
-    folds: &Folds,
-    splits: &[gnn4c_data::Split],
-) -> anyhow::Result<(CacheManifest, Vec<Vec<GraphSample>>)> {
-    let (manifest, records) = gnn4c_data::read_splits(dir, folds, splits)?;
-    let mut topo = TopologyCache::new(64);
-    let graphs = records
-        .into_iter()
-        .map(|split| {
-            split
-                .into_iter()
-                .map(|r| from_record(r, &mut topo))
-                .collect::<anyhow::Result<Vec<_>>>()
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok((manifest, graphs))
-}
-
-/// A seeded random subset of `n` of `graphs` (kept in their original order); all when `n` is
-/// `None` or not smaller.
-pub fn subset(graphs: Vec<GraphSample>, n: Option<usize>, seed: u64) -> Vec<GraphSample> {
-    use rand::SeedableRng;
-    use rand::seq::index::sample;
-    let Some(n) = n.filter(|&n| n < graphs.len()) else {
-        return graphs;
-    };
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut keep: Vec<usize> = sample(&mut rng, graphs.len(), n).into_vec();
-    keep.sort_unstable();
-    let mut slots: Vec<Option<GraphSample>> = graphs.into_iter().map(Some).collect();
-    keep.into_iter()
-        .map(|i| slots[i].take().expect("distinct indices"))
-        .collect()
-}
-
-/// Graphs as the trainer's [`gnn4c_training::Dataset`]: batches are collated on loader threads
-/// without padding.
-pub struct GraphSet {
-    /// The events, in order.
-    pub graphs: Vec<GraphSample>,
-}
-
-impl gnn4c_training::Dataset for GraphSet {
-    type Input = gnn4c_graphs::HostBatch;
-
-    fn len(&self) -> usize {
-        self.graphs.len()
+impl GraphStream {
+    /// Opens the events of `splits` in the cache in `dir` (with an optional seeded subset
+    /// `(n, seed)`), checking the folds match.
+    pub fn open(
+        dir: &Path,
+        folds: &Folds,
+        splits: &[Split],
+        subset: Option<(usize, u64)>,
+    ) -> anyhow::Result<(CacheManifest, Arc<GraphStream>)> {
+        let (manifest, split) = gnn4c_data::open_split(dir, folds, splits, subset)?;
+        Ok((manifest, Arc::new(GraphStream { split })))
     }
 
-    fn target(&self, index: usize) -> (i64, f32) {
-        let g = &self.graphs[index];
-        let label = match &g.label {
+    /// Events (after any subset).
+    pub fn events(&self) -> usize {
+        self.split.events()
+    }
+}
+
+thread_local! {
+    /// Each loader thread's topologies, built once per node count.
+    static TOPOLOGIES: std::cell::RefCell<TopologyCache> = std::cell::RefCell::new(TopologyCache::new(64));
+}
+
+fn data_err(e: impl std::fmt::Display) -> TrainingError {
+    TrainingError::Data(e.to_string())
+}
+
+impl gnn4c_training::Dataset for GraphStream {
+    type Event = EventRecord;
+    type Input = gnn4c_graphs::HostBatch;
+
+    fn block_sizes(&self) -> &[usize] {
+        self.split.block_sizes()
+    }
+
+    fn read_block(&self, block: usize) -> Result<Vec<EventRecord>, TrainingError> {
+        self.split.read_block(block).map_err(data_err)
+    }
+
+    fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, TrainingError> {
+        let targets = self.split.read_targets(block).map_err(data_err)?;
+        Ok(targets
+            .into_iter()
+            .map(|(label, w)| (i64::from(label), w))
+            .collect())
+    }
+
+    fn target(&self, r: &EventRecord) -> (i64, f32) {
+        let label = match &r.label {
             gnn4c_events::Label::Class(c) => i64::from(*c),
             gnn4c_events::Label::Multi(_) => -1,
         };
-        (label, g.weight)
+        (label, r.weight)
     }
 
-    fn batch(&self, indices: &[usize]) -> gnn4c_training::Batch<gnn4c_graphs::HostBatch> {
-        let refs: Vec<&GraphSample> = indices.iter().map(|&i| &self.graphs[i]).collect();
+    fn batch(
+        &self,
+        events: Vec<EventRecord>,
+    ) -> Result<gnn4c_training::Batch<gnn4c_graphs::HostBatch>, TrainingError> {
+        let graphs = TOPOLOGIES.with(|t| {
+            let mut topologies = t.borrow_mut();
+            events
+                .into_iter()
+                .map(|r| from_record(r, &mut topologies))
+                .collect::<anyhow::Result<Vec<GraphSample>>>()
+        });
+        let graphs = graphs.map_err(|e| data_err(format!("{e:#}")))?;
+        let refs: Vec<&GraphSample> = graphs.iter().collect();
         // Labels of one dataset are all classes or all multilabels of one length (validated
-        // with the dataset config), so collation cannot fail here.
+        // with the dataset config); a cache that breaks this is named.
         let hb = gnn4c_graphs::collate(&refs, gnn4c_graphs::Padding::None)
-            .unwrap_or_else(|e| panic!("collating a batch: {e}"));
-        gnn4c_training::Batch {
+            .map_err(|e| data_err(format!("collating a batch of the cache: {e}")))?;
+        Ok(gnn4c_training::Batch {
             labels: hb.labels.clone(),
             multilabels: hb.multilabels.clone(),
             weights: hb.weights.clone(),
             n_events: hb.n_real,
             input: hb,
-        }
+        })
     }
 }
 
-impl gnn4c_inference::Identified for GraphSet {
-    fn identity(&self, index: usize) -> gnn4c_events::EventId {
-        self.graphs[index].id.clone()
+impl gnn4c_inference::Identified for GraphStream {
+    fn identity(&self, r: &EventRecord) -> gnn4c_events::EventId {
+        r.id.clone()
     }
 }
 
@@ -586,7 +681,7 @@ impl EntryProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_cache, read_file_events};
+    use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
     use gnn4c_events::Label;
     use gnn4c_graphs::graph_of_event;
 
@@ -620,7 +715,8 @@ mod tests {
         );
         let dir = tempfile::tempdir().expect("tempdir");
         let target = dir.path().join("cache");
-        let mut writer = CacheWriter::create(&target, 100).expect("writer");
+        let builder = CacheBuilder::open(&target, "", 100, true).expect("builder");
+        let mut writer = builder.unit(0).expect("unit");
         let mut built = Vec::new();
         for ev in &events {
             if let Ok(g) = graph_of_event(ev, &selection, &mut features, &mut topo) {
@@ -628,6 +724,12 @@ mod tests {
                 writer.push(to_record(&features, ev, 5)).expect("push");
             }
         }
+        let counts = SampleCounts {
+            read: events.len() as u64,
+            cached: built.len() as u64,
+            ..SampleCounts::default()
+        };
+        writer.finish("hzz", counts).expect("unit");
         let manifest = CacheManifest {
             schema_version: CACHE_SCHEMA_VERSION,
             contract_version: CONTRACT_VERSION.to_owned(),
@@ -635,20 +737,14 @@ mod tests {
             fingerprint_inputs: serde_json::Value::Null,
             n_folds: 5,
             shards: Vec::new(),
-            samples: BTreeMap::from([(
-                "hzz".to_owned(),
-                SampleCounts {
-                    read: events.len() as u64,
-                    cached: built.len() as u64,
-                    ..SampleCounts::default()
-                },
-            )]),
+            samples: BTreeMap::new(),
             written_by: "test".into(),
         };
-        let manifest = writer.finish(manifest).expect("finish");
-        let cached: Vec<GraphSample> = read_cache(&target, &manifest, &|_| true)
-            .expect("read cache")
-            .into_iter()
+        let manifest = builder.finish(1, manifest).expect("finish");
+        // Read back the way the loader reads: block by block.
+        let split = CachedSplit::open(&target, &manifest, &|_| true, None).expect("open");
+        let cached: Vec<GraphSample> = (0..split.block_sizes().len())
+            .flat_map(|b| split.read_block(b).expect("block"))
             .map(|r| from_record(r, &mut topo).expect("graph"))
             .collect();
         assert!(built.len() > 500, "{} graphs", built.len());

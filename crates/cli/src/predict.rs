@@ -9,13 +9,12 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use gnn4c_cli::backend::InferenceBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_cli::pipeline::{CacheBuild, CacheMode, GraphSet, ensure_cache, load_split};
+use gnn4c_cli::pipeline::{CacheBuild, CacheMode, GraphStream, ensure_cache};
 use gnn4c_data::{
     DatasetConfig, Folds, FriendTree, PredictionTable, Split, check_output_path, fold_of,
     open_tree, write_friend_tree, write_predictions_npz,
@@ -259,23 +258,19 @@ fn run_on<B: InferenceBackend>(
         &SelectionConfig::default(),
     )?;
     let t0 = Instant::now();
-    let mut graphs = Vec::new();
     let splits: &[Split] = match split {
         SplitArg::Test => &[Split::Test],
         SplitArg::Validation => &[Split::Validation],
         SplitArg::Train => &[Split::Train],
         SplitArg::All => &[Split::Train, Split::Validation, Split::Test],
     };
-    for s in splits {
-        graphs.extend(load_split(&cache, &info.folds, *s)?.1);
-    }
+    let (_, data) = GraphStream::open(&cache, &info.folds, splits, None)?;
     let load_s = t0.elapsed().as_secs_f64();
-    let data = Arc::new(GraphSet { graphs });
     let t1 = Instant::now();
     let model = B::inference_model(model);
     let bar = progress_bar(
         !args.no_progress && progress_wanted(),
-        data.graphs.len() as u64,
+        data.events() as u64,
         "scoring",
         "events",
     );
@@ -287,11 +282,11 @@ fn run_on<B: InferenceBackend>(
         args.threads,
         device,
         &bar,
-    );
+    )?;
     let score_s = t1.elapsed().as_secs_f64();
     writeln!(
         out,
-        "scored {} events of '{}' ({} split) with {} (epoch {}) in {score_s:.2} s ({:.0} events/s; cache read {load_s:.2} s)",
+        "scored {} events of '{}' ({} split) with {} (epoch {}) in {score_s:.2} s ({:.0} events/s; cache opened in {load_s:.2} s)",
         scored.len(),
         dataset.name,
         split.name(),

@@ -2,8 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use gnn4c_cli::pipeline::{CacheBuild, CacheMode, ensure_cache};
+use anyhow::Context;
+use gnn4c_cli::pipeline::{CacheBuild, CacheMode, preprocess_cache};
 use gnn4c_data::{DatasetConfig, Folds};
+use gnn4c_distributed::World;
 use gnn4c_features::SelectionConfig;
 
 use crate::scan::load_dataset;
@@ -31,6 +33,23 @@ pub(crate) struct Args {
     /// Input files read at once [default: the machine's cores]; the cache does not depend on it.
     #[arg(long)]
     threads: Option<usize>,
+    /// K/N: read only input files K, K+N, K+2N, … (K from 0) and write no manifest; when all N
+    /// parts are done, `preprocess` without --part writes it (the same cache as one process).
+    #[arg(long, value_parser = parse_part)]
+    part: Option<(u32, u32)>,
+}
+
+fn parse_part(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("--part takes K/N with 0 <= K < N (e.g. 3/8), got {s:?}");
+    let (k, n) = s.split_once('/').ok_or_else(bad)?;
+    let (k, n) = (
+        k.trim().parse::<u32>().map_err(|_| bad())?,
+        n.trim().parse::<u32>().map_err(|_| bad())?,
+    );
+    if n == 0 || k >= n {
+        return Err(bad());
+    }
+    Ok((k, n))
 }
 
 /// The cache folder for a dataset.
@@ -39,8 +58,14 @@ pub(crate) fn cache_dir(arg: Option<&Path>, cfg: &DatasetConfig, root: &Path) ->
     arg.map_or_else(|| root.join(&cfg.name), Path::to_path_buf)
 }
 
-pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+/// Preprocesses; under an MPI launcher the ranks share the input files and rank 0 writes the
+/// manifest once every rank is done.
+pub(crate) fn run(args: &Args, world: &World) -> anyhow::Result<()> {
+    let mut out: Box<dyn std::io::Write> = if world.is_root() {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::io::sink())
+    };
     let cfg = load_dataset(&args.config)?;
     let folds = Folds {
         n_folds: args.n_folds,
@@ -49,17 +74,41 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     folds.validate()?;
     let dir = cache_dir(args.cache.as_deref(), &cfg, Path::new("cache"));
     let selection = SelectionConfig::default();
-    ensure_cache(
-        &mut out,
-        &cfg,
-        &dir,
-        args.mode,
-        &folds,
-        &CacheBuild {
-            shard_events: args.shard_events,
-            threads: args.threads.unwrap_or(CacheBuild::default().threads).max(1),
-        },
-        &selection,
-    )?;
+    let mut build = CacheBuild {
+        shard_events: args.shard_events,
+        threads: args.threads.unwrap_or(CacheBuild::default().threads).max(1),
+        part: args.part,
+    };
+    if world.is_distributed() {
+        if args.part.is_some() {
+            anyhow::bail!(
+                "--part splits the work between separate processes; under MPI the ranks already share it: leave --part out"
+            );
+        }
+        if args.mode == CacheMode::Rebuild {
+            anyhow::bail!(
+                "--mode rebuild under MPI: run it in one process, or remove the cache folder first"
+            );
+        }
+        let size = u32::try_from(world.size()).context("too many ranks")?;
+        let rank = u32::try_from(world.rank()).context("too many ranks")?;
+        build.part = Some((rank, size));
+        build.threads = (build.threads / world.local_size()).max(1);
+        preprocess_cache(
+            &mut std::io::sink(),
+            &cfg,
+            &dir,
+            args.mode,
+            &folds,
+            &build,
+            &selection,
+        )?;
+        world.barrier();
+        if !world.is_root() {
+            return Ok(());
+        }
+        build.part = None;
+    }
+    preprocess_cache(&mut out, &cfg, &dir, args.mode, &folds, &build, &selection)?;
     Ok(())
 }

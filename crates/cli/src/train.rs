@@ -6,24 +6,21 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use burn::module::AutodiffModule;
 use burn::prelude::*;
 use gnn4c_cli::backend::TrainingBackend;
 use gnn4c_cli::device::{DeviceChoice, check_device};
-use gnn4c_cli::pipeline::{
-    CacheBuild, CacheMode, GraphSet, ensure_cache, load_split, load_splits, subset,
-};
+use gnn4c_cli::pipeline::{CacheBuild, CacheMode, GraphStream, ensure_cache};
 use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
 use gnn4c_distributed::World;
 use gnn4c_features::SelectionConfig;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig, save_pytorch_safetensors};
 use gnn4c_tasks::Task;
 use gnn4c_training::{
-    Checkpoint, FitOptions, MetricsRecord, RunFiles, TrainConfig, fit, predict, progress_wanted,
-    read_checkpoint, write_atomic,
+    Checkpoint, FitOptions, MetricsRecord, ProgressBar, RunFiles, Scoring, TrainConfig, fit,
+    predict, progress_wanted, read_checkpoint, write_atomic,
 };
 use serde::{Deserialize, Serialize};
 
@@ -360,6 +357,7 @@ fn comparable(v: &serde_json::Value) -> serde_json::Value {
             "loader_threads",
             "prefetch",
             "eval_batch_size",
+            "checkpoint_every_steps",
         ] {
             o.remove(key);
         }
@@ -668,7 +666,7 @@ fn train_on<B: TrainingBackend>(
         if let Some(what) = first_difference(&comparable(&ck.state.config), &comparable(&resolved))
         {
             return Err(config::ConfigError(format!(
-                "--resume: the config differs from the checkpoint's ({what}); only max_epochs, loader and environment settings may change on resume"
+                "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, loader and environment settings may change on resume"
             ))
             .into());
         }
@@ -717,8 +715,9 @@ fn train_on<B: TrainingBackend>(
         world.barrier();
         m
     } else {
+        // Rank 0 has checked every shard: the others read the manifest it found up to date.
         world.barrier();
-        cache_for(CacheMode::ReadOnly, &mut out)?
+        gnn4c_data::read_manifest(&cache)?
     };
     if let Some(ck) = &resume
         && ck.state.fingerprint != manifest.fingerprint
@@ -731,20 +730,23 @@ fn train_on<B: TrainingBackend>(
         );
     }
     drop(cache_span);
-    let load_span = tracing::info_span!("load_splits").entered();
+    let load_span = tracing::info_span!("open_splits").entered();
     let seed = cfg.trainer.seed;
-    // Both splits in one pass over the cache.
-    let (_, splits) = load_splits(&cache, &cfg.folds, &[Split::Train, Split::Validation])?;
-    let [train, val]: [Vec<gnn4c_graphs::GraphSample>; 2] = splits
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("two splits asked for"))?;
-    let train = Arc::new(GraphSet {
-        graphs: subset(train, cfg.subset.train_events, seed ^ 0x0074_7261_696e),
-    });
-    let val = Arc::new(GraphSet {
-        graphs: subset(val, cfg.subset.val_events, seed ^ 0x76_616c),
-    });
-
+    // The splits are streamed block by block, never read whole; subsets come from the manifest.
+    let (_, train) = GraphStream::open(
+        &cache,
+        &cfg.folds,
+        &[Split::Train],
+        cfg.subset
+            .train_events
+            .map(|n| (n, seed ^ 0x0074_7261_696e)),
+    )?;
+    let (_, val) = GraphStream::open(
+        &cache,
+        &cfg.folds,
+        &[Split::Validation],
+        cfg.subset.val_events.map(|n| (n, seed ^ 0x76_616c)),
+    )?;
     drop(load_span);
     // The model: fresh, or a pretrained backbone with a new head.
     B::seed(device, seed);
@@ -792,8 +794,8 @@ fn train_on<B: TrainingBackend>(
         out,
         "run {}: {} training / {} validation events, task {:?}, {} trainable of {} parameters, device {:?}{}",
         run_dir.display(),
-        train.graphs.len(),
-        val.graphs.len(),
+        train.events(),
+        val.events(),
         task,
         trainable,
         model.num_params(),
@@ -811,11 +813,20 @@ fn train_on<B: TrainingBackend>(
         }
     )?;
     if let Some(ck) = &resume {
-        writeln!(
-            out,
-            "resuming after epoch {} (step {})",
-            ck.state.epoch, ck.state.global_step
-        )?;
+        match &ck.state.position {
+            Some(p) => writeln!(
+                out,
+                "resuming inside epoch {} after {} of its steps (step {})",
+                ck.state.epoch + 1,
+                p.batches,
+                ck.state.global_step
+            )?,
+            None => writeln!(
+                out,
+                "resuming after epoch {} (step {})",
+                ck.state.epoch, ck.state.global_step
+            )?,
+        }
     }
 
     let report = fit::<B, _, _>(
@@ -848,15 +859,17 @@ fn train_on<B: TrainingBackend>(
     let best_model = best.load_model(skeleton, device)?.valid();
     let weights = run_dir.join("best.safetensors");
     save_pytorch_safetensors(&best_model, &weights)?;
-    let (_, test) = load_split(&cache, &cfg.folds, Split::Test)?;
-    let test_fold_events = test.len();
-    let test = Arc::new(GraphSet {
-        graphs: subset(test, cfg.subset.test_events, seed ^ 0x7465_7374),
-    });
-    let threads = cfg.trainer.loader_threads;
-    let bs = cfg.trainer.eval_batch_size;
-    let val_m = predict(&best_model, &val, &task, bs, threads, device).metrics(&task);
-    let test_m = predict(&best_model, &test, &task, bs, threads, device).metrics(&task);
+    let (_, test) = GraphStream::open(
+        &cache,
+        &cfg.folds,
+        &[Split::Test],
+        cfg.subset.test_events.map(|n| (n, seed ^ 0x7465_7374)),
+    )?;
+    let test_fold_events = test.split.fold_events() as usize;
+    let scoring = Scoring::whole(cfg.trainer.eval_batch_size, cfg.trainer.loader_threads);
+    let hidden = ProgressBar::hidden();
+    let val_m = predict(&best_model, &val, &task, scoring, device, &hidden)?.metrics(&task);
+    let test_m = predict(&best_model, &test, &task, scoring, device, &hidden)?.metrics(&task);
     // Epochs are numbered from 1 wherever a user reads them.
     let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0) + 1;
     // The objective that chose the best epoch: the class-balanced validation loss when the
@@ -873,7 +886,7 @@ fn train_on<B: TrainingBackend>(
         "stopped_early": report.stopped_early,
         "validation": MetricsRecord::from(&val_m),
         "test": MetricsRecord::from(&test_m),
-        "test_events": test.graphs.len(),
+        "test_events": test.events(),
         "test_fold_events": test_fold_events,
     });
     write_atomic(
@@ -885,13 +898,13 @@ fn train_on<B: TrainingBackend>(
     } else {
         String::new()
     };
-    let test_events = if test.graphs.len() < test_fold_events {
+    let test_events = if test.events() < test_fold_events {
         format!(
             "{} of the fold's {test_fold_events} events; `evaluate` scores the whole fold",
-            test.graphs.len()
+            test.events()
         )
     } else {
-        format!("{} events", test.graphs.len())
+        format!("{} events", test.events())
     };
     writeln!(
         out,

@@ -1,14 +1,14 @@
 //! The Parquet event cache: sharded zstd Parquet files plus a JSON manifest written last. It
 //! holds events (node features, raw η/φ, globals), not graphs: edges are built when it is read.
 //!
-//! Layout of a cache folder: `part-f<fold>-00000.parquet`, `part-f<fold>-00001.parquet`, … (the
-//! events of one fold each, at most `shard_events`; a split reads only its folds' files) and
-//! `manifest.json` (schema and contract versions, the
+//! Layout of a cache folder: `part-f<fold>-u<unit>-<index>.parquet` (the events of one fold of
+//! one input file each, at most `shard_events`, in row groups of [`ROW_GROUP_EVENTS`]; a split
+//! reads only its folds' files) and `manifest.json` (schema and contract versions, the
 //! preprocessing fingerprint and its inputs, shards with event counts, sizes and SHA-256 content
-//! hashes, per-sample and per-reason counts). Every file is written under a temporary name and
-//! renamed; the manifest comes last, so a folder without one was never completed and is never
-//! read. A shard is checked against its hash whenever it is read, so a corrupted one is refused by
-//! name rather than served.
+//! hashes, per-sample and per-reason counts). A cache is built unit by unit in a sibling folder
+//! ([`CacheBuilder`]) and moved into place with its manifest, so a folder without one was never
+//! completed and is never read. A shard is checked against its hash whenever it is read whole and
+//! by the up-to-date check, so a corrupted one is refused by name rather than served.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,10 +30,11 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use crate::DataError;
+use crate::blocks::CachedSplit;
 use crate::error::write_atomically;
 
 /// Version of the cache's on-disk layout; bump it when columns change.
-pub const CACHE_SCHEMA_VERSION: u32 = 3;
+pub const CACHE_SCHEMA_VERSION: u32 = 4;
 /// The scientific contract the cached features follow (`../shared/spec/contract.md`).
 pub const CONTRACT_VERSION: &str = "v1";
 /// The manifest's file name.
@@ -189,100 +190,349 @@ pub fn file_identity(path: &Path, entries: u64) -> Result<serde_json::Value, Dat
     }))
 }
 
-fn cache_err(path: &Path, message: impl Into<String>) -> DataError {
+pub(crate) fn cache_err(path: &Path, message: impl Into<String>) -> DataError {
     DataError::Cache {
         path: path.to_owned(),
         message: message.into(),
     }
 }
 
-fn arrow_schema() -> Arc<Schema> {
-    let list = |name: &str, item: DataType| {
-        Field::new(
-            name,
-            DataType::List(Arc::new(Field::new("item", item, false))),
-            false,
-        )
-    };
-    Arc::new(Schema::new(vec![
-        Field::new("sample", DataType::Utf8, false),
-        Field::new("source_file", DataType::Utf8, false),
-        Field::new("tree", DataType::Utf8, false),
-        Field::new("entry", DataType::UInt64, false),
-        Field::new("event_number", DataType::UInt64, false),
-        Field::new("fold", DataType::UInt8, false),
-        Field::new("label", DataType::Int32, false),
-        list("multilabel", DataType::UInt8),
-        Field::new("weight", DataType::Float32, false),
-        Field::new("n_nodes", DataType::UInt16, false),
-        list("node_features", DataType::Float32),
-        list("eta", DataType::Float64),
-        list("phi", DataType::Float64),
-        list("global_features", DataType::Float32),
-    ]))
+/// A cache column's Arrow type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Utf8,
+    U8,
+    U16,
+    I32,
+    U64,
+    F32,
+    ListU8,
+    ListF32,
+    ListF64,
 }
 
-/// Writes event records into shards of a new cache folder.
+impl Kind {
+    fn data_type(self) -> DataType {
+        let list = |item: DataType| DataType::List(Arc::new(Field::new("item", item, false)));
+        match self {
+            Kind::Utf8 => DataType::Utf8,
+            Kind::U8 => DataType::UInt8,
+            Kind::U16 => DataType::UInt16,
+            Kind::I32 => DataType::Int32,
+            Kind::U64 => DataType::UInt64,
+            Kind::F32 => DataType::Float32,
+            Kind::ListU8 => list(DataType::UInt8),
+            Kind::ListF32 => list(DataType::Float32),
+            Kind::ListF64 => list(DataType::Float64),
+        }
+    }
+}
+
+/// The cache's columns: the one table writing and reading follow (readers find columns by name).
+const COLUMNS: [(&str, Kind); 14] = [
+    ("sample", Kind::Utf8),
+    ("source_file", Kind::Utf8),
+    ("tree", Kind::Utf8),
+    ("entry", Kind::U64),
+    ("event_number", Kind::U64),
+    ("fold", Kind::U8),
+    ("label", Kind::I32),
+    ("multilabel", Kind::ListU8),
+    ("weight", Kind::F32),
+    ("n_nodes", Kind::U16),
+    ("node_features", Kind::ListF32),
+    ("eta", Kind::ListF64),
+    ("phi", Kind::ListF64),
+    ("global_features", Kind::ListF32),
+];
+
+/// Events per Parquet row group: the unit a streaming reader fetches and shuffles.
+pub const ROW_GROUP_EVENTS: usize = 1024;
+
+fn arrow_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(
+        COLUMNS
+            .iter()
+            .map(|&(name, kind)| Field::new(name, kind.data_type(), false))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The column `name` of `batch`, checked against the schema table.
+pub(crate) fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, String> {
+    let kind = COLUMNS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, k)| k)
+        .ok_or_else(|| format!("no cache column {name}"))?;
+    let col = batch.column_by_name(name).ok_or_else(|| {
+        format!("column {name} is missing: the shard was written by another cache layout; rebuild the cache")
+    })?;
+    if col.data_type() != &kind.data_type() {
+        return Err(format!(
+            "column {name} is {} but this build reads {}: rebuild the cache",
+            col.data_type(),
+            kind.data_type()
+        ));
+    }
+    Ok(col)
+}
+
+/// What a finished unit of a cache build left: its shards and counts. Written as
+/// `unit-<unit>.json` after the unit's shards, so a unit without one was never completed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitDone {
+    /// The fingerprint of the cache it belongs to.
+    pub fingerprint: String,
+    /// The unit's number (one input file each, in config order).
+    pub unit: u32,
+    /// The sample the input file belongs to.
+    pub sample: String,
+    /// What reading the file gave.
+    pub counts: SampleCounts,
+    /// Its shards.
+    pub shards: Vec<ShardInfo>,
+}
+
+/// A cache being built, one unit (input file) at a time, in `.<name>.building` beside the
+/// target folder.
 ///
-/// Everything is written into a sibling folder `.<name>.building-<pid>` and swapped into place
-/// by [`CacheWriter::finish`]: an existing valid cache is only replaced by a complete one, and a
-/// failed or killed build never touches it. Dropping an unfinished writer removes its folder.
+/// Units are independent: processes (threads, MPI ranks, array tasks) may each write their own,
+/// and a killed build keeps every unit it finished. [`CacheBuilder::finish`] writes the manifest
+/// once every unit is done and swaps the folder into place: an existing valid cache is only
+/// replaced by a complete one.
 #[derive(Debug)]
-pub struct CacheWriter {
+pub struct CacheBuilder {
     target: PathBuf,
     dir: PathBuf,
+    fingerprint: String,
     shard_events: usize,
-    /// Records waiting for a shard, per fold.
-    pending: BTreeMap<u8, Vec<EventRecord>>,
-    shards: Vec<ShardInfo>,
-    done: bool,
 }
 
-impl CacheWriter {
-    /// Starts building a cache for `target` (one build per cache folder at a time).
-    pub fn create(target: &Path, shard_events: usize) -> Result<CacheWriter, DataError> {
+/// The folder in which the cache `target` is built.
+pub fn building_dir(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target.with_file_name(format!(".{name}.building"))
+}
+
+fn unit_marker(unit: u32) -> String {
+    format!("unit-{unit:06}.json")
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> DataError + '_ {
+    move |source| DataError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl CacheBuilder {
+    /// Opens the build of `target` for `fingerprint`: a new one with `fresh`, else continuing
+    /// any interrupted build of the same fingerprint (units of another fingerprint are removed).
+    pub fn open(
+        target: &Path,
+        fingerprint: &str,
+        shard_events: usize,
+        fresh: bool,
+    ) -> Result<CacheBuilder, DataError> {
         if shard_events == 0 {
             return Err(DataError::Config(
                 "cache shard_events must be at least 1".into(),
             ));
         }
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| DataError::Io { path, source }
-        };
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| {
-                DataError::Config(format!(
-                    "cache path {} has no folder name",
-                    target.display()
-                ))
-            })?;
-        let parent = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(io(parent))?;
-        // Leftovers of killed builds of this cache.
-        let prefix = format!(".{name}.building-");
-        for e in std::fs::read_dir(parent).map_err(io(parent))?.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
+        if target.file_name().is_none() {
+            return Err(DataError::Config(format!(
+                "cache path {} has no folder name",
+                target.display()
+            )));
         }
-        let dir = parent.join(format!("{prefix}{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        Ok(CacheWriter {
+        let dir = building_dir(target);
+        if fresh && dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+        }
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let builder = CacheBuilder {
             target: target.to_owned(),
             dir,
+            fingerprint: fingerprint.to_owned(),
             shard_events,
+        };
+        for (unit, done) in builder.markers()? {
+            if done.as_ref().is_none_or(|d| d.fingerprint != fingerprint) {
+                builder.clear_unit(unit)?;
+            }
+        }
+        Ok(builder)
+    }
+
+    /// The folder being built.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Every unit marker in the folder (`None`: unreadable, from a write cut short).
+    fn markers(&self) -> Result<BTreeMap<u32, Option<UnitDone>>, DataError> {
+        let mut out = BTreeMap::new();
+        for e in std::fs::read_dir(&self.dir)
+            .map_err(io_err(&self.dir))?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(unit) = name
+                .strip_prefix("unit-")
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let done = std::fs::read_to_string(e.path())
+                .ok()
+                .and_then(|t| serde_json::from_str::<UnitDone>(&t).ok())
+                .filter(|d| d.unit == unit);
+            out.insert(unit, done);
+        }
+        Ok(out)
+    }
+
+    /// The units already finished for this fingerprint whose shards are all there.
+    pub fn done(&self) -> Result<BTreeMap<u32, UnitDone>, DataError> {
+        let mut out = BTreeMap::new();
+        for (unit, done) in self.markers()? {
+            let Some(done) = done.filter(|d| d.fingerprint == self.fingerprint) else {
+                continue;
+            };
+            let intact = done.shards.iter().all(|s| {
+                std::fs::metadata(self.dir.join(&s.file)).is_ok_and(|m| m.len() == s.bytes)
+            });
+            if intact {
+                out.insert(unit, done);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes a unit's marker and shards.
+    fn clear_unit(&self, unit: u32) -> Result<(), DataError> {
+        let tag = format!("-u{unit:06}-");
+        let marker = unit_marker(unit);
+        for e in std::fs::read_dir(&self.dir)
+            .map_err(io_err(&self.dir))?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == marker || (name.starts_with("part-") && name.contains(&tag)) {
+                std::fs::remove_file(e.path()).map_err(io_err(&e.path()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts writing unit `unit`, removing what an earlier, unfinished attempt left of it.
+    pub fn unit(&self, unit: u32) -> Result<UnitWriter, DataError> {
+        self.clear_unit(unit)?;
+        Ok(UnitWriter {
+            dir: self.dir.clone(),
+            fingerprint: self.fingerprint.clone(),
+            unit,
+            shard_events: self.shard_events,
             pending: BTreeMap::new(),
             shards: Vec::new(),
-            done: false,
         })
     }
 
+    /// Writes the manifest of units `0..n_units` (every one must be done) and swaps the finished
+    /// cache into place. `manifest` gives everything but the shards and per-sample counts, which
+    /// come from the units in unit order.
+    pub fn finish(
+        self,
+        n_units: u32,
+        mut manifest: CacheManifest,
+    ) -> Result<CacheManifest, DataError> {
+        let done = self.done()?;
+        if let Some(missing) = (0..n_units).find(|u| !done.contains_key(u)) {
+            return Err(cache_err(
+                &self.dir,
+                format!(
+                    "preprocessing is not complete: {} of {n_units} input files are done (input file {} is not); \
+                     rerun `gnn4colliders preprocess` without --part to finish it",
+                    done.len(),
+                    missing + 1
+                ),
+            ));
+        }
+        let mut shards = Vec::new();
+        for d in done.values().filter(|d| d.unit < n_units) {
+            let c = manifest.samples.entry(d.sample.clone()).or_default();
+            c.read += d.counts.read;
+            c.cached += d.counts.cached;
+            for (reason, n) in &d.counts.skipped {
+                *c.skipped.entry(reason.clone()).or_default() += n;
+            }
+            shards.extend(d.shards.iter().cloned());
+        }
+        // Shards in (fold, unit, index) order: a split's events come in input-file order.
+        shards.sort_by(|a, b| (a.fold, &a.file).cmp(&(b.fold, &b.file)));
+        manifest.shards = shards;
+        // Nothing but the manifest's shards goes into the cache.
+        let keep: std::collections::BTreeSet<&str> =
+            manifest.shards.iter().map(|s| s.file.as_str()).collect();
+        for e in std::fs::read_dir(&self.dir)
+            .map_err(io_err(&self.dir))?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !keep.contains(name.as_str()) {
+                std::fs::remove_file(e.path()).map_err(io_err(&e.path()))?;
+            }
+        }
+        let path = self.dir.join(MANIFEST);
+        let text =
+            serde_json::to_string_pretty(&manifest).map_err(|e| cache_err(&path, e.to_string()))?;
+        write_atomically(&path, |tmp| std::fs::write(tmp, text).map_err(io_err(tmp)))?;
+        // Swap: the old cache (if any) moves aside, the new one moves in, the old one goes.
+        let old = self.dir.with_file_name(format!(
+            ".{}.old-{}",
+            self.target
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
+        let had_old = self.target.exists();
+        if had_old {
+            std::fs::rename(&self.target, &old).map_err(io_err(&self.target))?;
+        }
+        if let Err(e) = std::fs::rename(&self.dir, &self.target) {
+            if had_old {
+                let _ = std::fs::rename(&old, &self.target);
+            }
+            return Err(io_err(&self.target)(e));
+        }
+        if had_old {
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        Ok(manifest)
+    }
+}
+
+/// Writes the events of one unit (input file) into shards of at most `shard_events` events of
+/// one fold each, then its marker.
+#[derive(Debug)]
+pub struct UnitWriter {
+    dir: PathBuf,
+    fingerprint: String,
+    unit: u32,
+    shard_events: usize,
+    /// Records waiting for a shard, per fold.
+    pending: BTreeMap<u8, Vec<EventRecord>>,
+    shards: Vec<ShardInfo>,
+}
+
+impl UnitWriter {
     /// Adds one record; writes a shard of its fold when `shard_events` of that fold are pending.
     pub fn push(&mut self, record: EventRecord) -> Result<(), DataError> {
         let fold = record.fold;
@@ -300,15 +550,12 @@ impl CacheWriter {
             return Ok(());
         };
         let index = self.shards.iter().filter(|s| s.fold == fold).count();
-        let file = format!("part-f{fold}-{index:05}.parquet");
+        let file = format!("part-f{fold}-u{:06}-{index:04}.parquet", self.unit);
         let path = self.dir.join(&file);
         let batch = to_batch(&records).map_err(|e| cache_err(&path, e))?;
         let bytes = parquet_bytes(&batch).map_err(|e| cache_err(&path, e))?;
         write_atomically(&path, |tmp| {
-            std::fs::write(tmp, &bytes).map_err(|source| DataError::Io {
-                path: tmp.to_owned(),
-                source,
-            })
+            std::fs::write(tmp, &bytes).map_err(io_err(tmp))
         })?;
         self.shards.push(ShardInfo {
             file,
@@ -320,62 +567,26 @@ impl CacheWriter {
         Ok(())
     }
 
-    /// Writes the last shard and the manifest, then swaps the finished cache into place.
-    pub fn finish(mut self, mut manifest: CacheManifest) -> Result<CacheManifest, DataError> {
+    /// Writes the last shards and the unit's marker.
+    pub fn finish(mut self, sample: &str, counts: SampleCounts) -> Result<UnitDone, DataError> {
         let folds: Vec<u8> = self.pending.keys().copied().collect();
         for fold in folds {
             self.flush(fold)?;
         }
-        // Shards in (fold, index) order: a split's events come in the same order however the
-        // folds interleaved in the input.
-        let mut shards = std::mem::take(&mut self.shards);
-        shards.sort_by(|a, b| (a.fold, &a.file).cmp(&(b.fold, &b.file)));
-        manifest.shards = shards;
-        let path = self.dir.join(MANIFEST);
-        let text =
-            serde_json::to_string_pretty(&manifest).map_err(|e| cache_err(&path, e.to_string()))?;
-        write_atomically(&path, |tmp| {
-            std::fs::write(tmp, text).map_err(|source| DataError::Io {
-                path: tmp.to_owned(),
-                source,
-            })
-        })?;
-        // Swap: the old cache (if any) moves aside, the new one moves in, the old one goes.
-        let old = self.dir.with_file_name(format!(
-            ".{}.old-{}",
-            self.target
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            std::process::id()
-        ));
-        let had_old = self.target.exists();
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| DataError::Io { path, source }
+        self.shards
+            .sort_by(|a, b| (a.fold, &a.file).cmp(&(b.fold, &b.file)));
+        let done = UnitDone {
+            fingerprint: self.fingerprint,
+            unit: self.unit,
+            sample: sample.to_owned(),
+            counts,
+            shards: self.shards,
         };
-        if had_old {
-            std::fs::rename(&self.target, &old).map_err(io(&self.target))?;
-        }
-        if let Err(e) = std::fs::rename(&self.dir, &self.target) {
-            if had_old {
-                let _ = std::fs::rename(&old, &self.target);
-            }
-            return Err(io(&self.target)(e));
-        }
-        self.done = true;
-        if had_old {
-            let _ = std::fs::remove_dir_all(&old);
-        }
-        Ok(manifest)
-    }
-}
-
-impl Drop for CacheWriter {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        let path = self.dir.join(unit_marker(self.unit));
+        let text =
+            serde_json::to_string_pretty(&done).map_err(|e| cache_err(&path, e.to_string()))?;
+        write_atomically(&path, |tmp| std::fs::write(tmp, text).map_err(io_err(tmp)))?;
+        Ok(done)
     }
 }
 
@@ -383,6 +594,13 @@ impl Drop for CacheWriter {
 fn parquet_bytes(batch: &RecordBatch) -> Result<Vec<u8>, String> {
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+        .set_max_row_group_row_count(Some(ROW_GROUP_EVENTS))
+        // Numbers are nearly all distinct: a dictionary per row group only adds bytes. The
+        // strings (sample, file, tree) repeat and keep theirs.
+        .set_dictionary_enabled(false)
+        .set_column_dictionary_enabled("sample".into(), true)
+        .set_column_dictionary_enabled("source_file".into(), true)
+        .set_column_dictionary_enabled("tree".into(), true)
         .build();
     let mut bytes = Vec::new();
     let mut w =
@@ -443,22 +661,32 @@ fn to_batch(records: &[EventRecord]) -> Result<RecordBatch, String> {
         globals.values().append_slice(&r.global_features);
         globals.append(true);
     }
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(sample.finish()),
-        Arc::new(source.finish()),
-        Arc::new(tree.finish()),
-        Arc::new(entry.finish()),
-        Arc::new(event_number.finish()),
-        Arc::new(fold.finish()),
-        Arc::new(label.finish()),
-        Arc::new(multi.finish()),
-        Arc::new(weight.finish()),
-        Arc::new(n_nodes.finish()),
-        Arc::new(nodes.finish()),
-        Arc::new(eta.finish()),
-        Arc::new(phi.finish()),
-        Arc::new(globals.finish()),
-    ];
+    let mut by_name: BTreeMap<&str, ArrayRef> = [
+        ("sample", Arc::new(sample.finish()) as ArrayRef),
+        ("source_file", Arc::new(source.finish())),
+        ("tree", Arc::new(tree.finish())),
+        ("entry", Arc::new(entry.finish())),
+        ("event_number", Arc::new(event_number.finish())),
+        ("fold", Arc::new(fold.finish())),
+        ("label", Arc::new(label.finish())),
+        ("multilabel", Arc::new(multi.finish())),
+        ("weight", Arc::new(weight.finish())),
+        ("n_nodes", Arc::new(n_nodes.finish())),
+        ("node_features", Arc::new(nodes.finish())),
+        ("eta", Arc::new(eta.finish())),
+        ("phi", Arc::new(phi.finish())),
+        ("global_features", Arc::new(globals.finish())),
+    ]
+    .into_iter()
+    .collect();
+    let columns = COLUMNS
+        .iter()
+        .map(|(name, _)| {
+            by_name
+                .remove(name)
+                .ok_or_else(|| format!("no builder for cache column {name}"))
+        })
+        .collect::<Result<Vec<ArrayRef>, String>>()?;
     RecordBatch::try_new(arrow_schema(), columns).map_err(|e| e.to_string())
 }
 
@@ -467,17 +695,30 @@ fn to_batch(records: &[EventRecord]) -> Result<RecordBatch, String> {
 pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
     let path = dir.join(MANIFEST);
     if !path.is_file() {
+        let building = building_dir(dir);
+        let units = std::fs::read_dir(&building)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("unit-"))
+                    .count()
+            })
+            .ok();
         let has_shards = std::fs::read_dir(dir)
             .map(|d| {
                 d.flatten()
                     .any(|e| e.file_name().to_string_lossy().starts_with("part-"))
             })
             .unwrap_or(false);
-        let message = if has_shards {
-            "no manifest.json: the cache was left half-written (preprocess was interrupted); \
-             it is not read: rerun preprocess to rebuild it"
-        } else {
-            "no cache here (no manifest.json): run `gnn4colliders preprocess` first"
+        let message = match units {
+            Some(n) => format!(
+                "no cache yet: a preprocess of it was interrupted with {n} input files done (in {}); \
+                 rerun `gnn4colliders preprocess`: it keeps them and reads only the rest",
+                building.display()
+            ),
+            None if has_shards => "no manifest.json: the cache was left half-written; it is not \
+                 read: rerun `gnn4colliders preprocess` to rebuild it"
+                .into(),
+            None => "no cache here (no manifest.json): run `gnn4colliders preprocess` first".into(),
         };
         return Err(cache_err(dir, message));
     }
@@ -558,8 +799,65 @@ pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
 /// SHA-256, on up to as many threads as the machine has cores. The first failing shard in shard
 /// order is named.
 pub fn verify_cache(dir: &Path, manifest: &CacheManifest) -> Result<(), DataError> {
-    let parts = per_shard(&manifest.shards, &|s| shard_bytes(dir, s).map(drop));
+    let parts = per_shard(&manifest.shards, &|s| check_shard(dir, s));
     parts.into_iter().collect()
+}
+
+/// Checks a shard's size and SHA-256 against the manifest, reading it in 1 MiB pieces.
+fn check_shard(dir: &Path, shard: &ShardInfo) -> Result<(), DataError> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let path = dir.join(&shard.file);
+    let io = |source: std::io::Error| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            cache_err(&path, "shard listed in the manifest is missing")
+        } else {
+            DataError::Io {
+                path: path.clone(),
+                source,
+            }
+        }
+    };
+    let mut file = std::fs::File::open(&path).map_err(io)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = file.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    check_content(&path, shard, bytes, &hasher.finalize())
+}
+
+/// The size and hash checks of a shard whose `bytes` and SHA-256 `digest` were read.
+fn check_content(
+    path: &Path,
+    shard: &ShardInfo,
+    bytes: u64,
+    digest: &[u8],
+) -> Result<(), DataError> {
+    if bytes != shard.bytes {
+        return Err(cache_err(
+            path,
+            format!(
+                "shard is {bytes} bytes but the manifest says {} (truncated or replaced)",
+                shard.bytes
+            ),
+        ));
+    }
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    if hex != shard.sha256 {
+        return Err(cache_err(
+            path,
+            "shard is corrupted: its SHA-256 differs from the manifest's; \
+             rebuild the cache (`preprocess --mode rebuild`)",
+        ));
+    }
+    Ok(())
 }
 
 /// `one` applied to every shard on up to as many threads as the machine has cores (plain
@@ -597,23 +895,8 @@ fn shard_bytes(dir: &Path, shard: &ShardInfo) -> Result<Vec<u8>, DataError> {
             }
         }
     })?;
-    if bytes.len() as u64 != shard.bytes {
-        return Err(cache_err(
-            &path,
-            format!(
-                "shard is {} bytes but the manifest says {} (truncated or replaced)",
-                bytes.len(),
-                shard.bytes
-            ),
-        ));
-    }
-    if sha256_hex(&bytes) != shard.sha256 {
-        return Err(cache_err(
-            &path,
-            "shard is corrupted: its SHA-256 differs from the manifest's; \
-             rebuild the cache (`preprocess --mode rebuild`)",
-        ));
-    }
+    use sha2::{Digest, Sha256};
+    check_content(&path, shard, bytes.len() as u64, &Sha256::digest(&bytes))?;
     Ok(bytes)
 }
 
@@ -673,19 +956,12 @@ fn read_shard(
         .with_batch_size(8192)
         .build()
         .map_err(|e| corrupt(&e))?;
-    let want = arrow_schema();
     let mut names: BTreeMap<String, Arc<str>> = BTreeMap::new();
     let mut paths: BTreeMap<String, Arc<Path>> = BTreeMap::new();
     let mut rows = 0;
     for batch in reader {
         let batch = batch.map_err(|e| corrupt(&e))?;
-        if batch.schema().fields() != want.fields() {
-            return Err(cache_err(
-                path,
-                "columns differ from this build's cache schema: rebuild the cache",
-            ));
-        }
-        decode(&batch, &mut names, &mut paths, keep_fold, out);
+        decode(&batch, &mut names, &mut paths, keep_fold, out).map_err(|e| cache_err(path, e))?;
         rows += batch.num_rows() as u64;
     }
     Ok(rows)
@@ -704,31 +980,32 @@ fn intern<T: ?Sized>(
     v
 }
 
-fn decode(
+/// Appends the rows of `batch` whose fold passes `keep_fold` to `out`, columns found by name.
+pub(crate) fn decode(
     batch: &RecordBatch,
     names: &mut BTreeMap<String, Arc<str>>,
     paths: &mut BTreeMap<String, Arc<Path>>,
     keep_fold: &dyn Fn(u8) -> bool,
     out: &mut Vec<EventRecord>,
-) {
-    let c = |i: usize| batch.column(i);
+) -> Result<(), String> {
+    let c = |name: &str| column(batch, name);
     let (sample, source, tree) = (
-        c(0).as_string::<i32>(),
-        c(1).as_string::<i32>(),
-        c(2).as_string::<i32>(),
+        c("sample")?.as_string::<i32>(),
+        c("source_file")?.as_string::<i32>(),
+        c("tree")?.as_string::<i32>(),
     );
-    let entry = c(3).as_primitive::<UInt64Type>();
-    let event_number = c(4).as_primitive::<UInt64Type>();
-    let fold = c(5).as_primitive::<UInt8Type>();
-    let label = c(6).as_primitive::<Int32Type>();
-    let multi = c(7).as_list::<i32>();
-    let weight = c(8).as_primitive::<Float32Type>();
-    let n_nodes = c(9).as_primitive::<UInt16Type>();
+    let entry = c("entry")?.as_primitive::<UInt64Type>();
+    let event_number = c("event_number")?.as_primitive::<UInt64Type>();
+    let fold = c("fold")?.as_primitive::<UInt8Type>();
+    let label = c("label")?.as_primitive::<Int32Type>();
+    let multi = c("multilabel")?.as_list::<i32>();
+    let weight = c("weight")?.as_primitive::<Float32Type>();
+    let n_nodes = c("n_nodes")?.as_primitive::<UInt16Type>();
     let (nodes, eta, phi, globals) = (
-        c(10).as_list::<i32>(),
-        c(11).as_list::<i32>(),
-        c(12).as_list::<i32>(),
-        c(13).as_list::<i32>(),
+        c("node_features")?.as_list::<i32>(),
+        c("eta")?.as_list::<i32>(),
+        c("phi")?.as_list::<i32>(),
+        c("global_features")?.as_list::<i32>(),
     );
     let floats = |l: &arrow_array::ListArray, i: usize| -> Vec<f32> {
         l.value(i).as_primitive::<Float32Type>().values().to_vec()
@@ -736,6 +1013,7 @@ fn decode(
     let doubles = |l: &arrow_array::ListArray, i: usize| -> Vec<f64> {
         l.value(i).as_primitive::<Float64Type>().values().to_vec()
     };
+    out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         if !keep_fold(fold.value(i)) {
             continue;
@@ -763,6 +1041,7 @@ fn decode(
             global_features: floats(globals, i),
         });
     }
+    Ok(())
 }
 
 /// The fold of an event: `event_number mod n_folds` (contract §7).
@@ -838,7 +1117,8 @@ impl Folds {
     }
 }
 
-/// Reads the events of one split from the cache in `dir`, checking the folds match the cache's.
+/// Reads the events of one split from the cache in `dir` whole, checking the folds match the
+/// cache's (tests and small caches; training streams [`open_split`]).
 ///
 /// An empty split is an error naming the fold: training on nothing is never what was meant.
 pub fn read_split(
@@ -846,18 +1126,35 @@ pub fn read_split(
     folds: &Folds,
     split: Split,
 ) -> Result<(CacheManifest, Vec<EventRecord>), DataError> {
-    let (manifest, mut splits) = read_splits(dir, folds, &[split])?;
-    Ok((manifest, splits.pop().expect("one split asked for")))
+    let manifest = manifest_for(dir, folds)?;
+    let records = read_cache(dir, &manifest, &|f| folds.split_of(f) == split)?;
+    if records.is_empty() {
+        return Err(empty_split(dir, folds, split, &manifest));
+    }
+    Ok((manifest, records))
 }
 
-/// [`read_split`] of several splits in one pass over the cache: `splits[k]`'s events, in
-/// cache order, are the `k`-th vector. The same errors, for the first split that holds no
-/// events.
-pub fn read_splits(
+/// Opens the events of `splits` in the cache in `dir` for reading in blocks ([`CachedSplit`]),
+/// with an optional seeded subset `(n, seed)`; the same checks and errors as [`read_split`].
+pub fn open_split(
     dir: &Path,
     folds: &Folds,
     splits: &[Split],
-) -> Result<(CacheManifest, Vec<Vec<EventRecord>>), DataError> {
+    subset: Option<(usize, u64)>,
+) -> Result<(CacheManifest, CachedSplit), DataError> {
+    let manifest = manifest_for(dir, folds)?;
+    let keep = |f: u8| splits.contains(&folds.split_of(f));
+    let opened = CachedSplit::open(dir, &manifest, &keep, subset)?;
+    if let Some(&first) = splits.first()
+        && opened.events() == 0
+    {
+        return Err(empty_split(dir, folds, first, &manifest));
+    }
+    Ok((manifest, opened))
+}
+
+/// The manifest of the cache in `dir`, checked against `folds`.
+fn manifest_for(dir: &Path, folds: &Folds) -> Result<CacheManifest, DataError> {
     folds.validate()?;
     let manifest = read_manifest(dir)?;
     if manifest.n_folds != folds.n_folds {
@@ -869,32 +1166,24 @@ pub fn read_splits(
             ),
         ));
     }
-    let records = read_cache(dir, &manifest, &|f| splits.contains(&folds.split_of(f)))?;
-    let mut out: Vec<Vec<EventRecord>> = splits.iter().map(|_| Vec::new()).collect();
-    for r in records {
-        let split = folds.split_of(r.fold);
-        if let Some(k) = splits.iter().position(|s| *s == split) {
-            out[k].push(r);
-        }
-    }
-    for (split, records) in splits.iter().zip(&out) {
-        if records.is_empty() {
-            let which = match split {
-                Split::Train => format!(
-                    "the training folds (all but {} and {})",
-                    folds.test_fold, folds.validation_fold
-                ),
-                Split::Validation => format!("validation fold {}", folds.validation_fold),
-                Split::Test => format!("test fold {}", folds.test_fold),
-            };
-            return Err(cache_err(
-                dir,
-                format!(
-                    "{which} holds no events ({} events in the cache)",
-                    manifest.events()
-                ),
-            ));
-        }
-    }
-    Ok((manifest, out))
+    Ok(manifest)
+}
+
+/// The error for a split without events, naming its folds.
+fn empty_split(dir: &Path, folds: &Folds, split: Split, manifest: &CacheManifest) -> DataError {
+    let which = match split {
+        Split::Train => format!(
+            "the training folds (all but {} and {})",
+            folds.test_fold, folds.validation_fold
+        ),
+        Split::Validation => format!("validation fold {}", folds.validation_fold),
+        Split::Test => format!("test fold {}", folds.test_fold),
+    };
+    cache_err(
+        dir,
+        format!(
+            "{which} holds no events ({} events in the cache)",
+            manifest.events()
+        ),
+    )
 }

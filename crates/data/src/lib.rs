@@ -6,13 +6,14 @@
 //! `hzz`, `vector`), event assembly into `gnn4c_events::EventSample` ([`read_file_events`]),
 //! dataset configs ([`DatasetConfig`]), the seeded demo dataset ([`write_demo`]) and file
 //! inspection ([`inspect_file`]), and the sharded Parquet event cache with its manifest and
-//! fingerprint ([`CacheWriter`], [`read_manifest`], [`read_cache`]) and folds ([`Folds`]), and the
+//! fingerprint ([`CacheBuilder`], [`CachedSplit`], [`read_manifest`], [`read_cache`]) and folds ([`Folds`]), and the
 //! prediction outputs: the NPZ table ([`write_predictions_npz`]) and ROOT friend trees
 //! ([`write_friend_tree`]).
 //!
 //! Must not depend on Burn or on any model, task or training crate. Start at `assemble.rs`.
 
 mod assemble;
+mod blocks;
 mod cache;
 mod config;
 mod demo;
@@ -23,10 +24,12 @@ mod root;
 mod schema;
 
 pub use assemble::{FileReport, SampleMeta, read_file_events, read_tree_events};
+pub use blocks::CachedSplit;
 pub use cache::{
-    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, CacheWriter, EventRecord, Folds,
-    MANIFEST, SampleCounts, ShardInfo, Split, file_identity, fingerprint_of, first_difference,
-    fold_of, read_cache, read_manifest, read_split, read_splits, verify_cache,
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, EventRecord, Folds,
+    MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, Split, UnitDone, UnitWriter, building_dir,
+    file_identity, fingerprint_of, first_difference, fold_of, open_split, read_cache,
+    read_manifest, read_split, verify_cache,
 };
 pub use config::{DatasetConfig, LabelSpec, SampleConfig, SamplePlan, SampleReport, SchemaRef};
 pub use demo::{

@@ -10,12 +10,14 @@ use std::sync::Arc;
 use burn::prelude::*;
 use gnn4c_events::EventId;
 use gnn4c_tasks::{Task, scores_host};
-use gnn4c_training::{Classifier, Dataset, ProgressBar, predict_showing};
+use gnn4c_training::{
+    Classifier, Dataset, ProgressBar, Scoring, TrainingError, predict_batches, stream,
+};
 
 /// A dataset whose events have identities.
 pub trait Identified: Dataset {
-    /// The identity of event `index`.
-    fn identity(&self, index: usize) -> EventId;
+    /// The identity of an event.
+    fn identity(&self, event: &Self::Event) -> EventId;
 }
 
 /// Every event of a dataset, scored, in dataset order.
@@ -66,9 +68,10 @@ impl Scored {
 }
 
 /// Scores every event of `data` with `model` (an inference-mode model: no autodiff), in batches
-/// of `batch_size` on `threads` loader threads, advancing `bar` by the events scored. The result
-/// does not depend on the batch size or thread count (the forward is per graph; only float
-/// summation order inside a batch can move the last bits).
+/// of `batch_size` on `threads` loader threads, advancing `bar` by the events scored. The data
+/// is streamed in dataset order, never held whole. The result does not depend on the batch size
+/// or thread count (the forward is per graph; only float summation order inside a batch can move
+/// the last bits).
 pub fn score<B, M, D>(
     model: &M,
     data: &Arc<D>,
@@ -77,25 +80,36 @@ pub fn score<B, M, D>(
     threads: usize,
     device: &B::Device,
     bar: &ProgressBar,
-) -> Scored
+) -> Result<Scored, TrainingError>
 where
     B: Backend,
     M: Classifier<B, Input = D::Input>,
     D: Identified,
 {
-    let all: Vec<usize> = (0..data.len()).collect();
-    let p = predict_showing(model, data, &all, task, batch_size, threads, device, bar);
+    let scoring = Scoring::whole(batch_size, threads);
+    let (_, loader) = stream(data, scoring.pass(), threads, 2, |d: &D, events, n| {
+        let ids: Vec<EventId> = events[..n].iter().map(|e| d.identity(e)).collect();
+        Ok((d.batch(events)?, n, ids))
+    });
+    let mut ids = Vec::with_capacity(data.len());
+    let batches = loader.map(|item| {
+        item.map(|(b, n, batch_ids)| {
+            ids.extend(batch_ids);
+            (b, n)
+        })
+    });
+    let p = predict_batches(model, batches, task, device, bar)?;
     let scores = scores_host(task, &p.logits)
         .into_iter()
         .map(|s| s as f32)
         .collect();
-    Scored {
+    Ok(Scored {
         task: *task,
         scores,
         logits: p.logits,
         labels: p.labels,
         multilabels: p.multilabels,
         weights: p.weights,
-        ids: (0..data.len()).map(|i| data.identity(i)).collect(),
-    }
+        ids,
+    })
 }

@@ -8,8 +8,10 @@
 mod loss;
 mod metrics;
 
-pub use loss::{NegativeWeights, Task, class_balance_scales, per_event_loss, weighted_loss};
+pub use loss::{
+    ClassTotals, NegativeWeights, Task, class_balance_scales, per_event_loss, weighted_loss,
+};
 pub use metrics::{
-    Metrics, accuracy, evaluate, metrics_from_logits, per_event_loss_host, roc_auc, roc_curve,
-    scores_host, targets_of,
+    Metrics, Targets, accuracy, evaluate, metrics_from_logits, per_event_loss_host, roc_auc,
+    roc_curve, scores_host, targets_of,
 };

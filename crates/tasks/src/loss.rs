@@ -68,22 +68,50 @@ impl NegativeWeights {
     }
 }
 
-/// Per-class factors that give every class the same total |w| in the training split
-/// (`class_balance: true`); a class absent from the split gets factor 0 and is reported by the
-/// caller. Factors are normalised so the total |w| is unchanged.
-pub fn class_balance_scales(labels: &[u32], weights: &[f32], n_classes: usize) -> Vec<f64> {
-    let mut total = vec![0.0f64; n_classes];
-    for (&l, &w) in labels.iter().zip(weights) {
-        if let Some(t) = total.get_mut(l as usize) {
+/// Σ|w| per class over a split, added event by event, and the class-balance factors from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassTotals {
+    total: Vec<f64>,
+}
+
+impl ClassTotals {
+    /// No events yet, `n_classes` classes.
+    pub fn new(n_classes: usize) -> ClassTotals {
+        ClassTotals {
+            total: vec![0.0; n_classes],
+        }
+    }
+
+    /// Adds an event of class `label` and weight `w` (a label out of range adds nothing).
+    pub fn add(&mut self, label: i64, w: f32) {
+        if let Some(t) = usize::try_from(label)
+            .ok()
+            .and_then(|l| self.total.get_mut(l))
+        {
             *t += f64::from(w.abs());
         }
     }
-    let all: f64 = total.iter().sum();
-    let present = total.iter().filter(|t| **t > 0.0).count().max(1) as f64;
-    total
-        .iter()
-        .map(|&t| if t > 0.0 { all / (present * t) } else { 0.0 })
-        .collect()
+
+    /// Per-class factors that give every class the same total |w| in the training split
+    /// (`class_balance: true`); a class absent from the split gets factor 0 and is reported by
+    /// the caller. Factors are normalised so the total |w| is unchanged.
+    pub fn scales(&self) -> Vec<f64> {
+        let all: f64 = self.total.iter().sum();
+        let present = self.total.iter().filter(|t| **t > 0.0).count().max(1) as f64;
+        self.total
+            .iter()
+            .map(|&t| if t > 0.0 { all / (present * t) } else { 0.0 })
+            .collect()
+    }
+}
+
+/// [`ClassTotals::scales`] of the events with `labels` and `weights`.
+pub fn class_balance_scales(labels: &[u32], weights: &[f32], n_classes: usize) -> Vec<f64> {
+    let mut totals = ClassTotals::new(n_classes);
+    for (&l, &w) in labels.iter().zip(weights) {
+        totals.add(i64::from(l), w);
+    }
+    totals.scales()
 }
 
 /// The per-event loss ℓᵢ.

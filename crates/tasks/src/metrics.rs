@@ -55,9 +55,47 @@ pub fn roc_curve(
     )
 }
 
+/// 0/1 targets per event and output, `[n, n_out]` row-major in one buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Targets {
+    n_out: usize,
+    values: Vec<u8>,
+}
+
+impl Targets {
+    /// Targets from one row of `n_out` values per event.
+    pub fn from_rows<R: AsRef<[u8]>>(n_out: usize, rows: impl IntoIterator<Item = R>) -> Targets {
+        let mut values = Vec::new();
+        for r in rows {
+            values.extend_from_slice(r.as_ref());
+        }
+        Targets { n_out, values }
+    }
+
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.values.len() / self.n_out.max(1)
+    }
+
+    /// True when there are no events.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The targets of event `i`.
+    pub fn row(&self, i: usize) -> &[u8] {
+        &self.values[i * self.n_out..(i + 1) * self.n_out]
+    }
+
+    /// Every event's targets, in order.
+    pub fn rows(&self) -> impl Iterator<Item = &[u8]> {
+        self.values.chunks(self.n_out.max(1))
+    }
+}
+
 /// Fraction of events whose prediction is right: argmax for multiclass, score ≥ 0.5 otherwise
 /// (per label for multilabel). `scores` is `[n_events, n_out]` row-major.
-pub fn accuracy(task: &Task, scores: &[f64], targets: &[Vec<u8>]) -> f64 {
+pub fn accuracy(task: &Task, scores: &[f64], targets: &Targets) -> f64 {
     let k = task.n_out();
     let n = scores.len() / k.max(1);
     if n == 0 {
@@ -76,12 +114,12 @@ pub fn accuracy(task: &Task, scores: &[f64], targets: &[Vec<u8>]) -> f64 {
                         if s > best.1 { (j, s) } else { best }
                     })
                     .0;
-                right += usize::from(targets[i].get(arg) == Some(&1));
+                right += usize::from(targets.row(i).get(arg) == Some(&1));
                 total += 1;
             }
             Task::Binary | Task::Multilabel { .. } => {
                 for (j, &s) in row.iter().enumerate() {
-                    right += usize::from((s >= 0.5) == (targets[i][j] == 1));
+                    right += usize::from((s >= 0.5) == (targets.row(i)[j] == 1));
                     total += 1;
                 }
             }
@@ -121,7 +159,7 @@ fn mean_defined(v: &[f64]) -> f64 {
 pub fn evaluate(
     task: &Task,
     scores: &[f64],
-    targets: &[Vec<u8>],
+    targets: &Targets,
     weights: &[f64],
     per_event_loss: &[f64],
 ) -> Metrics {
@@ -141,7 +179,7 @@ pub fn evaluate(
     let mut auc = Vec::with_capacity(k);
     let mut auc_w = Vec::with_capacity(k);
     for j in 0..k {
-        let labels: Vec<bool> = targets.iter().map(|t| t[j] == 1).collect();
+        let labels: Vec<bool> = targets.rows().map(|t| t[j] == 1).collect();
         let s: Vec<f64> = (0..n).map(|i| scores[i * k + j]).collect();
         auc.push(roc_auc(&labels, &s, None));
         auc_w.push(roc_auc(&labels, &s, Some(weights)));
@@ -158,12 +196,12 @@ pub fn evaluate(
 
 /// The per-event loss ℓᵢ in f64 from f32 logits `[n, n_out]` (host side, for metrics): the same
 /// formulas as [`crate::per_event_loss`], computed stably (log-sum-exp, softplus).
-pub fn per_event_loss_host(task: &Task, logits: &[f32], targets: &[Vec<u8>]) -> Vec<f64> {
+pub fn per_event_loss_host(task: &Task, logits: &[f32], targets: &Targets) -> Vec<f64> {
     let k = task.n_out().max(1);
     let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
     logits
         .chunks(k)
-        .zip(targets)
+        .zip(targets.rows())
         .map(|(row, t)| match task {
             Task::Multiclass { .. } => {
                 let m = row
@@ -216,23 +254,28 @@ pub fn scores_host(task: &Task, logits: &[f32]) -> Vec<f64> {
 
 /// One-hot (multiclass), 0/1 (binary) or multi-hot (multilabel) targets per event, from class
 /// indices `labels` or from `multilabels [n, n_labels]` row-major.
-pub fn targets_of(task: &Task, labels: &[i64], multilabels: &[f32]) -> Vec<Vec<u8>> {
+pub fn targets_of(task: &Task, labels: &[i64], multilabels: &[f32]) -> Targets {
     match *task {
-        Task::Binary => labels.iter().map(|&l| vec![u8::from(l == 1)]).collect(),
-        Task::Multiclass { n_classes } => labels
-            .iter()
-            .map(|&l| {
-                let mut t = vec![0u8; n_classes];
-                if let Some(v) = usize::try_from(l).ok().and_then(|l| t.get_mut(l)) {
-                    *v = 1;
+        Task::Binary => Targets {
+            n_out: 1,
+            values: labels.iter().map(|&l| u8::from(l == 1)).collect(),
+        },
+        Task::Multiclass { n_classes } => {
+            let mut values = vec![0u8; labels.len() * n_classes];
+            for (i, &l) in labels.iter().enumerate() {
+                if let Some(c) = usize::try_from(l).ok().filter(|&c| c < n_classes) {
+                    values[i * n_classes + c] = 1;
                 }
-                t
-            })
-            .collect(),
-        Task::Multilabel { n_labels } => multilabels
-            .chunks(n_labels.max(1))
-            .map(|r| r.iter().map(|&v| u8::from(v >= 0.5)).collect())
-            .collect(),
+            }
+            Targets {
+                n_out: n_classes,
+                values,
+            }
+        }
+        Task::Multilabel { n_labels } => Targets {
+            n_out: n_labels,
+            values: multilabels.iter().map(|&v| u8::from(v >= 0.5)).collect(),
+        },
     }
 }
 
@@ -296,7 +339,11 @@ mod tests {
         );
         let s = scores_host(&task, &logits);
         assert!((s[0] + s[1] + s[2] - 1.0).abs() < 1e-12);
-        let b = per_event_loss_host(&Task::Binary, &[0.0, 50.0], &[vec![1], vec![0]]);
+        let b = per_event_loss_host(
+            &Task::Binary,
+            &[0.0, 50.0],
+            &Targets::from_rows(1, [[1u8], [0]]),
+        );
         assert!((b[0] - std::f64::consts::LN_2).abs() < 1e-12);
         assert!((b[1] - 50.0).abs() < 1e-9);
         // A class absent from the split: its AUC is undefined, the macro mean skips it.

@@ -61,6 +61,28 @@ pub struct CheckpointState {
     pub fingerprint: String,
     /// Every parameter of the model, in visiting order.
     pub parameters: Vec<ParamShape>,
+    /// Set when written inside epoch `epoch` (`trainer.checkpoint_every_steps`): how far it got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<EpochPosition>,
+}
+
+/// Where a checkpoint written inside an epoch stands: the loader position and the epoch's sums
+/// so far, so a resume continues the epoch as if never stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpochPosition {
+    /// Batches of the epoch already trained (every rank the same number).
+    pub batches: u64,
+    /// Ranks that trained them: a resume needs as many.
+    pub ranks: usize,
+    /// Events in the training split: a resume needs the same split.
+    pub split_events: u64,
+    /// Per rank: the epoch's Σ loss_b·Σ|w|_b so far, as accumulated (f32).
+    pub loss_sums: Vec<f32>,
+    /// Per rank: Σ|w| so far.
+    pub abs_sums: Vec<f64>,
+    /// Per rank: events trained so far.
+    pub events: Vec<u64>,
 }
 
 /// A checkpoint read from disk: its state and the encoded records.

@@ -30,6 +30,9 @@ pub enum TrainingError {
         /// Why.
         reason: String,
     },
+    /// Reading the training or evaluation data (the message names the file).
+    #[error("{0}")]
+    Data(String),
     /// A configuration value out of range.
     #[error("training config: {0}")]
     Config(String),

@@ -12,22 +12,22 @@ mod error;
 mod loader;
 mod model;
 mod progress;
-mod sampler;
 mod schedule;
+mod stream;
 mod sync;
 mod trainer;
 
 pub use checkpoint::{
-    CHECKPOINT_FORMAT, Checkpoint, CheckpointState, ParamShape, number_params, param_shapes,
-    read_checkpoint, save_checkpoint, write_atomic,
+    CHECKPOINT_FORMAT, Checkpoint, CheckpointState, EpochPosition, ParamShape, number_params,
+    param_shapes, read_checkpoint, save_checkpoint, write_atomic,
 };
 pub use error::TrainingError;
 pub use loader::Loader;
 pub use model::{Batch, Classifier, Dataset};
 pub use progress::{ProgressBar, progress_bar, progress_wanted};
-pub use sampler::{SamplerConfig, epoch_batches};
 pub use schedule::{EarlyStopping, ExponentialLr, Verdict};
+pub use stream::{Pass, RankPlan, Segment, plan, stream};
 pub use trainer::{
-    EpochRecord, FitOptions, FitReport, MetricsRecord, Predictions, RunFiles, TrainConfig, fit,
-    predict, predict_showing, predict_subset,
+    EpochRecord, FitOptions, FitReport, MetricsRecord, Predictions, RunFiles, Scoring, TrainConfig,
+    fit, predict, predict_batches,
 };

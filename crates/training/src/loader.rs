@@ -1,64 +1,91 @@
-//! Background batch preparation: worker threads, bounded prefetch, deterministic order.
+//! Background batch preparation: a producer thread, worker threads, bounded queues, and the
+//! producer's order kept whatever the thread count.
 
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
-/// Produces `make(batch)` for each batch on `threads` worker threads, at most `prefetch` ready
-/// batches per thread, and yields them in batch order whatever the thread count.
+/// Yields `make(item)` for every item the producer sends, in the order sent, computed on
+/// `threads` worker threads with at most `prefetch` ready results per worker.
 ///
-/// Worker k prepares batches k, k + T, k + 2T, … into its own bounded channel; the consumer reads
-/// the channels round-robin, so the output order is the input order and memory stays bounded.
+/// The producer runs on its own thread and sends item k to worker k mod T; the consumer reads
+/// the workers' queues round-robin, so the output order is the producer's and memory stays
+/// bounded (the producer blocks when the workers are `prefetch` ahead).
 pub struct Loader<T: Send + 'static> {
     receivers: Vec<Receiver<T>>,
     next: usize,
-    total: usize,
-    workers: Vec<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
+    ended: bool,
+}
+
+/// What the producer sends items through; `send` is false once the consumer has stopped.
+pub struct Sender<W> {
+    workers: Vec<SyncSender<W>>,
+    next: usize,
+}
+
+impl<W> Sender<W> {
+    /// Hands `item` to the next worker; false when the consumer is gone (stop producing).
+    pub fn send(&mut self, item: W) -> bool {
+        let k = self.next % self.workers.len();
+        self.next += 1;
+        self.workers[k].send(item).is_ok()
+    }
 }
 
 impl<T: Send + 'static> Loader<T> {
-    /// Starts the workers. `make` runs on worker threads and must be deterministic per batch.
-    pub fn new<F>(batches: Vec<Vec<usize>>, threads: usize, prefetch: usize, make: F) -> Loader<T>
+    /// Starts the producer and the workers. `make` must be deterministic per item.
+    pub fn spawn<W, P, F>(threads: usize, prefetch: usize, produce: P, make: F) -> Loader<T>
     where
-        F: Fn(&[usize]) -> T + Send + Sync + 'static,
+        W: Send + 'static,
+        P: FnOnce(&mut Sender<W>) + Send + 'static,
+        F: Fn(W) -> T + Send + Sync + 'static,
     {
-        let threads = threads.clamp(1, batches.len().max(1));
-        let total = batches.len();
-        let batches = std::sync::Arc::new(batches);
+        let threads = threads.max(1);
         let make = std::sync::Arc::new(make);
         let mut receivers = Vec::with_capacity(threads);
-        let mut workers = Vec::with_capacity(threads);
-        for k in 0..threads {
-            let (tx, rx) = sync_channel(prefetch.max(1));
-            let (batches, make) = (batches.clone(), make.clone());
-            workers.push(std::thread::spawn(move || {
-                for b in batches.iter().skip(k).step_by(threads) {
-                    let item = {
-                        let _s = tracing::info_span!("make_batch", events = b.len()).entered();
-                        make(b)
+        let mut inputs = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads + 1);
+        for _ in 0..threads {
+            let (in_tx, in_rx) = sync_channel::<W>(prefetch.max(1));
+            let (out_tx, out_rx) = sync_channel::<T>(prefetch.max(1));
+            let make = make.clone();
+            handles.push(std::thread::spawn(move || {
+                for item in in_rx {
+                    let result = {
+                        let _s = tracing::info_span!("make_batch").entered();
+                        make(item)
                     };
-                    if tx.send(item).is_err() {
+                    if out_tx.send(result).is_err() {
                         return; // the consumer stopped early
                     }
                 }
             }));
-            receivers.push(rx);
+            inputs.push(in_tx);
+            receivers.push(out_rx);
         }
+        handles.push(std::thread::spawn(move || {
+            let mut sender = Sender {
+                workers: inputs,
+                next: 0,
+            };
+            produce(&mut sender);
+        }));
         Loader {
             receivers,
             next: 0,
-            total,
-            workers,
+            threads: handles,
+            ended: false,
         }
     }
 
-    /// Batches in this epoch.
-    pub fn len(&self) -> usize {
-        self.total
-    }
-
-    /// True when the epoch has no batches.
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
+    /// Waits for every thread; a panic in one is raised here.
+    fn join(&mut self) {
+        self.receivers.clear(); // unblock threads waiting to send
+        for t in self.threads.drain(..) {
+            if let Err(p) = t.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
     }
 }
 
@@ -66,25 +93,28 @@ impl<T: Send + 'static> Iterator for Loader<T> {
     type Item = T;
 
     fn next(&mut self) -> Option<T> {
-        if self.next >= self.total {
+        if self.ended {
             return None;
         }
         let k = self.next % self.receivers.len();
         self.next += 1;
-        // A worker that panicked drops its sender: surface that as a panic here, not a hang.
-        Some(
-            self.receivers[k]
-                .recv()
-                .unwrap_or_else(|_| panic!("loader worker {k} stopped (it panicked)")),
-        )
+        match self.receivers[k].recv() {
+            Ok(item) => Some(item),
+            Err(_) => {
+                // The producer finished (or a thread panicked: join raises it).
+                self.ended = true;
+                self.join();
+                None
+            }
+        }
     }
 }
 
 impl<T: Send + 'static> Drop for Loader<T> {
     fn drop(&mut self) {
-        self.receivers.clear(); // unblock workers waiting to send
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+        self.receivers.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }
@@ -93,27 +123,34 @@ impl<T: Send + 'static> Drop for Loader<T> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn order_is_the_same_for_any_thread_count() {
-        let batches: Vec<Vec<usize>> = (0..23).map(|i| vec![i, i + 100]).collect();
-        let run = |threads, prefetch| -> Vec<usize> {
-            Loader::new(batches.clone(), threads, prefetch, |b: &[usize]| {
-                b[0] * 1000 + b[1]
-            })
-            .collect()
-        };
-        let one = run(1, 1);
-        assert_eq!(one.len(), 23);
-        assert_eq!(one, run(2, 1));
-        assert_eq!(one, run(3, 4));
-        assert_eq!(one[5], 5 * 1000 + 105);
+    fn numbers(n: usize, threads: usize, prefetch: usize) -> Loader<usize> {
+        Loader::spawn(
+            threads,
+            prefetch,
+            move |tx: &mut Sender<usize>| {
+                for i in 0..n {
+                    if !tx.send(i) {
+                        return;
+                    }
+                }
+            },
+            |i| i * 10 + 1,
+        )
     }
 
     #[test]
-    fn dropping_early_stops_the_workers() {
-        let batches: Vec<Vec<usize>> = (0..1000).map(|i| vec![i]).collect();
-        let mut l = Loader::new(batches, 2, 2, |b: &[usize]| b[0]);
-        assert_eq!(l.next(), Some(0));
+    fn order_is_the_same_for_any_thread_count() {
+        let one: Vec<usize> = numbers(23, 1, 1).collect();
+        assert_eq!(one, (0..23).map(|i| i * 10 + 1).collect::<Vec<_>>());
+        assert_eq!(one, numbers(23, 2, 1).collect::<Vec<_>>());
+        assert_eq!(one, numbers(23, 3, 4).collect::<Vec<_>>());
+        assert_eq!(numbers(0, 3, 1).count(), 0);
+    }
+
+    #[test]
+    fn dropping_early_stops_every_thread() {
+        let mut l = numbers(1_000_000, 2, 2);
+        assert_eq!(l.next(), Some(1));
         drop(l); // must not hang
     }
 }

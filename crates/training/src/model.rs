@@ -3,6 +3,8 @@
 use burn::module::Module;
 use burn::prelude::*;
 
+use crate::error::TrainingError;
+
 /// A model the trainer can fit: logits from a batch prepared on the host.
 ///
 /// The model owns the host-to-device step, so loader threads never touch tensors and the
@@ -33,22 +35,43 @@ pub struct Batch<X> {
     pub n_events: usize,
 }
 
-/// Events the trainer can batch: indices `0..len()`, read from loader threads.
+/// Events the trainer can stream: blocks of events read one at a time on the loader's producer
+/// thread, batched on its worker threads. Nothing requires the whole dataset in memory.
 pub trait Dataset: Send + Sync + 'static {
+    /// One event as read from a block.
+    type Event: Clone + Send + 'static;
     /// What a batch carries for the model.
     type Input: Send + 'static;
 
+    /// Events per block, in dataset order.
+    fn block_sizes(&self) -> &[usize];
+
     /// Number of events.
-    fn len(&self) -> usize;
+    fn len(&self) -> usize {
+        self.block_sizes().iter().sum()
+    }
 
     /// True when there are no events.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Class index and event weight of event `index` (for class balancing).
-    fn target(&self, index: usize) -> (i64, f32);
+    /// The events of `block`, in order (`block_sizes()[block]` of them).
+    fn read_block(&self, block: usize) -> Result<Vec<Self::Event>, TrainingError>;
 
-    /// The batch of events `indices`, in that order.
-    fn batch(&self, indices: &[usize]) -> Batch<Self::Input>;
+    /// Class index (−1 when not a class) and event weight of an event.
+    fn target(&self, event: &Self::Event) -> (i64, f32);
+
+    /// [`Dataset::target`] of every event of `block`; a dataset that can read targets without
+    /// the rest of its events overrides it.
+    fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, TrainingError> {
+        Ok(self
+            .read_block(block)?
+            .iter()
+            .map(|e| self.target(e))
+            .collect())
+    }
+
+    /// The batch of `events`, in that order (an error names what in the data is wrong).
+    fn batch(&self, events: Vec<Self::Event>) -> Result<Batch<Self::Input>, TrainingError>;
 }

@@ -10,22 +10,21 @@ use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
-use gnn4c_distributed::{World, shard_batch, shard_indices};
+use gnn4c_distributed::World;
 use gnn4c_tasks::{
-    Metrics, NegativeWeights, Task, class_balance_scales, metrics_from_logits, per_event_loss,
-    weighted_loss,
+    ClassTotals, Metrics, NegativeWeights, Task, metrics_from_logits, per_event_loss, weighted_loss,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{
-    Checkpoint, CheckpointState, number_params, param_shapes, save_checkpoint, write_atomic,
+    Checkpoint, CheckpointState, EpochPosition, number_params, param_shapes, save_checkpoint,
+    write_atomic,
 };
 use crate::error::TrainingError;
-use crate::loader::Loader;
 use crate::model::{Batch, Classifier, Dataset};
 use crate::progress::{ProgressBar, progress_bar};
-use crate::sampler::{SamplerConfig, epoch_batches};
 use crate::schedule::{EarlyStopping, ExponentialLr, Verdict};
+use crate::stream::{Pass, stream};
 use crate::sync::{all_reduce_gradients, broadcast_parameters};
 
 /// Training hyperparameters (defaults: contract §8).
@@ -57,6 +56,15 @@ pub struct TrainConfig {
     pub prefetch: usize,
     /// Also report metrics of the training split, from the outputs seen during the epoch.
     pub train_metrics: bool,
+    /// Training metrics come from the last this many events each rank trains on per epoch, so
+    /// their memory does not grow with the data.
+    pub train_metrics_events: usize,
+    /// Events in each rank's shuffle buffer (the training order mixes events this far apart;
+    /// memory: about 1 kB per event).
+    pub shuffle_buffer: usize,
+    /// Also write `last.ckpt` every this many steps inside an epoch, with the loader position, so
+    /// `--resume` continues from there (off when absent).
+    pub checkpoint_every_steps: Option<u64>,
 }
 
 impl Default for TrainConfig {
@@ -74,6 +82,9 @@ impl Default for TrainConfig {
             loader_threads: 2,
             prefetch: 2,
             train_metrics: true,
+            train_metrics_events: 100_000,
+            shuffle_buffer: 32_768,
+            checkpoint_every_steps: None,
         }
     }
 }
@@ -93,6 +104,14 @@ impl TrainConfig {
         }
         if self.patience == 0 {
             return bad("patience must be at least 1".into());
+        }
+        if self.shuffle_buffer == 0 {
+            return bad("shuffle_buffer must be at least 1".into());
+        }
+        if self.checkpoint_every_steps == Some(0) {
+            return bad(
+                "checkpoint_every_steps must be at least 1 (leave it out to turn it off)".into(),
+            );
         }
         Ok(())
     }
@@ -266,17 +285,18 @@ impl Predictions {
         if den > 0.0 { num / den } else { 0.0 }
     }
 
-    fn push_targets<X>(&mut self, b: &Batch<X>, task: &Task) {
-        self.push_targets_first(b, task, b.n_events);
-    }
-
     /// The targets of the batch's first `n` rows.
     fn push_targets_first<X>(&mut self, b: &Batch<X>, task: &Task, n: usize) {
-        self.labels.extend_from_slice(&b.labels[..n]);
-        self.weights.extend_from_slice(&b.weights[..n]);
+        self.push_targets_rows(b, task, 0..n);
+    }
+
+    /// The targets of the batch's rows `rows`.
+    fn push_targets_rows<X>(&mut self, b: &Batch<X>, task: &Task, rows: std::ops::Range<usize>) {
+        self.labels.extend_from_slice(&b.labels[rows.clone()]);
+        self.weights.extend_from_slice(&b.weights[rows.clone()]);
         if let Task::Multilabel { n_labels } = *task {
             self.multilabels
-                .extend_from_slice(&b.multilabels[..n * n_labels]);
+                .extend_from_slice(&b.multilabels[rows.start * n_labels..rows.end * n_labels]);
         }
     }
 }
@@ -339,96 +359,166 @@ impl<B: Backend> Pending<B> {
     }
 }
 
-/// The logits of every event of `data` (in order), batched by `batch_size` on `threads`
-/// loader threads. Results do not depend on either.
+/// How a dataset is scored: batch size, loader threads, and which rank's share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scoring {
+    /// Events per batch (results do not depend on it).
+    pub batch_size: usize,
+    /// Loader threads (results do not depend on them).
+    pub threads: usize,
+    /// This rank.
+    pub rank: usize,
+    /// Ranks sharing the dataset (1: all of it).
+    pub world: usize,
+}
+
+impl Scoring {
+    /// The whole dataset in one process.
+    pub fn whole(batch_size: usize, threads: usize) -> Scoring {
+        Scoring {
+            batch_size,
+            threads,
+            rank: 0,
+            world: 1,
+        }
+    }
+
+    /// The pass over the rank's share, in dataset order.
+    pub fn pass(&self) -> Pass {
+        Pass {
+            seed: 0,
+            epoch: 0,
+            shuffle: false,
+            shuffle_buffer: 1,
+            batch_size: self.batch_size,
+            rank: self.rank,
+            world: self.world,
+            skip_batches: 0,
+        }
+    }
+}
+
+/// The logits of the rank's share of `data` (a contiguous run, in dataset order), advancing
+/// `bar` by the events scored. Gathered in rank order ([`Predictions::gathered`]) they are the
+/// whole dataset's in order.
 pub fn predict<B, M, D>(
     model: &M,
     data: &Arc<D>,
     task: &Task,
-    batch_size: usize,
-    threads: usize,
-    device: &B::Device,
-) -> Predictions
-where
-    B: Backend,
-    M: Classifier<B, Input = D::Input>,
-    D: Dataset,
-{
-    let all: Vec<usize> = (0..data.len()).collect();
-    predict_subset(model, data, &all, task, batch_size, threads, device)
-}
-
-/// [`predict`] over the events `indices` of `data`, in that order.
-pub fn predict_subset<B, M, D>(
-    model: &M,
-    data: &Arc<D>,
-    indices: &[usize],
-    task: &Task,
-    batch_size: usize,
-    threads: usize,
-    device: &B::Device,
-) -> Predictions
-where
-    B: Backend,
-    M: Classifier<B, Input = D::Input>,
-    D: Dataset,
-{
-    let bar = ProgressBar::hidden();
-    predict_showing(
-        model, data, indices, task, batch_size, threads, device, &bar,
-    )
-}
-
-/// [`predict_subset`] advancing `bar` by the events of every batch scored.
-#[allow(clippy::too_many_arguments)] // predict_subset's, and the bar
-pub fn predict_showing<B, M, D>(
-    model: &M,
-    data: &Arc<D>,
-    indices: &[usize],
-    task: &Task,
-    batch_size: usize,
-    threads: usize,
+    scoring: Scoring,
     device: &B::Device,
     bar: &ProgressBar,
-) -> Predictions
+) -> Result<Predictions, TrainingError>
 where
     B: Backend,
     M: Classifier<B, Input = D::Input>,
     D: Dataset,
 {
-    let batches = indices
-        .chunks(batch_size.max(1))
-        .map(<[usize]>::to_vec)
-        .collect();
-    let source = data.clone();
-    let loader = Loader::new(batches, threads, 2, move |idx: &[usize]| source.batch(idx));
+    let (_, loader) = stream(
+        data,
+        scoring.pass(),
+        scoring.threads,
+        2,
+        |d: &D, events, n| Ok((d.batch(events)?, n)),
+    );
+    predict_batches(model, loader, task, device, bar)
+}
+
+/// The logits of the real rows of every batch `batches` yields (with its real-row count).
+pub fn predict_batches<B, M, X>(
+    model: &M,
+    batches: impl Iterator<Item = Result<(Batch<X>, usize), TrainingError>>,
+    task: &Task,
+    device: &B::Device,
+    bar: &ProgressBar,
+) -> Result<Predictions, TrainingError>
+where
+    B: Backend,
+    M: Classifier<B, Input = X>,
+{
     let mut pred = Predictions::default();
     let mut pending = Pending::<B>::new();
-    for b in loader {
+    for item in batches {
+        let (b, n_real) = item?;
+        let n_real = n_real.min(b.n_events);
+        if n_real == 0 {
+            continue;
+        }
         let logits = model.logits(&b.input, device); // [n_rows, n_out]
         let [n_rows, n_out] = logits.dims();
-        let logits = if n_rows == b.n_events {
+        pending.push(if n_rows == n_real {
             logits
         } else {
-            logits.slice([0..b.n_events, 0..n_out])
-        };
-        pending.push(logits);
-        pred.push_targets(&b, task);
-        bar.inc(b.n_events as u64);
+            logits.slice([0..n_real, 0..n_out])
+        });
+        pred.push_targets_first(&b, task, n_real);
+        bar.inc(n_real as u64);
     }
     bar.finish_and_clear();
     pred.logits = pending.finish();
-    pred
+    Ok(pred)
 }
 
-/// Seed of epoch `epoch`'s dropout: a function of (seed, epoch) only, so resuming at an epoch
-/// boundary continues the same random stream.
-fn epoch_seed(seed: u64, epoch: u64) -> u64 {
+/// A seed from (seed, x) through the splitmix64 finaliser.
+fn derive_seed(seed: u64, epoch: u64) -> u64 {
     let mut x = seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(epoch.wrapping_add(1));
     // splitmix64 finaliser
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^ (x >> 31)
+}
+
+/// Seed of the dropout of step `step` (0-based, within the epoch) of rank `rank`.
+fn step_seed(seed: u64, epoch: u64, step: u64, rank: usize) -> u64 {
+    let rank_mix = (rank as u64).wrapping_mul(0xA076_1D64_78BD_642F);
+    derive_seed(seed ^ rank_mix, (epoch << 32) ^ step)
+}
+
+/// The value of a running loss sum (0 before the first batch).
+fn loss_value<B: Backend>(sum: &Option<Tensor<B, 1>>) -> f32 {
+    sum.as_ref().map_or(0.0, |s| {
+        s.clone()
+            .into_data()
+            .convert::<f32>()
+            .to_vec::<f32>()
+            .expect("f32 loss")[0]
+    })
+}
+
+/// Checks a mid-epoch position fits this run: as many ranks, the same training split.
+fn check_position(
+    ck: &Checkpoint,
+    p: &EpochPosition,
+    split_events: usize,
+    world: &World,
+) -> Result<(), TrainingError> {
+    let incompatible = |reason: String| TrainingError::Incompatible {
+        path: ck.path.clone(),
+        reason,
+    };
+    if p.ranks != world.size()
+        || p.loss_sums.len() != p.ranks
+        || p.abs_sums.len() != p.ranks
+        || p.events.len() != p.ranks
+    {
+        return Err(incompatible(format!(
+            "it was written inside epoch {} by {} ranks and this run has {}: resume with {} ranks",
+            ck.state.epoch + 1,
+            p.ranks,
+            world.size(),
+            p.ranks
+        )));
+    }
+    if p.split_events != split_events as u64 {
+        return Err(incompatible(format!(
+            "its loader position (step {} of epoch {}) is in a training split of {} events, but the \
+             split now holds {split_events}: resume on the cache and subset it was written with",
+            p.batches,
+            ck.state.epoch + 1,
+            p.split_events
+        )));
+    }
+    Ok(())
 }
 
 /// The history lines of the first `completed` epochs.
@@ -514,7 +604,8 @@ where
         initial: cfg.lr,
         gamma: cfg.gamma,
     };
-    // Training weights: the negative-weight policy, then class balancing.
+    // Training weights: the negative-weight policy, then class balancing (class totals read
+    // block by block: the labels and weights only).
     let scales: Option<Vec<f64>> = if cfg.class_balance {
         let n_classes = match task {
             Task::Binary => 2,
@@ -525,13 +616,13 @@ where
                 ));
             }
         };
-        let (labels, weights): (Vec<u32>, Vec<f32>) = (0..train.len())
-            .map(|i| {
-                let (l, w) = train.target(i);
-                (u32::try_from(l).unwrap_or(u32::MAX), w)
-            })
-            .unzip();
-        Some(class_balance_scales(&labels, &weights, n_classes))
+        let mut totals = ClassTotals::new(n_classes);
+        for block in 0..train.block_sizes().len() {
+            for (label, w) in train.read_targets(block)? {
+                totals.add(label, w);
+            }
+        }
+        Some(totals.scales())
     } else {
         None
     };
@@ -545,6 +636,13 @@ where
             None => w,
         }
     };
+    if train.len() < world.size() {
+        return Err(TrainingError::Config(format!(
+            "the training split holds {} events, fewer than the {} ranks",
+            train.len(),
+            world.size()
+        )));
+    }
 
     let mut optim = AdamConfig::new()
         .with_beta_1(0.9)
@@ -556,6 +654,7 @@ where
     let mut step = 0u64;
     let mut es = EarlyStopping::new(cfg.patience);
     let mut stopped = false;
+    let mut position: Option<EpochPosition> = None;
     if let Some(ck) = &resume {
         ck.check_compatible(&model, &contract_version)?;
         model = ck.load_model(model, device)?;
@@ -565,6 +664,10 @@ where
         es = ck.state.early_stopping.clone();
         es.patience = cfg.patience;
         stopped = ck.state.stopped;
+        position = ck.state.position.clone();
+        if let Some(p) = &position {
+            check_position(ck, p, train.len(), world)?;
+        }
     }
     if resume.is_none() {
         // Identical initial weights on every rank (resuming ranks all read the same checkpoint).
@@ -579,7 +682,11 @@ where
         write_history(&files.history, &history)?;
     }
     let parameters = param_shapes(&model);
-    let state_at = |epoch: u64, step: u64, es: &EarlyStopping, stopped: bool| CheckpointState {
+    let state_at = |epoch: u64,
+                    step: u64,
+                    es: &EarlyStopping,
+                    stopped: bool,
+                    position: Option<EpochPosition>| CheckpointState {
         contract_version: contract_version.clone(),
         written_by: written_by.clone(),
         epoch,
@@ -591,34 +698,51 @@ where
         config: resolved_config.clone(),
         fingerprint: fingerprint.clone(),
         parameters: parameters.clone(),
+        position,
     };
 
-    // The global batch is batch_size × ranks; each rank takes its interleaved share.
-    let sampler = SamplerConfig {
-        batch_size: cfg.batch_size * world.size(),
-        shuffle: true,
-        drop_last: false,
-        seed: cfg.seed,
+    let rank = world.rank();
+    let scoring = Scoring {
+        batch_size: cfg.eval_batch_size,
+        threads: cfg.loader_threads,
+        rank,
+        world: world.size(),
     };
-    let val_shard = shard_indices(val.len(), world.rank(), world.size());
+    // The pass of an epoch (the same whenever it is started: a function of the epoch).
+    let epoch_stream = |epoch: u64, skip_batches: u64| {
+        let pass = Pass {
+            seed: cfg.seed,
+            epoch,
+            shuffle: true,
+            shuffle_buffer: cfg.shuffle_buffer,
+            batch_size: cfg.batch_size,
+            rank,
+            world: world.size(),
+            skip_batches,
+        };
+        stream(
+            train,
+            pass,
+            cfg.loader_threads,
+            cfg.prefetch,
+            |d: &D, events, n| Ok((d.batch(events)?, n)),
+        )
+    };
+    let mut next_epoch = None;
     let mut epoch = start_epoch;
     while epoch < cfg.max_epochs && !stopped {
         let epoch_start = Instant::now();
-        // Dropout differs between ranks (they see different events) but not between runs.
-        let rank_mix = (world.rank() as u64).wrapping_mul(0xA076_1D64_78BD_642F);
-        B::seed(device, epoch_seed(cfg.seed, epoch) ^ rank_mix);
         let lr = schedule.lr(epoch);
-        let (batches, n_real): (Vec<Vec<usize>>, Vec<usize>) =
-            epoch_batches(train.len(), epoch, &sampler)
-                .iter()
-                .map(|g| {
-                    let s = shard_batch(g, world.rank(), world.size());
-                    (s.indices, s.n_real)
-                })
-                .unzip();
+        // Each rank streams its own share; a mid-epoch resume skips the batches already trained.
+        let resumed = position.take();
+        let skip = resumed.as_ref().map_or(0, |p| p.batches);
+        let (plan, loader) = match next_epoch.take() {
+            Some((e, started)) if e == epoch && skip == 0 => started,
+            _ => epoch_stream(epoch, skip),
+        };
         let bar = progress_bar(
             progress && root,
-            n_real.iter().sum::<usize>() as u64,
+            plan.events as u64,
             if world.is_distributed() {
                 format!("epoch {}/{} (rank 0)", epoch + 1, cfg.max_epochs)
             } else {
@@ -626,27 +750,41 @@ where
             },
             "events",
         );
-        let source = train.clone();
-        let loader = Loader::new(batches, cfg.loader_threads, cfg.prefetch, move |idx| {
-            source.batch(idx)
-        });
-        let mut loss_sum: Option<Tensor<B::InnerBackend, 1>> = None; // Σ_b loss_b · Σ_b|w|
+        // The epoch's sums so far (Σ loss_b·Σ|w|_b accumulated on the device, in f32).
+        let mut loss_sum: Option<Tensor<B::InnerBackend, 1>> = None;
         let mut abs_sum = 0.0f64;
+        let mut n_events = 0usize;
+        if let Some(p) = &resumed {
+            loss_sum = Some(Tensor::from_data(
+                TensorData::new(vec![p.loss_sums[rank]], [1]),
+                device,
+            ));
+            abs_sum = p.abs_sums[rank];
+            n_events = p.events[rank] as usize;
+            bar.inc(n_events as u64);
+        }
+        let events_before = n_events;
         let mut seen = Predictions::default();
         let mut seen_logits = Pending::<B::InnerBackend>::new();
-        let mut n_events = 0usize;
+        // Training metrics: the rank's last `train_metrics_events` events of the epoch.
+        let metrics_from = plan.events.saturating_sub(cfg.train_metrics_events);
         let mut allreduce_s = 0.0f64;
         let _epoch_span = tracing::info_span!("epoch", epoch).entered();
-        let mut batches_in = loader.zip(n_real);
+        let mut batches_in = loader;
+        let mut in_epoch = skip;
         loop {
             // Time the training loop spends waiting for the loader (zero when prefetch keeps up).
             let next = {
                 let _s = tracing::info_span!("wait_for_batch").entered();
                 batches_in.next()
             };
-            let Some((b, n_real)) = next else {
+            let Some(item) = next else {
                 break;
             };
+            let (b, n_real) = item?;
+            // Dropout of each step is seeded from (seed, epoch, step, rank): a resume inside the
+            // epoch continues the same random stream.
+            B::seed(device, step_seed(cfg.seed, epoch, in_epoch, rank));
             let forward_span = tracing::info_span!("forward_loss").entered();
             // Rows past `n_real` are padding (graph padding, or a rank's share filled up).
             let n_real = n_real.min(b.n_events);
@@ -674,14 +812,15 @@ where
                 .collect();
             let s_b: f64 = w.iter().map(|w| f64::from(w.abs())).sum();
             let weights = Tensor::<B, 1>::from_data(TensorData::new(w, [n_rows]), device);
-            if cfg.train_metrics {
+            let first_kept = metrics_from.saturating_sub(n_events).min(n_real);
+            if cfg.train_metrics && first_kept < n_real {
                 let detached = logits.clone().inner(); // [n_rows, n_out]
-                seen_logits.push(if n_rows == n_real {
+                seen_logits.push(if first_kept == 0 && n_rows == n_real {
                     detached
                 } else {
-                    detached.slice([0..n_real, 0..n_out])
+                    detached.slice([first_kept..n_real, 0..n_out])
                 });
-                seen.push_targets_first(&b, &task, n_real);
+                seen.push_targets_rows(&b, &task, first_kept..n_real);
             }
             let per_event = per_event_loss(&task, logits, labels, multilabels);
             let loss = weighted_loss(per_event, weights); // [1]
@@ -705,23 +844,48 @@ where
             let _optimizer_span = tracing::info_span!("optimizer_step").entered();
             model = optim.step(lr, model, grads);
             step += 1;
+            in_epoch += 1;
             n_events += n_real;
             bar.inc(n_real as u64);
+            if let Some(every) = cfg.checkpoint_every_steps
+                && in_epoch.is_multiple_of(every)
+                && in_epoch < plan.steps
+            {
+                let _s = tracing::info_span!("checkpoint").entered();
+                let position = EpochPosition {
+                    batches: in_epoch,
+                    ranks: world.size(),
+                    split_events: train.len() as u64,
+                    loss_sums: world.all_gather_f32(&[loss_value(&loss_sum)]),
+                    abs_sums: world
+                        .all_gather_i64(&[abs_sum.to_bits() as i64])
+                        .into_iter()
+                        .map(|b| f64::from_bits(b as u64))
+                        .collect(),
+                    events: world
+                        .all_gather_i64(&[n_events as i64])
+                        .into_iter()
+                        .map(|n| n as u64)
+                        .collect(),
+                };
+                if root {
+                    let state = state_at(epoch, step, &es, false, Some(position));
+                    save_checkpoint::<B, M, _>(&files.last, &state, &model, optim.to_record())?;
+                }
+            }
         }
+        drop(batches_in);
         bar.finish_and_clear();
-        let local_loss = loss_sum.map_or(0.0, |s| {
-            f64::from(
-                s.into_data()
-                    .convert::<f32>()
-                    .to_vec::<f32>()
-                    .expect("f32 loss")[0],
-            )
-        });
-        // Global sums over ranks (padding counted nowhere).
-        let mut sums = [local_loss, abs_sum, n_events as f64];
+        // The next epoch's loader fills its shuffle buffer while this one is validated.
+        if epoch + 1 < cfg.max_epochs {
+            next_epoch = Some((epoch + 1, epoch_stream(epoch + 1, 0)));
+        }
+        let local_loss = f64::from(loss_value(&loss_sum));
+        // Global sums over ranks (padding counted nowhere), and the events trained by this
+        // process (not before a resume), for the rate.
+        let mut sums = [local_loss, abs_sum, (n_events - events_before) as f64];
         world.all_reduce_sum_f64(&mut sums);
-        let [loss_total, abs_total, events_total] = sums;
-        let n_events = events_total as usize;
+        let [loss_total, abs_total, trained] = sums;
         let train_s = epoch_start.elapsed().as_secs_f64();
         let train_loss = loss_total / abs_total.max(f64::MIN_POSITIVE);
         if !train_loss.is_finite() {
@@ -738,16 +902,8 @@ where
         let valid = model.valid();
         // Each rank scores its share of the validation split; every rank gets all the outputs,
         // so every rank computes the same exact metrics and the same early-stopping verdict.
-        let val_pred = predict_subset(
-            &valid,
-            val,
-            &val_shard,
-            &task,
-            cfg.eval_batch_size,
-            cfg.loader_threads,
-            device,
-        )
-        .gathered(world);
+        let val_pred =
+            predict(&valid, val, &task, scoring, device, &ProgressBar::hidden())?.gathered(world);
         let val_metrics = val_pred.metrics(&task);
         let val_objective = match &scales {
             Some(s) => val_pred.balanced_loss(&task, s),
@@ -757,7 +913,7 @@ where
         let _checkpoint_span = tracing::info_span!("checkpoint").entered();
         let verdict = es.update(epoch, val_objective);
         stopped = verdict == Verdict::Stop;
-        let state = state_at(epoch + 1, step, &es, stopped);
+        let state = state_at(epoch + 1, step, &es, stopped, None);
         if root {
             if verdict == Verdict::Improved {
                 save_checkpoint::<B, M, _>(&files.best, &state, &model, optim.to_record())?;
@@ -773,7 +929,7 @@ where
             val: MetricsRecord::from(&val_metrics),
             val_objective,
             best: verdict == Verdict::Improved,
-            events_per_s: n_events as f64 / train_s.max(1e-9),
+            events_per_s: trained / train_s.max(1e-9),
             train_s,
             allreduce_s,
             ranks: world.size(),
@@ -875,21 +1031,34 @@ mod tests {
         }
     }
 
-    /// Three Gaussian blobs, labels 0..3, ~10 % negative weights.
+    /// Three Gaussian blobs, labels 0..3, ~10 % negative weights, in blocks of 37 events.
+    /// With `fail_after`, reading blocks fails after that many reads (a crash mid-epoch).
     struct Blobs {
         x: Vec<[f32; 4]>,
         y: Vec<i64>,
         w: Vec<f32>,
+        sizes: Vec<usize>,
+        fail_after: Option<usize>,
+        reads: std::sync::atomic::AtomicUsize,
     }
+
+    const BLOCK: usize = 37;
 
     impl Blobs {
         fn new(n: usize, seed: u64) -> Arc<Blobs> {
+            Arc::new(Blobs::make(n, seed, None))
+        }
+
+        fn make(n: usize, seed: u64, fail_after: Option<usize>) -> Blobs {
             use rand::{Rng, SeedableRng};
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             let mut b = Blobs {
                 x: Vec::new(),
                 y: Vec::new(),
                 w: Vec::new(),
+                sizes: (0..n).step_by(BLOCK).map(|s| BLOCK.min(n - s)).collect(),
+                fail_after,
+                reads: Default::default(),
             };
             for i in 0..n {
                 let c = (i % 3) as i64;
@@ -905,26 +1074,35 @@ mod tests {
                     1.0
                 });
             }
-            Arc::new(b)
+            b
         }
     }
 
     impl Dataset for Blobs {
+        type Event = usize;
         type Input = Vec<f32>;
-        fn len(&self) -> usize {
-            self.y.len()
+        fn block_sizes(&self) -> &[usize] {
+            &self.sizes
         }
-        fn target(&self, i: usize) -> (i64, f32) {
+        fn read_block(&self, block: usize) -> Result<Vec<usize>, TrainingError> {
+            let reads = self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.fail_after.is_some_and(|n| reads >= n) {
+                return Err(TrainingError::Data("the job was killed".into()));
+            }
+            let start = block * BLOCK;
+            Ok((start..start + self.sizes[block]).collect())
+        }
+        fn target(&self, &i: &usize) -> (i64, f32) {
             (self.y[i], self.w[i])
         }
-        fn batch(&self, idx: &[usize]) -> Batch<Vec<f32>> {
-            Batch {
+        fn batch(&self, idx: Vec<usize>) -> Result<Batch<Vec<f32>>, TrainingError> {
+            Ok(Batch {
                 input: idx.iter().flat_map(|&i| self.x[i]).collect(),
                 labels: idx.iter().map(|&i| self.y[i]).collect(),
                 multilabels: Vec::new(),
                 weights: idx.iter().map(|&i| self.w[i]).collect(),
                 n_events: idx.len(),
-            }
+            })
         }
     }
 
@@ -942,6 +1120,16 @@ mod tests {
         resume: Option<Checkpoint>,
         cfg: &TrainConfig,
     ) -> FitReport<Toy<AD>> {
+        run_on(dir, max_epochs, resume, cfg, &Blobs::new(600, 1)).expect("fit")
+    }
+
+    fn run_on(
+        dir: &Path,
+        max_epochs: u64,
+        resume: Option<Checkpoint>,
+        cfg: &TrainConfig,
+        train: &Arc<Blobs>,
+    ) -> Result<FitReport<Toy<AD>>, TrainingError> {
         let _turn = SERIAL
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -966,12 +1154,11 @@ mod tests {
         };
         fit::<AD, _, _>(
             toy::<AD>(3, &device),
-            &Blobs::new(600, 1),
+            train,
             &Blobs::new(150, 2),
             opts,
             &device,
         )
-        .expect("fit")
     }
 
     fn weights(m: &Toy<AD>) -> Vec<u32> {
@@ -1027,6 +1214,42 @@ mod tests {
         for f in ["last.ckpt", "best.ckpt"] {
             let read = |d: &Path| std::fs::read(d.join(f)).expect("checkpoint");
             assert!(read(straight.path()) == read(split.path()), "{f} bytes");
+        }
+    }
+
+    #[test]
+    fn a_run_killed_inside_an_epoch_resumes_bitwise_from_its_step_checkpoint() {
+        let c = TrainConfig {
+            shuffle_buffer: 100,
+            checkpoint_every_steps: Some(2),
+            ..cfg()
+        };
+        let straight = tempfile::tempdir().expect("tempdir");
+        let a = run(straight.path(), 3, None, &c);
+        // Killed in epoch 2: 17 blocks per epoch, the 8th block read of epoch 2 fails.
+        let killed = tempfile::tempdir().expect("tempdir");
+        let killing = Arc::new(Blobs::make(600, 1, Some(17 + 8)));
+        let e = run_on(killed.path(), 3, None, &c, &killing)
+            .map(drop)
+            .expect_err("killed");
+        assert!(e.to_string().contains("killed"), "{e}");
+        let ck = read_checkpoint(&killed.path().join("last.ckpt")).expect("checkpoint");
+        let p = ck.state.position.clone().expect("written inside the epoch");
+        assert_eq!(ck.state.epoch, 1, "inside the second epoch");
+        assert!(p.batches >= 2 && p.batches.is_multiple_of(2), "{p:?}");
+        assert_eq!(ck.state.global_step, 10 + p.batches);
+        // The wrong split: refused, naming the position.
+        let e = run_on(killed.path(), 3, Some(ck.clone()), &c, &Blobs::new(599, 1))
+            .map(drop)
+            .expect_err("another split")
+            .to_string();
+        assert!(e.contains("loader position") && e.contains("600"), "{e}");
+        let b = run(killed.path(), 3, Some(ck), &c);
+        assert_eq!(weights(&a.model), weights(&b.model), "bitwise identical");
+        assert_eq!(a.history[1].train_loss, b.history[1].train_loss);
+        for f in ["last.ckpt", "best.ckpt"] {
+            let read = |d: &Path| std::fs::read(d.join(f)).expect("checkpoint");
+            assert!(read(straight.path()) == read(killed.path()), "{f} bytes");
         }
     }
 

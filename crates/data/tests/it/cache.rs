@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gnn4c_data::{
-    CONTRACT_VERSION, CacheManifest, CacheWriter, DataError, EventRecord, Folds, MANIFEST,
-    SampleCounts, Split, fingerprint_of, first_difference, fold_of, read_cache, read_manifest,
-    read_split, read_splits, verify_cache,
+    CONTRACT_VERSION, CacheBuilder, CacheManifest, CachedSplit, DataError, EventRecord, Folds,
+    MANIFEST, SampleCounts, Split, fingerprint_of, first_difference, fold_of, open_split,
+    read_cache, read_manifest, read_split, verify_cache,
 };
 use gnn4c_events::{EventId, Label};
 
@@ -55,21 +55,21 @@ fn manifest() -> CacheManifest {
     }
 }
 
+/// A cache of records `0..n` as one input file (unit 0).
 fn write(dir: &Path, n: u64, shard_events: usize) -> CacheManifest {
-    let mut w = CacheWriter::create(dir, shard_events).expect("create");
+    let m = manifest();
+    let b = CacheBuilder::open(dir, &m.fingerprint, shard_events, true).expect("open");
+    let mut w = b.unit(0).expect("unit");
     for i in 0..n {
         w.push(record(i)).expect("push");
     }
-    let mut m = manifest();
-    m.samples.insert(
-        "all".into(),
-        SampleCounts {
-            read: n,
-            cached: n,
-            ..SampleCounts::default()
-        },
-    );
-    w.finish(m).expect("finish")
+    let counts = SampleCounts {
+        read: n,
+        cached: n,
+        ..SampleCounts::default()
+    };
+    w.finish("all", counts).expect("unit done");
+    b.finish(1, m).expect("finish")
 }
 
 #[test]
@@ -113,10 +113,123 @@ fn round_trip_is_exact_and_sharded() {
                 .len(),
         25
     );
-    // Several splits in one pass: the same events, in the same order, as one split at a time.
+    // Several splits opened together: their events, in cache order.
     let (_, both) =
-        read_splits(dir.path(), &folds, &[Split::Train, Split::Validation]).expect("both");
-    assert_eq!(both, vec![train, val]);
+        open_split(dir.path(), &folds, &[Split::Train, Split::Validation], None).expect("both");
+    let events: Vec<EventRecord> = (0..both.block_sizes().len())
+        .flat_map(|b| both.read_block(b).expect("block"))
+        .collect();
+    assert_eq!(events.len(), train.len() + val.len());
+    assert!(events.iter().all(|e| train.contains(e) || val.contains(e)));
+}
+
+#[test]
+fn a_split_streams_in_blocks_and_a_subset_reads_only_its_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 2,400 events per fold in shards of 2,000 + 400: row groups of 1,024, 976 and 400.
+    write(dir.path(), 12_000, 2_000);
+    let folds = Folds::default();
+    let (_, whole) = read_split(dir.path(), &folds, Split::Train).expect("whole");
+    let (_, split) = open_split(dir.path(), &folds, &[Split::Train], None).expect("open");
+    assert_eq!(
+        split.block_sizes(),
+        &[1024, 976, 400, 1024, 976, 400, 1024, 976, 400]
+    );
+    let read = |s: &CachedSplit| -> Vec<EventRecord> {
+        (0..s.block_sizes().len())
+            .flat_map(|b| s.read_block(b).expect("block"))
+            .collect()
+    };
+    assert_eq!(read(&split), whole, "blocks in order are the split");
+    let (_, sub) = open_split(dir.path(), &folds, &[Split::Train], Some((500, 9))).expect("subset");
+    assert_eq!((sub.events(), sub.fold_events()), (500, 7200));
+    let events = read(&sub);
+    assert_eq!(events.len(), 500);
+    assert!(
+        events.iter().all(|e| whole.contains(e)),
+        "a subset of the split"
+    );
+    let (_, again) =
+        open_split(dir.path(), &folds, &[Split::Train], Some((500, 9))).expect("again");
+    assert_eq!(read(&again), events, "the same seed keeps the same events");
+    let (_, other) =
+        open_split(dir.path(), &folds, &[Split::Train], Some((500, 10))).expect("other");
+    assert_ne!(read(&other), events);
+    for b in 0..sub.block_sizes().len() {
+        let targets: Vec<(i32, f32)> = sub
+            .read_block(b)
+            .expect("block")
+            .iter()
+            .map(|e| match &e.label {
+                Label::Class(c) => (*c as i32, e.weight),
+                Label::Multi(_) => (-1, e.weight),
+            })
+            .collect();
+        assert_eq!(sub.read_targets(b).expect("targets"), targets, "block {b}");
+    }
+}
+
+#[test]
+fn an_interrupted_build_keeps_its_finished_units_and_names_itself() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("c");
+    let m = manifest();
+    // Two of three units done, the third cut short (a shard without its marker).
+    let b = CacheBuilder::open(&dir, &m.fingerprint, 4, true).expect("open");
+    for u in 0..2u32 {
+        let mut w = b.unit(u).expect("unit");
+        for i in 0..6 {
+            w.push(record(u64::from(u) * 10 + i)).expect("push");
+        }
+        w.finish(
+            "all",
+            SampleCounts {
+                read: 6,
+                cached: 6,
+                ..SampleCounts::default()
+            },
+        )
+        .expect("unit");
+    }
+    let mut w = b.unit(2).expect("unit");
+    for i in 0..9 {
+        w.push(record(20 + i)).expect("push");
+    }
+    std::mem::forget(w);
+    let err = read_manifest(&dir).expect_err("not built").to_string();
+    assert!(err.contains("interrupted with 2 input files done"), "{err}");
+    let err = b.finish(3, m.clone()).expect_err("incomplete").to_string();
+    assert!(
+        err.contains("2 of 3 input files are done (input file 3 is not)"),
+        "{err}"
+    );
+    // The next run keeps units 0 and 1 and redoes unit 2 only.
+    let b = CacheBuilder::open(&dir, &m.fingerprint, 4, false).expect("reopen");
+    let done = b.done().expect("done");
+    assert_eq!(done.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
+    let mut w = b.unit(2).expect("unit");
+    for i in 0..3 {
+        w.push(record(20 + i)).expect("push");
+    }
+    w.finish(
+        "all",
+        SampleCounts {
+            read: 3,
+            cached: 3,
+            ..SampleCounts::default()
+        },
+    )
+    .expect("unit");
+    let built = b.finish(3, m).expect("finish");
+    assert_eq!(built.events(), 15);
+    assert_eq!(built.samples["all"].cached, 15);
+    assert_eq!(read_cache(&dir, &built, &|_| true).expect("read").len(), 15);
+    let files = std::fs::read_dir(&dir).expect("ls").count();
+    assert_eq!(
+        files,
+        built.shards.len() + 1,
+        "only the shards and the manifest"
+    );
 }
 
 #[test]
@@ -125,7 +238,8 @@ fn a_killed_rebuild_never_touches_the_valid_cache() {
     let dir = root.path().join("c");
     let m = write(&dir, 12, 5);
     // A rebuild killed half-way (no destructor runs on kill -9): shards in its building folder.
-    let mut w = CacheWriter::create(&dir, 5).expect("create");
+    let b = CacheBuilder::open(&dir, "another", 5, true).expect("open");
+    let mut w = b.unit(0).expect("unit");
     for i in 100..112 {
         w.push(record(i)).expect("push");
     }

@@ -38,17 +38,18 @@ fn binary_and_multiclass_metrics_match_scikit_learn() {
         (roc_auc(&y, &s, Some(&w)) - one("auc_weighted", &mut z)).abs() < METRIC_TOL,
         "weighted, 10 % negative, many ties"
     );
-    let targets: Vec<Vec<u8>> = labels.iter().map(|&l| vec![l as u8]).collect();
+    let targets = gnn4c_tasks::Targets::from_rows(1, labels.iter().map(|&l| [l as u8]));
     assert!((accuracy(&Task::Binary, &s, &targets) - one("accuracy", &mut z)).abs() < METRIC_TOL);
 
     let ml: Array1<i64> = z.by_name("multiclass_labels").expect("labels");
     let probs: Array2<f64> = z.by_name("multiclass_probs").expect("probs");
     let ovr: Array1<f64> = z.by_name("multiclass_auc_ovr").expect("ovr");
     let task = Task::Multiclass { n_classes: 4 };
-    let onehot: Vec<Vec<u8>> = ml
-        .iter()
-        .map(|&l| (0..4).map(|c| u8::from(c == l)).collect())
-        .collect();
+    let onehot = gnn4c_tasks::Targets::from_rows(
+        4,
+        ml.iter()
+            .map(|&l| (0..4).map(|c| u8::from(c == l)).collect::<Vec<u8>>()),
+    );
     let flat: Vec<f64> = probs.iter().copied().collect();
     let m = gnn4c_tasks::evaluate(
         &task,
