@@ -698,20 +698,17 @@ fn train_on<B: TrainingBackend>(
 
     // Data: the cache, built or validated by rank 0, then only read by the others.
     let cache = cfg.cache.clone().expect("resolved above");
-    let cache_for = |mode: CacheMode, out: &mut Box<dyn Write>| {
-        ensure_cache(
-            out,
+    let cache_span = tracing::info_span!("cache").entered();
+    let manifest = if world.is_root() {
+        let m = ensure_cache(
+            &mut out,
             &data,
             &cache,
-            mode,
+            CacheMode::Auto,
             &cfg.folds,
             &CacheBuild::default(),
             &SelectionConfig::default(),
-        )
-    };
-    let cache_span = tracing::info_span!("cache").entered();
-    let manifest = if world.is_root() {
-        let m = cache_for(CacheMode::Auto, &mut out)?;
+        )?;
         world.barrier();
         m
     } else {

@@ -442,56 +442,33 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     // Split across processes (array tasks): each part writes its input files, then one run
     // without --part writes the manifest. A part alone is an interrupted build, named as such
     // and continued; the result is the single-process cache, byte for byte.
-    let part = |p: &str| {
-        run(
-            cwd,
-            &[
-                "preprocess",
-                "many.yaml",
-                "--cache",
-                "cache/parts",
-                "--shard-events",
-                "300",
-                "--part",
-                p,
-            ],
-        )
-    };
-    let o = part("0/3");
-    assert!(
-        o.status.success() && text(&o).0.contains("part 0/3"),
-        "{}",
-        text(&o).1
-    );
-    let o = run(
-        cwd,
-        &[
-            "preprocess",
-            "many.yaml",
-            "--cache",
-            "cache/parts",
-            "--mode",
-            "read-only",
-        ],
-    );
-    assert!(
-        text(&o).1.contains("interrupted with")
-            && text(&o).1.contains("rerun `gnn4colliders preprocess`"),
-        "{}",
-        text(&o).1
-    );
-    assert!(part("2/3").status.success());
-    let o = run(
-        cwd,
-        &[
+    let parts = |extra: &[&str]| {
+        let mut a = vec![
             "preprocess",
             "many.yaml",
             "--cache",
             "cache/parts",
             "--shard-events",
             "300",
-        ],
+        ];
+        a.extend_from_slice(extra);
+        run(cwd, &a)
+    };
+    let o = parts(&["--part", "0/3"]);
+    assert!(
+        o.status.success() && text(&o).0.contains("part 0/3"),
+        "{}",
+        text(&o).1
     );
+    let o = parts(&["--mode", "read-only"]);
+    assert!(
+        text(&o).1.contains("interrupted with")
+            && text(&o).1.contains("rerun `gnn4colliders preprocess`"),
+        "{}",
+        text(&o).1
+    );
+    assert!(parts(&["--part", "2/3"]).status.success());
+    let o = parts(&[]);
     let (out, err) = text(&o);
     assert!(
         o.status.success() && out.contains("input files already done"),
@@ -501,7 +478,7 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
         folder_files(&cwd.join("cache/parts")) == folder_files(&cwd.join("cache/many1")),
         "the same cache, byte for byte"
     );
-    let o = part("3/3");
+    let o = parts(&["--part", "3/3"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
     assert!(text(&o).1.contains("K/N"), "{}", text(&o).1);
 
