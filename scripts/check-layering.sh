@@ -23,9 +23,15 @@ done
 for c in gnn4c-training gnn4c-inference gnn4c-distributed; do
   forbid "$c" "a graph or model crate (generic over traits)" '^gnn4c-(graphs|root-gnn)$'
 done
-for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference; do
+for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference gnn4c-family; do
   forbid "$c" "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
   forbid "$c" "a concrete Burn backend (cli and benchmarks choose it)" "$backends"
+done
+# What a model family implements (gnn4c-family): Burn's tensor API alone. Model crates implement
+# it without depending on the trainer.
+forbid gnn4c-family "a workspace crate, file formats, CLI crates or a Burn backend" "^gnn4c-|$formats|$cli_only|$backends"
+for c in gnn4c-root-gnn gnn4c-root-gnn-cpu; do
+  forbid "$c" "the trainer or inference (models implement gnn4c-family's traits)" '^gnn4c-(training|inference|distributed)$'
 done
 # The CPU backend's fused model kernels: no file formats or CLI crates, and only cli and
 # benchmarks depend on them (they choose the backend).

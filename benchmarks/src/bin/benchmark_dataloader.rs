@@ -21,8 +21,9 @@ use gnn4c_data::{
     DatasetConfig, Folds, LabelSpec, SampleConfig, SchemaRef, Split, read_cache, read_manifest,
     write_demo,
 };
+use gnn4c_family::EventSource;
 use gnn4c_features::SelectionConfig;
-use gnn4c_training::{Dataset, Pass, TrainConfig, stream};
+use gnn4c_training::{Pass, TrainConfig, stream};
 
 /// Process CPU seconds (user + system) from /proc/self/stat; 0 where unavailable.
 fn cpu_seconds() -> f64 {

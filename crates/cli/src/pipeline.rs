@@ -17,9 +17,10 @@ use gnn4c_data::{
     verify_cache,
 };
 use gnn4c_events::EventSample;
+use gnn4c_family::SourceError;
 use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
 use gnn4c_graphs::{GraphSample, TopologyCache};
-use gnn4c_training::{ProgressBar, TrainingError, progress_bar, progress_wanted};
+use gnn4c_training::{ProgressBar, progress_bar, progress_wanted};
 
 /// What to do with an existing cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -491,7 +492,7 @@ fn report_cache(
     Ok(())
 }
 
-/// A split of the cache as the trainer's [`gnn4c_training::Dataset`]: cached events read block
+/// A split of the cache as the trainer's [`gnn4c_family::EventSource`]: cached events read block
 /// by block, their graphs built and collated (without padding) on loader threads.
 pub struct GraphStream {
     /// The split.
@@ -522,11 +523,11 @@ thread_local! {
     static TOPOLOGIES: std::cell::RefCell<TopologyCache> = std::cell::RefCell::new(TopologyCache::new(64));
 }
 
-fn data_err(e: impl std::fmt::Display) -> TrainingError {
-    TrainingError::Data(e.to_string())
+fn data_err(e: impl std::fmt::Display) -> SourceError {
+    SourceError(e.to_string())
 }
 
-impl gnn4c_training::Dataset for GraphStream {
+impl gnn4c_family::EventSource for GraphStream {
     type Event = EventRecord;
     type Input = gnn4c_graphs::HostBatch;
 
@@ -534,11 +535,11 @@ impl gnn4c_training::Dataset for GraphStream {
         self.split.block_sizes()
     }
 
-    fn read_block(&self, block: usize) -> Result<Vec<EventRecord>, TrainingError> {
+    fn read_block(&self, block: usize) -> Result<Vec<EventRecord>, SourceError> {
         self.split.read_block(block).map_err(data_err)
     }
 
-    fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, TrainingError> {
+    fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, SourceError> {
         let targets = self.split.read_targets(block).map_err(data_err)?;
         Ok(targets
             .into_iter()
@@ -557,7 +558,7 @@ impl gnn4c_training::Dataset for GraphStream {
     fn batch(
         &self,
         events: Vec<EventRecord>,
-    ) -> Result<gnn4c_training::Batch<gnn4c_graphs::HostBatch>, TrainingError> {
+    ) -> Result<gnn4c_family::Batch<gnn4c_graphs::HostBatch>, SourceError> {
         let graphs = TOPOLOGIES.with(|t| {
             let mut topologies = t.borrow_mut();
             events
@@ -571,7 +572,7 @@ impl gnn4c_training::Dataset for GraphStream {
         // with the dataset config); a cache that breaks this is named.
         let hb = gnn4c_graphs::collate(&refs, gnn4c_graphs::Padding::None)
             .map_err(|e| data_err(format!("collating a batch of the cache: {e}")))?;
-        Ok(gnn4c_training::Batch {
+        Ok(gnn4c_family::Batch {
             labels: hb.labels.clone(),
             multilabels: hb.multilabels.clone(),
             weights: hb.weights.clone(),

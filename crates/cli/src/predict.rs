@@ -19,11 +19,12 @@ use gnn4c_data::{
     DatasetConfig, Folds, FriendTree, PredictionTable, Split, check_output_path, fold_of,
     open_tree, write_friend_tree, write_predictions_npz,
 };
+use gnn4c_family::write_atomic;
 use gnn4c_features::SelectionConfig;
 use gnn4c_inference::{Scored, score};
 use gnn4c_root_gnn::EdgeNetwork;
 use gnn4c_tasks::{Task, metrics_from_logits};
-use gnn4c_training::{MetricsRecord, progress_bar, progress_wanted, read_checkpoint, write_atomic};
+use gnn4c_training::{MetricsRecord, progress_bar, progress_wanted, read_checkpoint};
 
 use crate::preprocess::cache_dir;
 use crate::scan::load_dataset;

@@ -15,12 +15,15 @@ use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_cli::pipeline::{CacheBuild, CacheMode, GraphStream, ensure_cache};
 use gnn4c_data::{CONTRACT_VERSION, DatasetConfig, Folds, Split, first_difference};
 use gnn4c_distributed::World;
+use gnn4c_family::write_atomic;
 use gnn4c_features::SelectionConfig;
-use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig, save_pytorch_safetensors};
+use gnn4c_root_gnn::{
+    EdgeNetwork, EdgeNetworkConfig, HEAD_WEIGHT, is_head_parameter, save_pytorch_safetensors,
+};
 use gnn4c_tasks::Task;
 use gnn4c_training::{
     Checkpoint, FitOptions, MetricsRecord, ProgressBar, RunFiles, Scoring, TrainConfig, fit,
-    predict, progress_wanted, read_checkpoint, write_atomic,
+    predict, progress_wanted, read_checkpoint,
 };
 use serde::{Deserialize, Serialize};
 
@@ -570,11 +573,11 @@ pub(crate) fn model_from_checkpoint<B: Backend>(
         .state
         .parameters
         .iter()
-        .find(|p| p.name == "classify.weight")
+        .find(|p| p.name == HEAD_WEIGHT)
         .and_then(|p| p.shape.get(1).copied())
         .with_context(|| {
             format!(
-                "checkpoint {} holds no Edge_Network (no classify.weight)",
+                "checkpoint {} holds no Edge_Network (no {HEAD_WEIGHT})",
                 ck.path.display()
             )
         })?;
@@ -781,7 +784,7 @@ fn train_on<B: TrainingBackend>(
         let mut n = 0usize;
         let shapes = gnn4c_training::param_shapes(&model);
         for p in &shapes {
-            if !frozen || p.name.starts_with("classify") {
+            if !frozen || is_head_parameter(&p.name) {
                 n += p.shape.iter().product::<usize>();
             }
         }

@@ -1,21 +1,20 @@
 //! Inference (contract §10): scoring without autodiff, and output rows that keep every event's
 //! identity.
 //!
-//! Generic over the trainer's `Classifier` and `Dataset` traits plus [`Identified`] (which event
-//! each index is): it never names a graph or a model type and knows no file format (the NPZ and
+//! Generic over `gnn4c_family`'s `Classifier` and `EventSource` traits plus [`Identified`]
+//! (which event each is): it never names a graph or a model type and knows no file format (the NPZ and
 //! ROOT friend-tree writers live in `gnn4c-data`; the CLI connects the two). Start at [`score`].
 
 use std::sync::Arc;
 
 use burn::prelude::*;
 use gnn4c_events::EventId;
+use gnn4c_family::{Classifier, EventSource};
 use gnn4c_tasks::{Task, scores_host};
-use gnn4c_training::{
-    Classifier, Dataset, ProgressBar, Scoring, TrainingError, predict_batches, stream,
-};
+use gnn4c_training::{ProgressBar, Scoring, TrainingError, predict_batches, stream};
 
-/// A dataset whose events have identities.
-pub trait Identified: Dataset {
+/// An event source whose events have identities.
+pub trait Identified: EventSource {
     /// The identity of an event.
     fn identity(&self, event: &Self::Event) -> EventId;
 }

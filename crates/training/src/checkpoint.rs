@@ -8,7 +8,6 @@
 //! ([`number_params`]) and the optimiser record is written sorted by parameter id.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 
@@ -228,35 +227,7 @@ where
     }
     let digest = Sha256::digest(&buf);
     buf.extend_from_slice(&digest);
-    write_atomic(path, &buf).map_err(io)
-}
-
-/// Writes `bytes` to `path` through a synced temporary file in the same folder and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        // Make the rename durable; a folder that cannot be opened is not an error here.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    gnn4c_family::write_atomic(path, &buf).map_err(io)
 }
 
 /// Reads and verifies a checkpoint: magic, format, checksum, state. The tensors are decoded by

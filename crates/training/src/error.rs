@@ -31,8 +31,8 @@ pub enum TrainingError {
         reason: String,
     },
     /// Reading the training or evaluation data (the message names the file).
-    #[error("{0}")]
-    Data(String),
+    #[error(transparent)]
+    Source(#[from] gnn4c_family::SourceError),
     /// A configuration value out of range.
     #[error("training config: {0}")]
     Config(String),

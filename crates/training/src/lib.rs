@@ -1,16 +1,16 @@
 //! Training (contract §8–§9): the loop, Adam with exponential decay, early stopping, checkpoints
 //! and exact resume, and the data loader.
 //!
-//! Generic over two traits ([`Classifier`] for models, [`Dataset`] for data): it never names a
-//! graph or a model type, and knows nothing of ROOT or Parquet. Start at `trainer.rs` ([`fit`]);
-//! `checkpoint.rs` holds the file format, `loader.rs` the worker threads, `sampler.rs` the
-//! seeded epoch order, `schedule.rs` the lr decay and early stopping, `progress.rs` the progress bars, `sync.rs` what keeps MPI ranks in step (the
-//! collectives themselves are `gnn4c_distributed`'s).
+//! Generic over `gnn4c_family`'s two traits (`Classifier` for models, `EventSource` for data):
+//! it never names a graph or a model type, and knows nothing of ROOT or Parquet. Start at
+//! `trainer.rs` ([`fit`]); `checkpoint.rs` holds the file format, `stream.rs` an epoch's order,
+//! rank shares and shuffle buffer, `loader.rs` the producer and worker threads, `schedule.rs`
+//! the lr decay and early stopping, `progress.rs` the progress bars, `sync.rs` what keeps MPI
+//! ranks in step (the collectives themselves are `gnn4c_distributed`'s).
 
 mod checkpoint;
 mod error;
 mod loader;
-mod model;
 mod progress;
 mod schedule;
 mod stream;
@@ -19,11 +19,10 @@ mod trainer;
 
 pub use checkpoint::{
     CHECKPOINT_FORMAT, Checkpoint, CheckpointState, EpochPosition, ParamShape, number_params,
-    param_shapes, read_checkpoint, save_checkpoint, write_atomic,
+    param_shapes, read_checkpoint, save_checkpoint,
 };
 pub use error::TrainingError;
 pub use loader::Loader;
-pub use model::{Batch, Classifier, Dataset};
 pub use progress::{ProgressBar, progress_bar, progress_wanted};
 pub use schedule::{EarlyStopping, ExponentialLr, Verdict};
 pub use stream::{Pass, RankPlan, Segment, plan, stream};

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::error::TrainingError;
 use crate::loader::{Loader, Sender};
-use crate::model::Dataset;
+use gnn4c_family::EventSource;
 
 /// How one pass over a dataset goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +185,7 @@ pub fn stream<D, T, F>(
     make: F,
 ) -> (RankPlan, Loader<Result<T, TrainingError>>)
 where
-    D: Dataset,
+    D: EventSource,
     T: Send + 'static,
     F: Fn(&D, Vec<D::Event>, usize) -> Result<T, TrainingError> + Send + Sync + 'static,
 {
@@ -215,7 +215,7 @@ where
                 let events = match source.read_block(s.block) {
                     Ok(e) => e,
                     Err(e) => {
-                        b.tx.send(Err(e));
+                        b.tx.send(Err(e.into()));
                         return;
                     }
                 };
@@ -255,21 +255,24 @@ mod tests {
     /// Events `0..n` in blocks of 10.
     struct Numbers(Vec<usize>);
 
-    impl Dataset for Numbers {
+    impl EventSource for Numbers {
         type Event = usize;
         type Input = Vec<usize>;
         fn block_sizes(&self) -> &[usize] {
             &self.0
         }
-        fn read_block(&self, block: usize) -> Result<Vec<usize>, TrainingError> {
+        fn read_block(&self, block: usize) -> Result<Vec<usize>, gnn4c_family::SourceError> {
             let start: usize = self.0[..block].iter().sum();
             Ok((start..start + self.0[block]).collect())
         }
         fn target(&self, &e: &usize) -> (i64, f32) {
             (e as i64 % 2, 1.0)
         }
-        fn batch(&self, events: Vec<usize>) -> Result<crate::Batch<Vec<usize>>, TrainingError> {
-            Ok(crate::Batch {
+        fn batch(
+            &self,
+            events: Vec<usize>,
+        ) -> Result<gnn4c_family::Batch<Vec<usize>>, gnn4c_family::SourceError> {
+            Ok(gnn4c_family::Batch {
                 labels: vec![0; events.len()],
                 multilabels: Vec::new(),
                 weights: vec![1.0; events.len()],

@@ -18,14 +18,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{
     Checkpoint, CheckpointState, EpochPosition, number_params, param_shapes, save_checkpoint,
-    write_atomic,
 };
 use crate::error::TrainingError;
-use crate::model::{Batch, Classifier, Dataset};
 use crate::progress::{ProgressBar, progress_bar};
 use crate::schedule::{EarlyStopping, ExponentialLr, Verdict};
 use crate::stream::{Pass, stream};
 use crate::sync::{all_reduce_gradients, broadcast_parameters};
+use gnn4c_family::{Batch, Classifier, EventSource};
 
 /// Training hyperparameters (defaults: contract §8).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -412,7 +411,7 @@ pub fn predict<B, M, D>(
 where
     B: Backend,
     M: Classifier<B, Input = D::Input>,
-    D: Dataset,
+    D: EventSource,
 {
     let (_, loader) = stream(
         data,
@@ -551,7 +550,7 @@ fn write_history(path: &Path, history: &[EpochRecord]) -> Result<(), TrainingErr
         text.push_str(&serde_json::to_string(r).expect("history serialises"));
         text.push('\n');
     }
-    write_atomic(path, text.as_bytes()).map_err(|e| TrainingError::Io {
+    gnn4c_family::write_atomic(path, text.as_bytes()).map_err(|e| TrainingError::Io {
         path: path.to_path_buf(),
         source: e,
     })
@@ -578,7 +577,7 @@ where
     B: AutodiffBackend,
     M: AutodiffModule<B> + Classifier<B, Input = D::Input>,
     M::InnerModule: Classifier<B::InnerBackend, Input = D::Input>,
-    D: Dataset,
+    D: EventSource,
 {
     let FitOptions {
         config: cfg,
@@ -1078,16 +1077,16 @@ mod tests {
         }
     }
 
-    impl Dataset for Blobs {
+    impl EventSource for Blobs {
         type Event = usize;
         type Input = Vec<f32>;
         fn block_sizes(&self) -> &[usize] {
             &self.sizes
         }
-        fn read_block(&self, block: usize) -> Result<Vec<usize>, TrainingError> {
+        fn read_block(&self, block: usize) -> Result<Vec<usize>, gnn4c_family::SourceError> {
             let reads = self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if self.fail_after.is_some_and(|n| reads >= n) {
-                return Err(TrainingError::Data("the job was killed".into()));
+                return Err(gnn4c_family::SourceError("the job was killed".into()));
             }
             let start = block * BLOCK;
             Ok((start..start + self.sizes[block]).collect())
@@ -1095,7 +1094,7 @@ mod tests {
         fn target(&self, &i: &usize) -> (i64, f32) {
             (self.y[i], self.w[i])
         }
-        fn batch(&self, idx: Vec<usize>) -> Result<Batch<Vec<f32>>, TrainingError> {
+        fn batch(&self, idx: Vec<usize>) -> Result<Batch<Vec<f32>>, gnn4c_family::SourceError> {
             Ok(Batch {
                 input: idx.iter().flat_map(|&i| self.x[i]).collect(),
                 labels: idx.iter().map(|&i| self.y[i]).collect(),

@@ -12,7 +12,7 @@ mod model;
 mod weights;
 
 pub use model::{
-    ConcatPart, EdgeNetwork, EdgeNetworkConfig, LAYER_NORM_EPSILON, Mlp, MlpConfig, MlpKernel,
-    OpByOp,
+    ConcatPart, EdgeNetwork, EdgeNetworkConfig, HEAD_WEIGHT, LAYER_NORM_EPSILON, Mlp, MlpConfig,
+    MlpKernel, OpByOp, is_head_parameter,
 };
 pub use weights::{WeightsError, load_pytorch_safetensors, save_pytorch_safetensors};

@@ -11,8 +11,8 @@ use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear, Linea
 use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 use burn::tensor::activation::relu;
+use gnn4c_family::Classifier;
 use gnn4c_graphs::{GraphBatch, HostBatch};
-use gnn4c_training::Classifier;
 
 /// The epsilon of every MLP block's LayerNorm (contract §5; PyTorch's default).
 pub const LAYER_NORM_EPSILON: f64 = 1e-5;
@@ -297,6 +297,16 @@ impl<B: Backend, K> EdgeNetwork<B, K> {
             kernel,
         }
     }
+}
+
+/// The checkpoint path (Burn's field names) of the head's weight, `[H, n_out]`.
+pub const HEAD_WEIGHT: &str = "classify.weight";
+
+/// Whether the parameter at checkpoint path `path` belongs to the head (what trains when the
+/// backbone is frozen).
+pub fn is_head_parameter(path: &str) -> bool {
+    path.strip_prefix("classify")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
 impl<B: Backend, K: Clone + Send + std::fmt::Debug> EdgeNetwork<B, K> {

@@ -125,5 +125,5 @@ pub fn save_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
         .save_into(&mut store)
         .map_err(|e| err(e.to_string()))?;
     let bytes = store.get_bytes().map_err(|e| err(e.to_string()))?;
-    gnn4c_training::write_atomic(path, &bytes).map_err(|e| err(e.to_string()))
+    gnn4c_family::write_atomic(path, &bytes).map_err(|e| err(e.to_string()))
 }

@@ -5,13 +5,13 @@
 use burn::backend::Flex;
 use burn::prelude::*;
 use burn::tensor::Distribution;
+use gnn4c_family::Classifier;
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{
     EdgeNetwork, EdgeNetworkConfig, MlpConfig, MlpKernel, OpByOp, load_pytorch_safetensors,
 };
 use gnn4c_root_gnn_cpu::FusedMlp;
 use gnn4c_testkit::{fixture, model_inputs, shared};
-use gnn4c_training::Classifier;
 use ndarray::Array2;
 
 type B = Flex;

@@ -1,9 +1,17 @@
-//! What the trainer asks of a model and of a dataset: two traits, no concrete types.
+//! What the trainer asks of a model family: a model ([`Classifier`]) and a source of events
+//! batched for it ([`EventSource`]). Two traits and the batch they exchange, no concrete types,
+//! so a family's crates implement them without depending on the trainer.
+//!
+//! Also the atomic file write ([`write_atomic`]) that a family's weight export and the trainer's
+//! run files share.
+//!
+//! Must depend on Burn's tensor API alone: no workspace crate, no file format, no backend.
+
+use std::io::Write;
+use std::path::Path;
 
 use burn::module::Module;
 use burn::prelude::*;
-
-use crate::error::TrainingError;
 
 /// A model the trainer can fit: logits from a batch prepared on the host.
 ///
@@ -35,15 +43,20 @@ pub struct Batch<X> {
     pub n_events: usize,
 }
 
+/// Reading or batching events failed; the message names the file and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceError(pub String);
+
 /// Events the trainer can stream: blocks of events read one at a time on the loader's producer
 /// thread, batched on its worker threads. Nothing requires the whole dataset in memory.
-pub trait Dataset: Send + Sync + 'static {
+pub trait EventSource: Send + Sync + 'static {
     /// One event as read from a block.
     type Event: Clone + Send + 'static;
     /// What a batch carries for the model.
     type Input: Send + 'static;
 
-    /// Events per block, in dataset order.
+    /// Events per block, in source order.
     fn block_sizes(&self) -> &[usize];
 
     /// Number of events.
@@ -57,14 +70,14 @@ pub trait Dataset: Send + Sync + 'static {
     }
 
     /// The events of `block`, in order (`block_sizes()[block]` of them).
-    fn read_block(&self, block: usize) -> Result<Vec<Self::Event>, TrainingError>;
+    fn read_block(&self, block: usize) -> Result<Vec<Self::Event>, SourceError>;
 
     /// Class index (−1 when not a class) and event weight of an event.
     fn target(&self, event: &Self::Event) -> (i64, f32);
 
-    /// [`Dataset::target`] of every event of `block`; a dataset that can read targets without
-    /// the rest of its events overrides it.
-    fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, TrainingError> {
+    /// [`EventSource::target`] of every event of `block`; a source that can read targets
+    /// without the rest of its events overrides it.
+    fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, SourceError> {
         Ok(self
             .read_block(block)?
             .iter()
@@ -73,5 +86,33 @@ pub trait Dataset: Send + Sync + 'static {
     }
 
     /// The batch of `events`, in that order (an error names what in the data is wrong).
-    fn batch(&self, events: Vec<Self::Event>) -> Result<Batch<Self::Input>, TrainingError>;
+    fn batch(&self, events: Vec<Self::Event>) -> Result<Batch<Self::Input>, SourceError>;
+}
+
+/// Writes `bytes` to `path` through a synced temporary file in the same folder and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // Make the rename durable; a folder that cannot be opened is not an error here.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
