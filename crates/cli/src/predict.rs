@@ -28,7 +28,7 @@ use gnn4c_training::{MetricsRecord, progress_bar, progress_wanted, read_checkpoi
 
 use crate::preprocess::cache_dir;
 use crate::scan::load_dataset;
-use crate::train::model_from_checkpoint;
+use crate::train::{ResolvedRun, model_from_checkpoint};
 
 /// Which events to score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -126,21 +126,12 @@ fn read_run(run: &Path) -> anyhow::Result<RunInfo> {
 
 /// The run described by a resolved config (`config.json`, or the copy inside a checkpoint).
 fn run_info(v: &serde_json::Value, path: &Path) -> anyhow::Result<RunInfo> {
-    let get = |ptr: &str| {
-        v.pointer(ptr)
-            .cloned()
-            .with_context(|| format!("{}: no {ptr}", path.display()))
-    };
-    let dataset: DatasetConfig = serde_json::from_value(get("/dataset")?)
-        .with_context(|| format!("{}: dataset", path.display()))?;
-    let folds: Folds = serde_json::from_value(get("/run/folds")?)?;
-    let task: Task = serde_json::from_value(get("/task")?)?;
-    let cache: Option<PathBuf> = serde_json::from_value(get("/run/cache")?)?;
+    let r = ResolvedRun::from_value(v, path)?;
     Ok(RunInfo {
-        cache: cache_dir(cache.as_deref(), &dataset, Path::new("cache")),
-        dataset,
-        folds,
-        task,
+        cache: cache_dir(r.run.cache.as_deref(), &r.dataset, Path::new("cache")),
+        dataset: r.dataset,
+        folds: r.run.folds,
+        task: r.task,
     })
 }
 

@@ -247,16 +247,16 @@ struct FinetuneSection {
 /// A run config, composed from `configs/experiment/*.yaml` and its groups (see `config`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RunConfig {
+pub(crate) struct RunConfig {
     /// Run name (the default run folder is `<environment.runs_dir>/<name>`).
     name: String,
     /// Dataset config file (or a name in configs/data/).
     data: PathBuf,
     /// Cache folder [default: `<environment.cache_dir>/<dataset name>`].
     #[serde(default)]
-    cache: Option<PathBuf>,
+    pub(crate) cache: Option<PathBuf>,
     #[serde(default)]
-    folds: Folds,
+    pub(crate) folds: Folds,
     #[serde(deserialize_with = "task_section")]
     task: TaskSection,
     #[serde(default)]
@@ -339,33 +339,41 @@ fn task_of(kind: TaskKind, data: &DatasetConfig) -> anyhow::Result<Task> {
     })
 }
 
-/// The resolved config minus what a resume may change.
-fn comparable(v: &serde_json::Value) -> serde_json::Value {
-    let mut v = v.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.remove("composed_from");
+/// What `config.json` holds, and the state of every checkpoint: the run config as resolved
+/// (dataset file, cache folder and, when fine-tuning, the backbone's shape filled in), the
+/// dataset config it names, the selection, the task and the layers it was composed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResolvedRun {
+    pub(crate) contract_version: String,
+    pub(crate) run: RunConfig,
+    pub(crate) dataset: DatasetConfig,
+    pub(crate) selection: SelectionConfig,
+    pub(crate) task: Task,
+    pub(crate) composed_from: Vec<String>,
+}
+
+impl ResolvedRun {
+    /// A resolved run stored as JSON (`config.json`, a checkpoint's state); `origin` names it.
+    pub(crate) fn from_value(v: &serde_json::Value, origin: &Path) -> anyhow::Result<ResolvedRun> {
+        serde_json::from_value(v.clone())
+            .with_context(|| format!("{}: not a resolved run config", origin.display()))
     }
-    if let Some(o) = v
-        .pointer_mut("/run")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        o.remove("environment");
+
+    /// This run with what a resume may change (epochs, step checkpoints, loader and environment
+    /// settings, the composition) set aside, as JSON to compare.
+    fn comparable(&self) -> anyhow::Result<serde_json::Value> {
+        let mut r = self.clone();
+        let t = &mut r.run.trainer;
+        t.max_epochs = 0;
+        t.loader_threads = 0;
+        t.prefetch = 0;
+        t.eval_batch_size = 0;
+        t.checkpoint_every_steps = None;
+        r.run.environment = EnvironmentSection::default();
+        r.composed_from.clear();
+        Ok(serde_json::to_value(r)?)
     }
-    if let Some(o) = v
-        .pointer_mut("/run/trainer")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        for key in [
-            "max_epochs",
-            "loader_threads",
-            "prefetch",
-            "eval_batch_size",
-            "checkpoint_every_steps",
-        ] {
-            o.remove(key);
-        }
-    }
-    v
 }
 
 /// Records every tracing span into a Chrome trace at `path` until dropped; the file appears
@@ -524,14 +532,9 @@ fn dispatch(
 
 /// The model section of the config stored in checkpoint `ck`.
 fn model_section(ck: &Checkpoint) -> anyhow::Result<ModelSection> {
-    serde_json::from_value(
-        ck.state
-            .config
-            .pointer("/run/model")
-            .cloned()
-            .unwrap_or_default(),
-    )
-    .with_context(|| format!("reading the model section of {}", ck.path.display()))
+    Ok(ResolvedRun::from_value(&ck.state.config, &ck.path)?
+        .run
+        .model)
 }
 
 /// A fine-tuning run's model section: the backbone's shape (`d_hidden`, `n_layers`, `n_steps`)
@@ -651,14 +654,14 @@ fn train_on<B: TrainingBackend>(
             &mut out,
         )?;
     }
-    let resolved = serde_json::json!({
-        "contract_version": CONTRACT_VERSION,
-        "run": &cfg,
-        "dataset": &data,
-        "selection": SelectionConfig::default(),
-        "task": task,
-        "composed_from": sources,
-    });
+    let resolved = ResolvedRun {
+        contract_version: CONTRACT_VERSION.to_owned(),
+        run: cfg.clone(),
+        dataset: data.clone(),
+        selection: SelectionConfig::default(),
+        task,
+        composed_from: sources.to_vec(),
+    };
     if args.print_config {
         writeln!(out, "{}", serde_json::to_string_pretty(&resolved)?)?;
         return Ok(());
@@ -666,8 +669,8 @@ fn train_on<B: TrainingBackend>(
 
     // The run folder: never silently replace a run.
     let resume = if let Some(ck) = resume_ck {
-        if let Some(what) = first_difference(&comparable(&ck.state.config), &comparable(&resolved))
-        {
+        let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?;
+        if let Some(what) = first_difference(&stored.comparable()?, &resolved.comparable()?) {
             return Err(config::ConfigError(format!(
                 "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, loader and environment settings may change on resume"
             ))
@@ -837,7 +840,7 @@ fn train_on<B: TrainingBackend>(
             config: cfg.trainer.clone(),
             task,
             files: files.clone(),
-            resolved_config: resolved,
+            resolved_config: serde_json::to_value(&resolved)?,
             fingerprint: manifest.fingerprint,
             contract_version: CONTRACT_VERSION.to_owned(),
             written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
