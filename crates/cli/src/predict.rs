@@ -96,9 +96,12 @@ pub(crate) struct Args {
     /// Events per batch (results do not depend on it).
     #[arg(long, default_value_t = 256)]
     batch_size: usize,
-    /// Loader threads (results do not depend on it).
-    #[arg(long, default_value_t = 2)]
+    /// Compute threads, 0 = all cores (as in `train`).
+    #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Threads building batches from the cache (results do not depend on it).
+    #[arg(long, default_value_t = 2)]
+    loader_threads: usize,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: DeviceChoice,
@@ -162,7 +165,7 @@ pub(crate) fn run_evaluate(args: &Args) -> anyhow::Result<()> {
 
 fn run(args: &Args, evaluate: bool) -> anyhow::Result<()> {
     check_device(args.device).map_err(anyhow::Error::msg)?;
-    gnn4c_cli::device::init_compute_pool(0);
+    gnn4c_cli::device::init_compute_pool(args.threads);
     match args.device {
         DeviceChoice::Cpu => run_on::<burn::backend::Flex>(args, evaluate, &Default::default()),
         #[cfg(feature = "cuda")]
@@ -271,7 +274,7 @@ fn run_on<B: InferenceBackend>(
         &data,
         &info.task,
         args.batch_size,
-        args.threads,
+        args.loader_threads,
         device,
         &bar,
     )?;

@@ -187,12 +187,14 @@ pub(crate) struct ModelSection {
 }
 
 impl Default for ModelSection {
+    /// The model's own defaults (`EdgeNetworkConfig`, contract §5): written once, there.
     fn default() -> Self {
+        let c = EdgeNetworkConfig::new(1);
         ModelSection {
-            d_hidden: 64,
-            n_layers: 4,
-            n_steps: 4,
-            dropout: 0.0,
+            d_hidden: c.d_hidden,
+            n_layers: c.n_layers,
+            n_steps: c.n_steps,
+            dropout: c.dropout,
         }
     }
 }
@@ -939,5 +941,27 @@ fn fmt_auc(x: f64) -> String {
         format!("{x:.4}")
     } else {
         "n/a".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_group_file_states_the_models_defaults() {
+        use figment::providers::{Format, Yaml};
+        let file: ModelSection = figment::Figment::from(Yaml::string(include_str!(
+            "../../../configs/model/root_gnn.yaml"
+        )))
+        .extract()
+        .expect("configs/model/root_gnn.yaml");
+        assert_eq!(file, ModelSection::default());
+        let trainer: TrainConfig = figment::Figment::from(Yaml::string(include_str!(
+            "../../../configs/trainer/default.yaml"
+        )))
+        .extract()
+        .expect("configs/trainer/default.yaml");
+        assert_eq!(trainer, TrainConfig::default());
     }
 }

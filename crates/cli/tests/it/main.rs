@@ -852,7 +852,7 @@ fn predict_and_evaluate(cwd: &Path) {
         "p1",
         "--batch-size",
         "7",
-        "--threads",
+        "--loader-threads",
         "1",
     ]);
     let (out, err) = text(&o);
@@ -867,7 +867,7 @@ fn predict_and_evaluate(cwd: &Path) {
             dir,
             "--batch-size",
             bs,
-            "--threads",
+            "--loader-threads",
             th,
             "--format",
             "npz",
@@ -913,7 +913,7 @@ fn predict_and_evaluate(cwd: &Path) {
             "p4",
             "--batch-size",
             "7",
-            "--threads",
+            "--loader-threads",
             "1",
             "--format",
             "npz",
