@@ -370,6 +370,8 @@ pub fn build_cache(
         .map(|(_, r)| r.entry_stop - r.entry_start)
         .sum();
     let mut progress = EntryProgress::with_total(progress_wanted(), total, "preprocessing");
+    // Events cached by this run (a continued build keeps earlier runs' files).
+    let mut cached_now = 0u64;
     // The unit being written, and its counts.
     let mut current: Option<(u32, gnn4c_data::UnitWriter, SampleCounts)> = None;
     for (i, wave) in tasks.chunks(build.threads.max(1)).enumerate() {
@@ -404,6 +406,7 @@ pub fn build_cache(
             }
             for r in file.records {
                 c.cached += 1;
+                cached_now += 1;
                 writer.push(r)?;
             }
             progress.advance(file.report.entries_read);
@@ -443,7 +446,14 @@ pub fn build_cache(
         written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
     };
     let manifest = builder.finish(n_units, manifest)?;
-    report_cache(out, dir, &manifest, folds, start.elapsed().as_secs_f64())?;
+    report_cache(
+        out,
+        dir,
+        &manifest,
+        folds,
+        cached_now,
+        start.elapsed().as_secs_f64(),
+    )?;
     Ok(Some(manifest))
 }
 
@@ -453,17 +463,23 @@ fn report_cache(
     dir: &Path,
     manifest: &CacheManifest,
     folds: &Folds,
+    cached_now: u64,
     secs: f64,
 ) -> anyhow::Result<()> {
     let bytes: u64 = manifest.shards.iter().map(|s| s.bytes).sum();
+    let rate = cached_now as f64 / secs;
+    let this_run = if cached_now == manifest.events() {
+        format!("{rate:.0} events/s")
+    } else {
+        format!("{cached_now} of them by this run, {rate:.0} events/s")
+    };
     writeln!(
         out,
-        "cache {}: {} events in {} shards, {:.1} MB, {secs:.2} s ({:.0} events/s)",
+        "cache {}: {} events in {} shards, {:.1} MB, {secs:.2} s ({this_run})",
         dir.display(),
         manifest.events(),
         manifest.shards.len(),
         bytes as f64 / 1e6,
-        manifest.events() as f64 / secs
     )?;
     writeln!(
         out,

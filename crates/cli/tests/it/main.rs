@@ -471,7 +471,9 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     let o = parts(&[]);
     let (out, err) = text(&o);
     assert!(
-        o.status.success() && out.contains("input files already done"),
+        o.status.success()
+            && out.contains("input files already done")
+            && out.contains("of them by this run"),
         "{out}{err}"
     );
     assert!(
