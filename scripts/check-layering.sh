@@ -30,9 +30,10 @@ done
 # What a model family implements (gnn4c-family): Burn's tensor API alone. Model crates implement
 # it without depending on the trainer.
 forbid gnn4c-family "a workspace crate, file formats, CLI crates or a Burn backend" "^gnn4c-|$formats|$cli_only|$backends"
-for c in gnn4c-root-gnn gnn4c-root-gnn-cpu; do
+for c in gnn4c-root-gnn gnn4c-root-gnn-cpu gnn4c-root-transformer; do
   forbid "$c" "the trainer or inference (models implement gnn4c-family's traits)" '^gnn4c-(training|inference|distributed)$'
 done
+forbid gnn4c-root-transformer "graphs, file formats or a Burn backend (it reads padded tokens)" "^gnn4c-(graphs|data)$|$formats|$backends|$cli_only"
 # The CPU backend's fused model kernels: no file formats or CLI crates, and only cli and
 # benchmarks depend on them (they choose the backend).
 forbid gnn4c-root-gnn-cpu "file formats (only gnn4c-data knows them)" "$formats|^gnn4c-data$"

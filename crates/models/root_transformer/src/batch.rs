@@ -1,0 +1,95 @@
+//! A padded batch of events as the ROOT-Transformer reads it: tokens, a padding mask, the globals
+//! and the pair features, built on loader threads (plain vectors, no tensors).
+
+/// One event's inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenEvent<'a> {
+    /// `[n, d_token]` row-major: the selected objects' node features, in node order.
+    pub tokens: &'a [f32],
+    /// `[d_global]`.
+    pub globals: &'a [f32],
+    /// `[n, n, d_pair]` row-major: entry (i, j) holds the features of the edge j → i
+    /// (Δη, Δφ, ΔR); the diagonal is not read.
+    pub pair: &'a [f32],
+}
+
+/// Events padded to the longest one's token count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenBatch {
+    /// Events.
+    pub n_events: usize,
+    /// Tokens per event after padding (l).
+    pub n_tokens: usize,
+    /// Token feature width.
+    pub d_token: usize,
+    /// Global feature width.
+    pub d_global: usize,
+    /// Pair feature width.
+    pub d_pair: usize,
+    /// `[n_events, l, d_token]`, zero on padding.
+    pub tokens: Vec<f32>,
+    /// `[n_events, l]`: true where there is no object.
+    pub padding: Vec<bool>,
+    /// `[n_events, d_global]`.
+    pub globals: Vec<f32>,
+    /// `[n_events, l, l, d_pair]`, zero on the diagonal and on padding.
+    pub pair: Vec<f32>,
+}
+
+impl TokenBatch {
+    /// Pads `events` (each with `tokens.len() / d_token` objects) into one batch.
+    pub fn collate(
+        events: &[TokenEvent<'_>],
+        d_token: usize,
+        d_global: usize,
+        d_pair: usize,
+    ) -> TokenBatch {
+        let counts: Vec<usize> = events
+            .iter()
+            .map(|e| e.tokens.len() / d_token.max(1))
+            .collect();
+        let l = counts.iter().copied().max().unwrap_or(0).max(1);
+        let n = events.len();
+        let mut b = TokenBatch {
+            n_events: n,
+            n_tokens: l,
+            d_token,
+            d_global,
+            d_pair,
+            tokens: vec![0.0; n * l * d_token],
+            padding: vec![true; n * l],
+            globals: Vec::with_capacity(n * d_global),
+            pair: vec![0.0; n * l * l * d_pair],
+        };
+        for (e, (ev, &k)) in events.iter().zip(&counts).enumerate() {
+            b.tokens[e * l * d_token..(e * l + k) * d_token].copy_from_slice(ev.tokens);
+            b.padding[e * l..e * l + k].fill(false);
+            b.globals.extend_from_slice(ev.globals);
+            for i in 0..k {
+                for j in (0..k).filter(|&j| j != i) {
+                    let from = (i * k + j) * d_pair;
+                    let to = ((e * l + i) * l + j) * d_pair;
+                    b.pair[to..to + d_pair].copy_from_slice(&ev.pair[from..from + d_pair]);
+                }
+            }
+        }
+        b
+    }
+
+    /// `[n_events, l, l]`: 1 for a pair of two distinct real objects, else 0 (no bias).
+    pub fn pair_valid(&self) -> Vec<f32> {
+        let l = self.n_tokens;
+        let mut v = vec![0.0; self.n_events * l * l];
+        for e in 0..self.n_events {
+            for i in 0..l {
+                for j in 0..l {
+                    let real = !self.padding[e * l + i] && !self.padding[e * l + j];
+                    if real && i != j {
+                        v[(e * l + i) * l + j] = 1.0;
+                    }
+                }
+            }
+        }
+        v
+    }
+}

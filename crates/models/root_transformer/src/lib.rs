@@ -1,0 +1,16 @@
+//! The ROOT-Transformer model family: a transformer over an event's selected objects, the same
+//! 7 node features the Edge_Network reads, with a class token from the globals and an optional
+//! pairwise attention bias from the objects' (Δη, Δφ, ΔR) (docs/root-transformer.md).
+//!
+//! Implements `gnn4c_family::Classifier` for [`TokenBatch`] inputs; PyTorch state-dict weights in
+//! and out ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]). Start at `model.rs`.
+
+mod batch;
+mod model;
+mod weights;
+
+pub use batch::{TokenBatch, TokenEvent};
+pub use model::{
+    EmbedBlock, EncoderLayer, PairEmbed, RootTransformer, RootTransformerConfig, SelfAttention,
+};
+pub use weights::{WeightsError, load_pytorch_safetensors, save_pytorch_safetensors};

@@ -1,0 +1,221 @@
+//! Parity with the PyTorch reference (`benchmarks/reference/root_transformer.py`, torch 2.15, CPU,
+//! f32): logits, one training step's gradients, and the weights' round trip, on the events of
+//! `../shared/fixtures/model_inputs.npz` (7 HZZ events and one single-object event), binary and
+//! 12-class, with and without the pair bias. The reference's outputs are in `tests/data/`.
+
+use std::path::{Path, PathBuf};
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::{AutodiffModule, ModuleMapper, Param};
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use gnn4c_root_transformer::{
+    RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent, load_pytorch_safetensors,
+    save_pytorch_safetensors,
+};
+use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
+use gnn4c_testkit::{fixture, read_safetensors};
+use ndarray::{Array1, Array2};
+
+type AD = Autodiff<Flex>;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// The reference's test configuration (small, so its weights can live in the repository).
+fn config(n_out: usize, pair_bias: bool) -> RootTransformerConfig {
+    RootTransformerConfig::new(n_out)
+        .with_d_model(16)
+        .with_n_heads(2)
+        .with_n_layers(2)
+        .with_embed_layers(2)
+        .with_pair_hidden(8)
+        .with_pair_bias(pair_bias)
+}
+
+/// The events of `model_inputs.npz` as a padded batch; pair (i, j) from the edge j → i.
+fn batch() -> TokenBatch {
+    let mut z = fixture("model_inputs.npz");
+    let x: Array2<f32> = z.by_name("node_features").expect("node_features");
+    let ef: Array2<f32> = z.by_name("edge_features").expect("edge_features");
+    let gf: Array2<f32> = z.by_name("global_features").expect("global_features");
+    let src: Array1<i64> = z.by_name("edge_src").expect("edge_src");
+    let dst: Array1<i64> = z.by_name("edge_dst").expect("edge_dst");
+    let n_nodes: Array1<i64> = z.by_name("n_nodes").expect("n_nodes");
+    let x: Vec<f32> = x.iter().copied().collect();
+    let gf: Vec<f32> = gf.iter().copied().collect();
+    let mut start = 0usize;
+    let mut pairs = Vec::new();
+    let mut spans = Vec::new();
+    for &n in &n_nodes {
+        let n = n as usize;
+        let mut pair = vec![0.0f32; n * n * 3];
+        for (e, (&s, &d)) in src.iter().zip(&dst).enumerate() {
+            let (s, d) = (s as usize, d as usize);
+            if (start..start + n).contains(&s) {
+                let (i, j) = (d - start, s - start);
+                for f in 0..3 {
+                    pair[(i * n + j) * 3 + f] = ef[[e, f]];
+                }
+            }
+        }
+        pairs.push(pair);
+        spans.push((start, n));
+        start += n;
+    }
+    let events: Vec<TokenEvent<'_>> = spans
+        .iter()
+        .enumerate()
+        .map(|(g, &(s, n))| TokenEvent {
+            tokens: &x[s * 7..(s + n) * 7],
+            globals: &gf[g * 2..g * 2 + 2],
+            pair: &pairs[g],
+        })
+        .collect();
+    TokenBatch::collate(&events, 7, 2, 3)
+}
+
+fn loaded<B: Backend>(variant: &str, n_out: usize, pair_bias: bool) -> RootTransformer<B> {
+    let mut m = config(n_out, pair_bias).init::<B>(&Default::default());
+    load_pytorch_safetensors(&mut m, &data(&format!("{variant}.safetensors"))).expect("weights");
+    m
+}
+
+/// Replaces every parameter by its gradient, so that the gradients export under the parameters'
+/// PyTorch names.
+struct Gradients<'a, B: AutodiffBackend>(&'a B::Gradients);
+
+impl<B: AutodiffBackend> ModuleMapper<B> for Gradients<'_, B> {
+    fn map_float<const D: usize>(&mut self, p: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let (id, value, mapper) = p.consume();
+        let grad = value.grad(self.0).expect("every parameter has a gradient");
+        Param::from_mapped_value(id, Tensor::from_inner(grad), mapper)
+    }
+}
+
+fn parity(variant: &str, task: Task, pair_bias: bool) {
+    let n_out = task.n_out();
+    let b = batch();
+    let file = std::fs::File::open(data(&format!("{variant}_expected.npz"))).expect("expected");
+    let mut want = ndarray_npy::NpzReader::new(file).expect("npz");
+    let logits: Array2<f32> = want.by_name("logits").expect("logits");
+    let logits_f64: Array2<f64> = want.by_name("logits_f64").expect("logits_f64");
+    let labels: Array1<i64> = want.by_name("labels").expect("labels");
+    let weights: Array1<f32> = want.by_name("weights").expect("weights");
+
+    // Logits, inference backend: 1e-5 absolute (the reference's f32 and f64 differ by < 3e-7).
+    let device = Default::default();
+    let m = loaded::<Flex>(variant, n_out, pair_bias);
+    let got: Vec<f32> = m.forward(&b, &device).into_data().to_vec().expect("f32");
+    assert_eq!(got.len(), 8 * n_out);
+    for (k, ((g, w), w64)) in got.iter().zip(&logits).zip(&logits_f64).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 && (f64::from(*g) - w64).abs() <= 1e-5,
+            "{variant} logit {k}: {g} vs {w} (f64 {w64})"
+        );
+    }
+
+    // One training step's gradients: 1e-4 relative to each tensor's max |g|, or 1e-7 absolute.
+    let m = loaded::<AD>(variant, n_out, pair_bias);
+    let out = m.forward(&b, &device);
+    let labels = Tensor::<AD, 1, Int>::from_data(TensorData::new(labels.to_vec(), [8]), &device);
+    let w = Tensor::<AD, 1>::from_data(TensorData::new(weights.to_vec(), [8]), &device);
+    let loss = weighted_loss(per_event_loss(&task, out, labels, None), w);
+    let grads = loss.backward();
+    let gradient_model = m.map(&mut Gradients::<AD>(&grads)).valid();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("grads.safetensors");
+    save_pytorch_safetensors(&gradient_model, &path).expect("save gradients");
+    let got = read_safetensors(&path);
+    let want = read_safetensors(&data(&format!("{variant}_grads.safetensors")));
+    assert_eq!(
+        got.keys().collect::<std::collections::BTreeSet<_>>(),
+        want.keys().collect(),
+        "{variant}: the same parameter names"
+    );
+    for (key, (shape, w)) in &want {
+        let (got_shape, g) = &got[key];
+        assert_eq!(got_shape, shape, "{variant} {key}");
+        let scale = w.iter().fold(0.0f32, |a, x| a.max(x.abs()));
+        for (k, (g, w)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (g - w).abs() <= (1e-4 * scale).max(1e-7),
+                "{variant} grad {key}[{k}]: {g} vs {w}"
+            );
+        }
+    }
+
+    // Export round trip: the weights read back are the reference's, bit for bit.
+    let path = dir.path().join("weights.safetensors");
+    save_pytorch_safetensors(&loaded::<Flex>(variant, n_out, pair_bias), &path).expect("save");
+    let again = read_safetensors(&path);
+    let reference = read_safetensors(&data(&format!("{variant}.safetensors")));
+    assert_eq!(
+        again, reference,
+        "{variant}: export of the imported weights"
+    );
+}
+
+#[test]
+fn binary_with_pair_bias_matches_pytorch() {
+    parity("binary_pair", Task::Binary, true);
+}
+
+#[test]
+fn binary_without_pair_bias_matches_pytorch() {
+    parity("binary_nopair", Task::Binary, false);
+}
+
+#[test]
+fn multiclass_with_pair_bias_matches_pytorch() {
+    parity("multiclass_pair", Task::Multiclass { n_classes: 12 }, true);
+}
+
+#[test]
+fn multiclass_without_pair_bias_matches_pytorch() {
+    parity(
+        "multiclass_nopair",
+        Task::Multiclass { n_classes: 12 },
+        false,
+    );
+}
+
+#[test]
+fn padding_and_the_single_object_event_change_nothing_but_their_rows() {
+    // Scoring each event alone (no padding at all) gives the batched logits.
+    let device = Default::default();
+    let m = loaded::<Flex>("multiclass_pair", 12, true);
+    let b = batch();
+    let all: Vec<f32> = m.forward(&b, &device).into_data().to_vec().expect("f32");
+    let l = b.n_tokens;
+    for e in 0..b.n_events {
+        let n = (0..l).filter(|&t| !b.padding[e * l + t]).count();
+        let mut pair = vec![0.0; n * n * 3];
+        for i in 0..n {
+            for j in 0..n {
+                let from = ((e * l + i) * l + j) * 3;
+                pair[(i * n + j) * 3..(i * n + j) * 3 + 3].copy_from_slice(&b.pair[from..from + 3]);
+            }
+        }
+        let one = TokenBatch::collate(
+            &[TokenEvent {
+                tokens: &b.tokens[e * l * 7..(e * l + n) * 7],
+                globals: &b.globals[e * 2..e * 2 + 2],
+                pair: &pair,
+            }],
+            7,
+            2,
+            3,
+        );
+        let alone: Vec<f32> = m.forward(&one, &device).into_data().to_vec().expect("f32");
+        for (k, (a, w)) in alone.iter().zip(&all[e * 12..(e + 1) * 12]).enumerate() {
+            assert!(
+                (a - w).abs() <= 1e-5,
+                "event {e} ({n} objects) logit {k}: {a} vs {w}"
+            );
+        }
+    }
+}
