@@ -11,6 +11,7 @@ mod weights;
 
 pub use batch::{TokenBatch, TokenEvent};
 pub use model::{
-    EmbedBlock, EncoderLayer, PairEmbed, RootTransformer, RootTransformerConfig, SelfAttention,
+    EmbedBlock, EncoderLayer, HEAD_WEIGHT, PairEmbed, RootTransformer, RootTransformerConfig,
+    SelfAttention, is_head_parameter,
 };
 pub use weights::{WeightsError, load_pytorch_safetensors, save_pytorch_safetensors};

@@ -303,6 +303,57 @@ impl<B: Backend> RootTransformer<B> {
     }
 }
 
+/// The checkpoint path (Burn's field names) of the head's weight, `[d, n_out]`.
+pub const HEAD_WEIGHT: &str = "classify.weight";
+
+/// Whether the parameter at checkpoint path `path` belongs to the head (what trains when the
+/// backbone is frozen).
+pub fn is_head_parameter(path: &str) -> bool {
+    path.strip_prefix("classify")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+impl<B: Backend> RootTransformer<B> {
+    /// Outputs of the head.
+    pub fn n_out(&self) -> usize {
+        let [_, n] = self.classify.weight.dims();
+        n
+    }
+
+    /// Replaces `classify` with a new `Linear(d, n_out)` for fine-tuning, initialised as PyTorch
+    /// does (weight and bias uniform in ±1/√d) from `seed`; everything else is kept.
+    pub fn with_new_head(self, n_out: usize, seed: u64, device: &B::Device) -> Self {
+        use burn::module::Param;
+        use rand::{Rng, SeedableRng};
+        let [d, _] = self.classify.weight.dims();
+        let bound = 1.0 / (d as f32).sqrt();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut draw =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..bound)).collect() };
+        let weight =
+            Tensor::<B, 2>::from_data(TensorData::new(draw(d * n_out), [d, n_out]), device);
+        let bias = Tensor::<B, 1>::from_data(TensorData::new(draw(n_out), [n_out]), device);
+        let mut classify = LinearConfig::new(d, n_out).init(device);
+        classify.weight = Param::from_tensor(weight);
+        classify.bias = Some(Param::from_tensor(bias));
+        RootTransformer { classify, ..self }
+    }
+
+    /// Marks every parameter but the head's as not requiring gradients (`frozen_backbone`
+    /// fine-tuning).
+    pub fn freeze_backbone(self) -> Self {
+        RootTransformer {
+            token_embed: self.token_embed.no_grad(),
+            global_embed: self.global_embed.no_grad(),
+            pair_embed: self.pair_embed.map(Module::no_grad),
+            layers: self.layers.into_iter().map(Module::no_grad).collect(),
+            norm: self.norm.no_grad(),
+            classify: self.classify,
+            n_heads: self.n_heads,
+        }
+    }
+}
+
 impl<B: Backend> Classifier<B> for RootTransformer<B> {
     type Input = TokenBatch;
 

@@ -219,3 +219,38 @@ fn padding_and_the_single_object_event_change_nothing_but_their_rows() {
         }
     }
 }
+
+#[test]
+fn a_new_head_trains_alone_on_a_frozen_backbone() {
+    use burn::optim::GradientsParams;
+    let device = Default::default();
+    let m = loaded::<AD>("multiclass_pair", 12, true)
+        .with_new_head(1, 7, &device)
+        .freeze_backbone();
+    assert_eq!(m.n_out(), 1);
+    let out = m.forward(&batch(), &device); // [8, 1]
+    let labels = Tensor::<AD, 1, Int>::from_data(
+        TensorData::new(vec![1i64, 0, 1, 0, 1, 0, 1, 0], [8]),
+        &device,
+    );
+    let w = Tensor::<AD, 1>::ones([8], &device);
+    let loss = weighted_loss(per_event_loss(&Task::Binary, out, labels, None), w);
+    let grads = GradientsParams::from_grads(loss.backward(), &m);
+    assert_eq!(
+        grads.len(),
+        2,
+        "only classify.weight and classify.bias get gradients"
+    );
+    assert!(gnn4c_root_transformer::is_head_parameter("classify.bias"));
+    assert!(!gnn4c_root_transformer::is_head_parameter(
+        "classify_extra.bias"
+    ));
+    assert!(!gnn4c_root_transformer::is_head_parameter("norm.gamma"));
+    // The same seed gives the same head.
+    let a = loaded::<Flex>("binary_pair", 1, true).with_new_head(3, 11, &device);
+    let b = loaded::<Flex>("binary_pair", 1, true).with_new_head(3, 11, &device);
+    let bits = |m: &RootTransformer<Flex>| -> Vec<f32> {
+        m.classify.weight.val().into_data().to_vec().expect("f32")
+    };
+    assert_eq!(bits(&a), bits(&b));
+}
