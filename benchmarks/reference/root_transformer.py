@@ -13,6 +13,13 @@ model (d_model 16, 2 heads, 2 layers, 2-layer embedding blocks) seeded from its 
 parameter). Dropout is 0 and the layers run in training mode, so no fused fast path is taken.
 Needs torch and numpy only (safetensors is written by hand: an 8-byte header length, a JSON
 header, the little-endian tensors).
+
+    python benchmarks/reference/root_transformer.py --time BATCH.npz [REPS]
+
+times the default model (d_model 64, 4 heads, 4 layers, pair bias, 12 outputs) on a batch that
+`benchmark_transformer --dump-batch` wrote: inference (eval mode, no autograd) and a training step
+(forward, weighted loss, backward, Adam with eps 1e-8), medians of REPS (default 10) after 2
+warm-up runs, with torch's default threads, and the peak RSS.
 """
 import json
 import struct
@@ -148,5 +155,49 @@ def main():
                   f"|logits - logits_f64| max {np.abs(logits.detach().numpy() - logits64.numpy()).max():.2e}")
 
 
+def time_batch(path, reps):
+    import resource
+    import statistics
+    import time
+    z = np.load(path)
+    tokens, padding, globals_, pair = batch(z, torch.float32)
+    labels = torch.tensor(z["labels"] % 12)
+    w = torch.tensor(z["weights"])
+    n = len(labels)
+    torch.manual_seed(1)
+    model = RootTransformer(12, d_model=64, n_heads=4, n_layers=4, pair_hidden=16)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, eps=1e-8)
+
+    def infer():
+        model.eval()
+        with torch.no_grad():
+            model(tokens, padding, globals_, pair)
+
+    def step():
+        model.train()
+        opt.zero_grad()
+        per_event = nn.functional.cross_entropy(model(tokens, padding, globals_, pair), labels,
+                                                reduction="none")
+        ((w * per_event).sum() / w.abs().sum()).backward()
+        opt.step()
+
+    for name, f in [("inference (forward)", infer), ("training step", step)]:
+        for _ in range(2):
+            f()
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t)
+        med = statistics.median(times)
+        print(json.dumps({"measure": name, "median_s": med, "events_per_s": n / med,
+                          "torch": torch.__version__, "threads": torch.get_num_threads()}))
+        print(f"| {name} | {med:.4f} | {n / med:.0f} |")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--time":
+        time_batch(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 10)
+    else:
+        main()

@@ -112,36 +112,6 @@ fn run_setup<B: TrainingBackend>(
     Ok(split)
 }
 
-/// The batch as NPZ arrays (the names of the fixtures' `model_inputs.npz`, plus labels and weights).
-fn dump_batch(h: &HostBatch, path: &std::path::Path) -> anyhow::Result<()> {
-    use ndarray::{Array1, Array2};
-    let f = std::fs::File::create(path)?;
-    let mut z = ndarray_npy::NpzWriter::new(f);
-    let n = h.n_graphs();
-    z.add_array(
-        "node_features",
-        &Array2::from_shape_vec((h.total_nodes(), 7), h.node_features.clone())?,
-    )?;
-    z.add_array(
-        "edge_features",
-        &Array2::from_shape_vec((h.total_edges(), 3), h.edge_features.clone())?,
-    )?;
-    z.add_array(
-        "global_features",
-        &Array2::from_shape_vec((n, 2), h.global_features.clone())?,
-    )?;
-    z.add_array("edge_src", &Array1::from_vec(h.edge_src.clone()))?;
-    z.add_array("edge_dst", &Array1::from_vec(h.edge_dst.clone()))?;
-    z.add_array(
-        "n_nodes",
-        &Array1::from_iter(h.n_nodes.iter().map(|&x| i64::from(x))),
-    )?;
-    z.add_array("labels", &Array1::from_vec(h.labels.clone()))?;
-    z.add_array("weights", &Array1::from_vec(h.weights.clone()))?;
-    z.finish()?;
-    Ok(())
-}
-
 fn bench<B: TrainingBackend>(
     device: &B::Device,
     meta: &Meta,
@@ -243,7 +213,7 @@ fn main() -> anyhow::Result<()> {
     let mut meta = Meta::new("benchmark_training", device);
     meta.events = Some(events.describe());
     if let Some(path) = &dump {
-        dump_batch(&host, path)?;
+        gnn4c_benchmarks::dump_batch(&host, path)?;
     }
     match device {
         DeviceChoice::Cpu => {
