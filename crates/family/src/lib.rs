@@ -2,16 +2,23 @@
 //! batched for it ([`EventSource`]). Two traits and the batch they exchange, no concrete types,
 //! so a family's crates implement them without depending on the trainer.
 //!
-//! Also the atomic file write ([`write_atomic`]) that a family's weight export and the trainer's
-//! run files share.
+//! Also what families share below their models: PyTorch-named safetensors in and out
+//! ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`], given the family's name
+//! patterns) and the atomic file write ([`write_atomic`]) that weight exports and the trainer's
+//! run files use.
 //!
-//! Must depend on Burn's tensor API alone: no workspace crate, no file format, no backend.
+//! Must depend on Burn (tensors, and its store for safetensors) alone: no workspace crate, no
+//! other file format, no backend.
 
 use std::io::Write;
 use std::path::Path;
 
 use burn::module::Module;
 use burn::prelude::*;
+
+mod weights;
+
+pub use weights::{WeightsError, load_pytorch_safetensors, save_pytorch_safetensors};
 
 /// A model the trainer can fit: logits from a batch prepared on the host.
 ///

@@ -15,4 +15,4 @@ pub use model::{
     ConcatPart, EdgeNetwork, EdgeNetworkConfig, HEAD_WEIGHT, LAYER_NORM_EPSILON, Mlp, MlpConfig,
     MlpKernel, OpByOp, is_head_parameter,
 };
-pub use weights::{WeightsError, load_pytorch_safetensors, save_pytorch_safetensors};
+pub use weights::{load_pytorch_safetensors, save_pytorch_safetensors};

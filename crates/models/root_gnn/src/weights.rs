@@ -3,27 +3,9 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use burn::store::{
-    BurnToPyTorchAdapter, KeyRemapper, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
-};
+use gnn4c_family::WeightsError;
 
 use crate::EdgeNetwork;
-
-/// Loading or saving weights failed.
-#[derive(Debug, thiserror::Error)]
-pub enum WeightsError {
-    /// The file does not exist.
-    #[error("weights file not found: {0}")]
-    NotFound(std::path::PathBuf),
-    /// The store reported an error (missing or mis-shaped tensors, unreadable file).
-    #[error("{path}: {message}")]
-    Store {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What went wrong.
-        message: String,
-    },
-}
 
 /// PyTorch `Sequential` indices ↔ our field names, for an MLP of `n_layers` linear layers.
 fn pytorch_to_burn(n_layers: usize) -> Vec<(String, String)> {
@@ -74,56 +56,16 @@ pub fn load_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
     model: &mut EdgeNetwork<B, K>,
     path: &Path,
 ) -> Result<(), WeightsError> {
-    if !path.is_file() {
-        return Err(WeightsError::NotFound(path.to_owned()));
-    }
-    let err = |message: String| WeightsError::Store {
-        path: path.to_owned(),
-        message,
-    };
-    let remap = KeyRemapper::from_patterns(pytorch_to_burn(n_layers(model)))
-        .map_err(|e| err(e.to_string()))?;
-    let mut store = SafetensorsStore::from_file(path)
-        .with_from_adapter(PyTorchToBurnAdapter)
-        .remap(remap)
-        .allow_partial(false)
-        .validate(true);
-    let result = model
-        .load_from(&mut store)
-        .map_err(|e| err(e.to_string()))?;
-    if !result.missing.is_empty() || !result.unused.is_empty() || !result.errors.is_empty() {
-        return Err(err(format!(
-            "weights do not match this model: missing {:?}, unused {:?}, errors {:?}",
-            result.missing, result.unused, result.errors
-        )));
-    }
-    Ok(())
+    let patterns = pytorch_to_burn(n_layers(model));
+    gnn4c_family::load_pytorch_safetensors(model, path, patterns)
 }
 
 /// Saves `model` as a PyTorch state dict (safetensors), readable by `torch`/`safetensors` and the
-/// legacy code; written atomically.
-///
-/// The header's metadata is the one entry `format: pt` (what `safetensors.torch.save_file` is
-/// usually given): Burn's default metadata is a hash map of three entries, written in an order
-/// that differs between processes, so the same weights would give different bytes.
+/// legacy code; written atomically, byte-identical for identical weights.
 pub fn save_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
     model: &EdgeNetwork<B, K>,
     path: &Path,
 ) -> Result<(), WeightsError> {
-    let err = |message: String| WeightsError::Store {
-        path: path.to_owned(),
-        message,
-    };
-    let remap = KeyRemapper::from_patterns(burn_to_pytorch(n_layers(model)))
-        .map_err(|e| err(e.to_string()))?;
-    let mut store = SafetensorsStore::from_bytes(None)
-        .with_to_adapter(BurnToPyTorchAdapter)
-        .remap(remap)
-        .clear_metadata()
-        .metadata("format", "pt");
-    model
-        .save_into(&mut store)
-        .map_err(|e| err(e.to_string()))?;
-    let bytes = store.get_bytes().map_err(|e| err(e.to_string()))?;
-    gnn4c_family::write_atomic(path, &bytes).map_err(|e| err(e.to_string()))
+    let patterns = burn_to_pytorch(n_layers(model));
+    gnn4c_family::save_pytorch_safetensors(model, path, patterns)
 }

@@ -14,4 +14,4 @@ pub use model::{
     EmbedBlock, EncoderLayer, HEAD_WEIGHT, PairEmbed, RootTransformer, RootTransformerConfig,
     SelfAttention, is_head_parameter,
 };
-pub use weights::{WeightsError, load_pytorch_safetensors, save_pytorch_safetensors};
+pub use weights::{load_pytorch_safetensors, save_pytorch_safetensors};

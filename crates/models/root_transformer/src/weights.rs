@@ -3,27 +3,9 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use burn::store::{
-    BurnToPyTorchAdapter, KeyRemapper, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
-};
+use gnn4c_family::WeightsError;
 
 use crate::RootTransformer;
-
-/// Loading or saving weights failed.
-#[derive(Debug, thiserror::Error)]
-pub enum WeightsError {
-    /// The file does not exist.
-    #[error("weights file not found: {0}")]
-    NotFound(std::path::PathBuf),
-    /// The store reported an error (missing or mis-shaped tensors, unreadable file).
-    #[error("{path}: {message}")]
-    Store {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What went wrong.
-        message: String,
-    },
-}
 
 const EMBEDS: &str = "(token_embed|global_embed)";
 const NORMS: &str = r"(layers\.\d+\.norm[12]|norm)";
@@ -112,30 +94,8 @@ pub fn load_pytorch_safetensors<B: Backend>(
     model: &mut RootTransformer<B>,
     path: &Path,
 ) -> Result<(), WeightsError> {
-    if !path.is_file() {
-        return Err(WeightsError::NotFound(path.to_owned()));
-    }
-    let err = |message: String| WeightsError::Store {
-        path: path.to_owned(),
-        message,
-    };
-    let remap = KeyRemapper::from_patterns(pytorch_to_burn(model.token_embed.layers.len()))
-        .map_err(|e| err(e.to_string()))?;
-    let mut store = SafetensorsStore::from_file(path)
-        .with_from_adapter(PyTorchToBurnAdapter)
-        .remap(remap)
-        .allow_partial(false)
-        .validate(true);
-    let result = model
-        .load_from(&mut store)
-        .map_err(|e| err(e.to_string()))?;
-    if !result.missing.is_empty() || !result.unused.is_empty() || !result.errors.is_empty() {
-        return Err(err(format!(
-            "weights do not match this model: missing {:?}, unused {:?}, errors {:?}",
-            result.missing, result.unused, result.errors
-        )));
-    }
-    Ok(())
+    let patterns = pytorch_to_burn(model.token_embed.layers.len());
+    gnn4c_family::load_pytorch_safetensors(model, path, patterns)
 }
 
 /// Saves `model` with the reference's PyTorch state-dict names (safetensors, metadata
@@ -144,20 +104,6 @@ pub fn save_pytorch_safetensors<B: Backend>(
     model: &RootTransformer<B>,
     path: &Path,
 ) -> Result<(), WeightsError> {
-    let err = |message: String| WeightsError::Store {
-        path: path.to_owned(),
-        message,
-    };
-    let remap = KeyRemapper::from_patterns(burn_to_pytorch(model.token_embed.layers.len()))
-        .map_err(|e| err(e.to_string()))?;
-    let mut store = SafetensorsStore::from_bytes(None)
-        .with_to_adapter(BurnToPyTorchAdapter)
-        .remap(remap)
-        .clear_metadata()
-        .metadata("format", "pt");
-    model
-        .save_into(&mut store)
-        .map_err(|e| err(e.to_string()))?;
-    let bytes = store.get_bytes().map_err(|e| err(e.to_string()))?;
-    gnn4c_family::write_atomic(path, &bytes).map_err(|e| err(e.to_string()))
+    let patterns = burn_to_pytorch(model.token_embed.layers.len());
+    gnn4c_family::save_pytorch_safetensors(model, path, patterns)
 }
