@@ -251,7 +251,7 @@ struct FileEvents {
     dropped: BTreeMap<&'static str, u64>,
 }
 
-/// Entries of one input file read by one task of `build_cache`.
+/// Entries of one input file read at a time by `build_cache`.
 const TASK_ENTRIES: u64 = 50_000;
 
 /// Reads `range` of one input file of a sample into records.
@@ -291,10 +291,10 @@ fn file_events(
 /// part's input files (then `None`).
 ///
 /// Each input file is a unit of the build ([`CacheBuilder`]): units finished by an earlier,
-/// interrupted run or by other parts are kept, the rest are read. Input files are read in pieces
-/// of at most 50,000 entries, `build.threads` pieces at a time, each on its own thread, and their
-/// records written in file order, so the cache is the same for any thread count or split into
-/// parts; memory holds the records of the pieces being read and of the shards being filled.
+/// interrupted run or by other parts are kept, the rest are read, `build.threads` files at a
+/// time, each by one thread that also encodes and writes its shards. A unit's files depend only
+/// on its input, so the cache is the same for any thread count or split into parts; memory holds,
+/// per thread, a piece of at most 50,000 entries' records and the file's shards being filled.
 #[allow(clippy::too_many_arguments)] // two call sites; a struct would only rename these
 pub fn build_cache(
     out: &mut impl Write,
@@ -338,9 +338,9 @@ pub fn build_cache(
             builder.dir().display()
         )?;
     }
-    // Files are read in pieces of at most TASK_ENTRIES entries, so memory holds `threads`
-    // pieces' records whatever the files' sizes.
-    let mut tasks: Vec<(u32, EntryRange)> = Vec::new();
+    // Each file is read in pieces of at most TASK_ENTRIES entries, so memory holds a piece's
+    // records per thread whatever the files' sizes.
+    let mut pieces: Vec<(u32, Vec<EntryRange>)> = Vec::new();
     for &u in &todo {
         let (k, f) = units[u as usize];
         let p = &plans[k];
@@ -349,76 +349,100 @@ pub fn build_cache(
             .entries();
         let stop = p.range.entry_stop.min(entries);
         let mut at = p.range.entry_start.min(stop);
+        let mut ranges = Vec::new();
         loop {
             let end = (at + TASK_ENTRIES).min(stop);
-            tasks.push((
-                u,
-                EntryRange {
-                    entry_start: at,
-                    entry_stop: end,
-                    ..p.range
-                },
-            ));
+            ranges.push(EntryRange {
+                entry_start: at,
+                entry_stop: end,
+                ..p.range
+            });
             if end >= stop {
                 break;
             }
             at = end;
         }
+        pieces.push((u, ranges));
     }
-    let total = tasks
+    let total = pieces
         .iter()
-        .map(|(_, r)| r.entry_stop - r.entry_start)
+        .flat_map(|(_, r)| r.iter().map(|r| r.entry_stop - r.entry_start))
         .sum();
-    let mut progress = EntryProgress::with_total(progress_wanted(), total, "preprocessing");
-    // Events cached by this run (a continued build keeps earlier runs' files).
-    let mut cached_now = 0u64;
-    // The unit being written, and its counts.
-    let mut current: Option<(u32, gnn4c_data::UnitWriter, SampleCounts)> = None;
-    for (i, wave) in tasks.chunks(build.threads.max(1)).enumerate() {
-        let read: Vec<Result<FileEvents, gnn4c_data::DataError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = wave
-                .iter()
-                .map(|&(u, range)| {
-                    let (k, path) = units[u as usize];
-                    let plan = &plans[k];
-                    scope.spawn(move || file_events(plan, path, range, selection, folds.n_folds))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
-        for (j, (&(u, _), file)) in wave.iter().zip(read).enumerate() {
-            let k = units[u as usize].0;
-            let file =
-                file.with_context(|| format!("preprocessing sample '{}'", cfg.samples[k].name))?;
-            if current.as_ref().is_none_or(|(cu, _, _)| *cu != u) {
-                current = Some((u, builder.unit(u)?, SampleCounts::default()));
-            }
-            let (_, writer, c) = current.as_mut().expect("set above");
-            c.read += file.report.entries_read;
+    let progress = std::sync::Mutex::new(EntryProgress::with_total(
+        progress_wanted(),
+        total,
+        "preprocessing",
+    ));
+    // Input files are units: `threads` threads each take the next file not yet taken, read it
+    // and encode and write its shards themselves, so reading and writing both run in parallel;
+    // a unit's files do not depend on which thread wrote them.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let one_unit = |u: u32, ranges: &[EntryRange]| -> anyhow::Result<u64> {
+        let (k, path) = units[u as usize];
+        let name = &cfg.samples[k].name;
+        let mut writer = builder.unit(u)?;
+        let mut counts = SampleCounts::default();
+        for &range in ranges {
+            let file = file_events(&plans[k], path, range, selection, folds.n_folds)
+                .with_context(|| format!("preprocessing sample '{name}'"))?;
+            counts.read += file.report.entries_read;
             for (reason, n) in file.report.skipped.iter() {
-                *c.skipped.entry(reason.to_owned()).or_default() += n;
+                *counts.skipped.entry(reason.to_owned()).or_default() += n;
             }
             for (reason, n) in file.dropped {
-                *c.skipped.entry(reason.to_owned()).or_default() += n;
+                *counts.skipped.entry(reason.to_owned()).or_default() += n;
             }
             for r in file.records {
-                c.cached += 1;
-                cached_now += 1;
+                counts.cached += 1;
                 writer.push(r)?;
             }
-            progress.advance(file.report.entries_read);
-            // The unit's last piece: its shards and marker are written now.
-            let index = i * build.threads.max(1) + j;
-            if tasks.get(index + 1).is_none_or(|(next, _)| *next != u)
-                && let Some((_, writer, counts)) = current.take()
-            {
-                writer.finish(&cfg.samples[k].name, counts)?;
+            if let Ok(mut p) = progress.lock() {
+                p.advance(file.report.entries_read);
             }
         }
+        let cached = counts.cached;
+        writer.finish(name, counts)?;
+        Ok(cached)
+    };
+    let threads = build.threads.clamp(1, pieces.len().max(1));
+    let outcomes: Vec<Vec<(usize, anyhow::Result<u64>)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                            return done;
+                        }
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((u, ranges)) = pieces.get(i) else {
+                            return done;
+                        };
+                        let outcome = one_unit(*u, ranges);
+                        if outcome.is_err() {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        done.push((i, outcome));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    // The first failing file in config order is the one reported; the others' work is kept.
+    let mut outcomes: Vec<(usize, anyhow::Result<u64>)> = outcomes.into_iter().flatten().collect();
+    outcomes.sort_by_key(|(i, _)| *i);
+    let mut cached_now = 0u64;
+    for (_, outcome) in outcomes {
+        cached_now += outcome?;
     }
+    let progress = progress
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a preprocessing thread failed"))?;
     progress.finish();
     if let Some((k, n)) = build.part {
         writeln!(
