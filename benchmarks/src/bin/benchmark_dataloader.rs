@@ -57,19 +57,6 @@ fn timed(reps: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {
     (wall, cpu)
 }
 
-/// Peak resident memory of this process (VmHWM), in MB; 0 where unavailable.
-fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// One streamed epoch of `data` on `threads` loader threads; returns the batches.
 fn epoch(data: &Arc<GraphStream>, pass: Pass, threads: usize, prefetch: usize) -> usize {
     let device = Default::default();
@@ -103,10 +90,11 @@ fn stream_cache(dir: &Path) -> anyhow::Result<()> {
     let t = std::time::Instant::now();
     let batches = epoch(&data, pass, defaults.loader_threads, defaults.prefetch);
     let secs = t.elapsed().as_secs_f64();
+    let rss = gnn4c_cli::device::peak_rss_mb().unwrap_or(0.0);
     meta.emit(serde_json::json!({
         "measure": "streamed_epoch", "cache": dir.display().to_string(),
         "events": data.events(), "batches": batches, "wall_s": secs,
-        "events_per_s": data.events() as f64 / secs, "peak_rss_mb": peak_rss_mb(),
+        "events_per_s": data.events() as f64 / secs, "peak_rss_mb": rss,
     }));
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", meta.header())?;
@@ -116,7 +104,7 @@ fn stream_cache(dir: &Path) -> anyhow::Result<()> {
         dir.display(),
         data.events(),
         data.events() as f64 / secs,
-        peak_rss_mb()
+        rss
     )?;
     Ok(())
 }
