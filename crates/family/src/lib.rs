@@ -50,6 +50,29 @@ pub struct Batch<X> {
     pub n_events: usize,
 }
 
+/// A new `Linear(d_in → d_out)` initialised as PyTorch's `nn.Linear` (weight and bias uniform in
+/// ±1/√d_in), drawn from `seed`: the head a fine-tuning run puts on a pretrained backbone.
+pub fn seeded_linear<B: Backend>(
+    d_in: usize,
+    d_out: usize,
+    seed: u64,
+    device: &B::Device,
+) -> burn::nn::Linear<B> {
+    use burn::module::Param;
+    use rand::{Rng, SeedableRng};
+    let bound = 1.0 / (d_in as f32).sqrt();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut draw =
+        |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..bound)).collect() };
+    let weight =
+        Tensor::<B, 2>::from_data(TensorData::new(draw(d_in * d_out), [d_in, d_out]), device);
+    let bias = Tensor::<B, 1>::from_data(TensorData::new(draw(d_out), [d_out]), device);
+    let mut linear = burn::nn::LinearConfig::new(d_in, d_out).init(device);
+    linear.weight = Param::from_tensor(weight);
+    linear.bias = Some(Param::from_tensor(bias));
+    linear
+}
+
 /// Reading or batching events failed; the message names the file and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -325,19 +325,7 @@ impl<B: Backend, K: Clone + Send + std::fmt::Debug> EdgeNetwork<B, K> {
     /// Replaces `classify` with a new `Linear(H, n_out)` for fine-tuning, initialised as PyTorch
     /// does (weight and bias uniform in ±1/√H) from `seed`; the backbone is kept.
     pub fn with_new_head(self, n_out: usize, seed: u64, device: &B::Device) -> Self {
-        use burn::module::Param;
-        use rand::{Rng, SeedableRng};
-        let h = self.d_hidden();
-        let bound = 1.0 / (h as f32).sqrt();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let mut draw =
-            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..bound)).collect() };
-        let weight =
-            Tensor::<B, 2>::from_data(TensorData::new(draw(h * n_out), [h, n_out]), device);
-        let bias = Tensor::<B, 1>::from_data(TensorData::new(draw(n_out), [n_out]), device);
-        let mut classify = LinearConfig::new(h, n_out).init(device);
-        classify.weight = Param::from_tensor(weight);
-        classify.bias = Some(Param::from_tensor(bias));
+        let classify = gnn4c_family::seeded_linear(self.d_hidden(), n_out, seed, device);
         EdgeNetwork { classify, ..self }
     }
 

@@ -323,19 +323,8 @@ impl<B: Backend> RootTransformer<B> {
     /// Replaces `classify` with a new `Linear(d, n_out)` for fine-tuning, initialised as PyTorch
     /// does (weight and bias uniform in ±1/√d) from `seed`; everything else is kept.
     pub fn with_new_head(self, n_out: usize, seed: u64, device: &B::Device) -> Self {
-        use burn::module::Param;
-        use rand::{Rng, SeedableRng};
         let [d, _] = self.classify.weight.dims();
-        let bound = 1.0 / (d as f32).sqrt();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let mut draw =
-            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..bound)).collect() };
-        let weight =
-            Tensor::<B, 2>::from_data(TensorData::new(draw(d * n_out), [d, n_out]), device);
-        let bias = Tensor::<B, 1>::from_data(TensorData::new(draw(n_out), [n_out]), device);
-        let mut classify = LinearConfig::new(d, n_out).init(device);
-        classify.weight = Param::from_tensor(weight);
-        classify.bias = Some(Param::from_tensor(bias));
+        let classify = gnn4c_family::seeded_linear(d, n_out, seed, device);
         RootTransformer { classify, ..self }
     }
 
