@@ -16,37 +16,23 @@ use burn::prelude::*;
 use gnn4c_benchmarks::{Events, Meta, Stats, machine, time_reps, write_peak_rss};
 use gnn4c_cli::device::DeviceChoice;
 use gnn4c_graphs::HostBatch;
-use gnn4c_root_transformer::{RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent};
+use gnn4c_root_transformer::{FlatGraphs, RootTransformer, RootTransformerConfig, TokenBatch};
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 
-/// The graphs of `h` as padded tokens; pair (i, j) from the edge j → i.
+/// The graphs of `h` as padded tokens.
 fn tokens_of(h: &HostBatch) -> TokenBatch {
-    let mut starts = Vec::with_capacity(h.n_nodes.len());
-    let mut at = 0usize;
-    for &n in &h.n_nodes {
-        starts.push(at);
-        at += n as usize;
-    }
-    let mut pairs: Vec<Vec<f32>> = h
-        .n_nodes
-        .iter()
-        .map(|&n| vec![0.0; (n as usize).pow(2) * 3])
-        .collect();
-    for (e, (&s, &d)) in h.edge_src.iter().zip(&h.edge_dst).enumerate() {
-        let g = h.node_graph[s as usize] as usize;
-        let n = h.n_nodes[g] as usize;
-        let (i, j) = (d as usize - starts[g], s as usize - starts[g]);
-        pairs[g][(i * n + j) * 3..(i * n + j) * 3 + 3]
-            .copy_from_slice(&h.edge_features[e * 3..e * 3 + 3]);
-    }
-    let events: Vec<TokenEvent<'_>> = (0..h.n_nodes.len())
-        .map(|g| TokenEvent {
-            tokens: &h.node_features[starts[g] * 7..(starts[g] + h.n_nodes[g] as usize) * 7],
-            globals: &h.global_features[g * 2..g * 2 + 2],
-            pair: &pairs[g],
-        })
-        .collect();
-    TokenBatch::collate(&events, 7, 2, 3)
+    let index = |v: &[i64]| -> Vec<usize> { v.iter().map(|&i| i as usize).collect() };
+    let n_nodes: Vec<usize> = h.n_nodes.iter().map(|&n| n as usize).collect();
+    let (src, dst) = (index(&h.edge_src), index(&h.edge_dst));
+    let graphs = FlatGraphs {
+        node_features: &h.node_features,
+        n_nodes: &n_nodes,
+        edge_src: &src,
+        edge_dst: &dst,
+        edge_features: &h.edge_features,
+        globals: &h.global_features,
+    };
+    TokenBatch::from_graphs(graphs, 7, 2, 3)
 }
 
 fn main() -> anyhow::Result<()> {

@@ -13,6 +13,24 @@ pub struct TokenEvent<'a> {
     pub pair: &'a [f32],
 }
 
+/// Events given as graphs in plain arrays (the layout of `model_inputs.npz` and of the
+/// Edge_Network's host batches).
+#[derive(Debug, Clone, Copy)]
+pub struct FlatGraphs<'a> {
+    /// `[Σn, d_token]` row-major, event after event.
+    pub node_features: &'a [f32],
+    /// Nodes per event.
+    pub n_nodes: &'a [usize],
+    /// Source node of each edge (index into all the nodes).
+    pub edge_src: &'a [usize],
+    /// Destination node of each edge (index into all the nodes).
+    pub edge_dst: &'a [usize],
+    /// `[ΣE, d_pair]` row-major.
+    pub edge_features: &'a [f32],
+    /// `[events, d_global]` row-major.
+    pub globals: &'a [f32],
+}
+
 /// Events padded to the longest one's token count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenBatch {
@@ -74,6 +92,36 @@ impl TokenBatch {
             }
         }
         b
+    }
+
+    /// The events of `g` as tokens, pair (i, j) of an event from its edge j → i.
+    pub fn from_graphs(g: FlatGraphs<'_>, d_token: usize, d_global: usize, d_pair: usize) -> Self {
+        let mut starts = Vec::with_capacity(g.n_nodes.len());
+        let mut graph_of = Vec::with_capacity(g.node_features.len() / d_token.max(1));
+        for (e, &n) in g.n_nodes.iter().enumerate() {
+            starts.push(graph_of.len());
+            graph_of.extend(std::iter::repeat_n(e, n));
+        }
+        let mut pairs: Vec<Vec<f32>> = g
+            .n_nodes
+            .iter()
+            .map(|&n| vec![0.0; n * n * d_pair])
+            .collect();
+        for (k, (&s, &d)) in g.edge_src.iter().zip(g.edge_dst).enumerate() {
+            let e = graph_of[s];
+            let n = g.n_nodes[e];
+            let at = ((d - starts[e]) * n + (s - starts[e])) * d_pair;
+            pairs[e][at..at + d_pair]
+                .copy_from_slice(&g.edge_features[k * d_pair..(k + 1) * d_pair]);
+        }
+        let events: Vec<TokenEvent<'_>> = (0..g.n_nodes.len())
+            .map(|e| TokenEvent {
+                tokens: &g.node_features[starts[e] * d_token..(starts[e] + g.n_nodes[e]) * d_token],
+                globals: &g.globals[e * d_global..(e + 1) * d_global],
+                pair: &pairs[e],
+            })
+            .collect();
+        TokenBatch::collate(&events, d_token, d_global, d_pair)
     }
 
     /// `[n_events, l, l]`: 1 for a pair of two distinct real objects, else 0 (no bias).

@@ -9,7 +9,7 @@ mod batch;
 mod model;
 mod weights;
 
-pub use batch::{TokenBatch, TokenEvent};
+pub use batch::{FlatGraphs, TokenBatch, TokenEvent};
 pub use model::{
     EmbedBlock, EncoderLayer, HEAD_WEIGHT, PairEmbed, RootTransformer, RootTransformerConfig,
     SelfAttention, is_head_parameter,

@@ -10,8 +10,8 @@ use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use gnn4c_root_transformer::{
-    RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent, load_pytorch_safetensors,
-    save_pytorch_safetensors,
+    FlatGraphs, RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent,
+    load_pytorch_safetensors, save_pytorch_safetensors,
 };
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 use gnn4c_testkit::{fixture, read_safetensors};
@@ -36,46 +36,31 @@ fn config(n_out: usize, pair_bias: bool) -> RootTransformerConfig {
         .with_pair_bias(pair_bias)
 }
 
-/// The events of `model_inputs.npz` as a padded batch; pair (i, j) from the edge j → i.
+/// The events of `model_inputs.npz` as a padded batch.
 fn batch() -> TokenBatch {
     let mut z = fixture("model_inputs.npz");
     let x: Array2<f32> = z.by_name("node_features").expect("node_features");
     let ef: Array2<f32> = z.by_name("edge_features").expect("edge_features");
     let gf: Array2<f32> = z.by_name("global_features").expect("global_features");
-    let src: Array1<i64> = z.by_name("edge_src").expect("edge_src");
-    let dst: Array1<i64> = z.by_name("edge_dst").expect("edge_dst");
-    let n_nodes: Array1<i64> = z.by_name("n_nodes").expect("n_nodes");
-    let x: Vec<f32> = x.iter().copied().collect();
-    let gf: Vec<f32> = gf.iter().copied().collect();
-    let mut start = 0usize;
-    let mut pairs = Vec::new();
-    let mut spans = Vec::new();
-    for &n in &n_nodes {
-        let n = n as usize;
-        let mut pair = vec![0.0f32; n * n * 3];
-        for (e, (&s, &d)) in src.iter().zip(&dst).enumerate() {
-            let (s, d) = (s as usize, d as usize);
-            if (start..start + n).contains(&s) {
-                let (i, j) = (d - start, s - start);
-                for f in 0..3 {
-                    pair[(i * n + j) * 3 + f] = ef[[e, f]];
-                }
-            }
-        }
-        pairs.push(pair);
-        spans.push((start, n));
-        start += n;
-    }
-    let events: Vec<TokenEvent<'_>> = spans
-        .iter()
-        .enumerate()
-        .map(|(g, &(s, n))| TokenEvent {
-            tokens: &x[s * 7..(s + n) * 7],
-            globals: &gf[g * 2..g * 2 + 2],
-            pair: &pairs[g],
-        })
-        .collect();
-    TokenBatch::collate(&events, 7, 2, 3)
+    let mut index = |name: &str| -> Vec<usize> {
+        let a: Array1<i64> = z.by_name(name).expect(name);
+        a.iter().map(|&i| i as usize).collect()
+    };
+    let (src, dst, n_nodes) = (index("edge_src"), index("edge_dst"), index("n_nodes"));
+    let (x, ef, gf): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+        x.iter().copied().collect(),
+        ef.iter().copied().collect(),
+        gf.iter().copied().collect(),
+    );
+    let graphs = FlatGraphs {
+        node_features: &x,
+        n_nodes: &n_nodes,
+        edge_src: &src,
+        edge_dst: &dst,
+        edge_features: &ef,
+        globals: &gf,
+    };
+    TokenBatch::from_graphs(graphs, 7, 2, 3)
 }
 
 fn loaded<B: Backend>(variant: &str, n_out: usize, pair_bias: bool) -> RootTransformer<B> {
