@@ -311,6 +311,18 @@ pub fn take_device(args: &mut Vec<String>) -> anyhow::Result<DeviceChoice> {
     args.remove(i).parse().map_err(anyhow::Error::msg)
 }
 
+/// Removes `--dump-batch FILE` from `args`; the file, when given.
+pub fn take_dump_batch(args: &mut Vec<String>) -> anyhow::Result<Option<std::path::PathBuf>> {
+    let Some(i) = args.iter().position(|a| a == "--dump-batch") else {
+        return Ok(None);
+    };
+    args.remove(i);
+    if i >= args.len() {
+        anyhow::bail!("--dump-batch needs a file (.npz)");
+    }
+    Ok(Some(args.remove(i).into()))
+}
+
 /// The Burn version every crate is built against (the workspace pins it exactly).
 pub const BURN_VERSION: &str = "0.21.0";
 

@@ -196,16 +196,8 @@ fn main() -> anyhow::Result<()> {
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
     let device = take_device(&mut rest)?;
     let events = Events::take(&mut rest)?;
-    let mut positional = Vec::new();
-    let mut dump: Option<std::path::PathBuf> = None;
-    let mut args = rest.into_iter();
-    while let Some(a) = args.next() {
-        if a == "--dump-batch" {
-            dump = args.next().map(Into::into);
-        } else {
-            positional.push(a);
-        }
-    }
+    let dump = gnn4c_benchmarks::take_dump_batch(&mut rest)?;
+    let positional = rest;
     let batch: usize = positional.first().map_or(Ok(512), |a| a.parse())?;
     let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
     check_device(device).map_err(anyhow::Error::msg)?;
