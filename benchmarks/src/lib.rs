@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use gnn4c_cli::device::DeviceChoice;
 use gnn4c_data::{
     DEMO_TREE, DatasetConfig, EntryRange, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, ToyProcess,
     read_file_events, toy_events, write_demo, write_tree,
@@ -16,6 +15,7 @@ use gnn4c_data::{
 use gnn4c_events::{EventSample, Label};
 use gnn4c_features::{EventFeatures, SelectionConfig};
 use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate, graph_of_event};
+use gnn4c_run::device::DeviceChoice;
 
 /// Summary statistics of repeated timings, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -453,13 +453,13 @@ pub fn setup_like_the_cli() {
         gnn4c_kernels::tune_allocator();
     }
     if std::env::var("GNN4C_POOL").as_deref() != Ok("outside") {
-        gnn4c_cli::device::init_compute_pool(0);
+        gnn4c_run::device::init_compute_pool(0);
     }
 }
 
 /// Writes the process's peak resident memory under a table (Linux; nothing elsewhere).
 pub fn write_peak_rss(out: &mut impl std::io::Write) -> std::io::Result<()> {
-    match gnn4c_cli::device::peak_rss_mb() {
+    match gnn4c_run::device::peak_rss_mb() {
         Some(mb) => writeln!(out, "peak RSS (VmHWM): {mb:.0} MB"),
         None => Ok(()),
     }

@@ -15,14 +15,16 @@ use std::sync::Arc;
 
 use burn::backend::Flex;
 use gnn4c_benchmarks::{Meta, Stats, machine};
-use gnn4c_cli::device::DeviceChoice;
-use gnn4c_cli::pipeline::{GraphStream, build_cache};
 use gnn4c_data::{
     DatasetConfig, Folds, LabelSpec, SampleConfig, SchemaRef, Split, read_cache, read_manifest,
     write_demo,
 };
 use gnn4c_family::EventSource;
 use gnn4c_features::SelectionConfig;
+use gnn4c_root_gnn::{EdgeNetworkConfig, RootGnnFamily};
+use gnn4c_run::CachedEvents;
+use gnn4c_run::device::DeviceChoice;
+use gnn4c_run::pipeline::build_cache;
 use gnn4c_training::{Pass, TrainConfig, stream};
 
 /// Process CPU seconds (user + system) from /proc/self/stat; 0 where unavailable.
@@ -58,6 +60,9 @@ fn timed(reps: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// One streamed epoch of `data` on `threads` loader threads; returns the batches.
+/// The cache as the Edge_Network's loader reads it.
+type GraphStream = CachedEvents<RootGnnFamily>;
+
 fn epoch(data: &Arc<GraphStream>, pass: Pass, threads: usize, prefetch: usize) -> usize {
     let device = Default::default();
     let (_, loader) = stream(data, pass, threads, prefetch, |d: &GraphStream, ev, n| {
@@ -76,7 +81,13 @@ fn epoch(data: &Arc<GraphStream>, pass: Pass, threads: usize, prefetch: usize) -
 fn stream_cache(dir: &Path) -> anyhow::Result<()> {
     let meta = Meta::new("benchmark_dataloader", DeviceChoice::Cpu);
     let defaults = TrainConfig::default();
-    let (_, data) = GraphStream::open(dir, &Folds::default(), &[Split::Train], None)?;
+    let (_, data) = GraphStream::open(
+        dir,
+        &Folds::default(),
+        &[Split::Train],
+        None,
+        &EdgeNetworkConfig::new(12),
+    )?;
     let pass = Pass {
         seed: defaults.seed,
         epoch: 0,
@@ -90,7 +101,7 @@ fn stream_cache(dir: &Path) -> anyhow::Result<()> {
     let t = std::time::Instant::now();
     let batches = epoch(&data, pass, defaults.loader_threads, defaults.prefetch);
     let secs = t.elapsed().as_secs_f64();
-    let rss = gnn4c_cli::device::peak_rss_mb().unwrap_or(0.0);
+    let rss = gnn4c_run::device::peak_rss_mb().unwrap_or(0.0);
     meta.emit(serde_json::json!({
         "measure": "streamed_epoch", "cache": dir.display().to_string(),
         "events": data.events(), "batches": batches, "wall_s": secs,
@@ -173,7 +184,7 @@ fn main() -> anyhow::Result<()> {
             &cfg,
             &dir,
             &folds,
-            &gnn4c_cli::pipeline::CacheBuild {
+            &gnn4c_run::pipeline::CacheBuild {
                 shard_events: 100_000,
                 threads: 1,
                 part: None,
@@ -212,7 +223,13 @@ fn main() -> anyhow::Result<()> {
 
     // Loader: the training split streamed block by block → graphs and collation (loader
     // threads) → to_device (consumer).
-    let (_, data) = GraphStream::open(&dir, &folds, &[Split::Train], None)?;
+    let (_, data) = GraphStream::open(
+        &dir,
+        &folds,
+        &[Split::Train],
+        None,
+        &EdgeNetworkConfig::new(12),
+    )?;
     for threads in [1, 2] {
         for prefetch in [1, 4] {
             let mut n_batches = 0;

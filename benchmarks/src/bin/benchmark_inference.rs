@@ -16,11 +16,11 @@ use std::time::Instant;
 
 use burn::module::Module;
 use gnn4c_benchmarks::{Events, Meta, machine, take_device};
-use gnn4c_cli::backend::InferenceBackend;
-use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_data::{FriendTree, PredictionTable, write_friend_tree, write_predictions_npz};
 use gnn4c_graphs::{GraphSample, Padding, collate};
 use gnn4c_root_gnn::EdgeNetworkConfig;
+use gnn4c_run::backend::InferenceBackend;
+use gnn4c_run::device::{DeviceChoice, check_device};
 use gnn4c_tasks::{Task, scores_host};
 
 fn bench<B: InferenceBackend>(

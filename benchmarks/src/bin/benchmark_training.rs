@@ -22,10 +22,10 @@ use burn::prelude::*;
 use gnn4c_benchmarks::{
     Events, Meta, Stats, forward_matmul_flops, gemm_gflops, machine, matmul_gflops, take_device,
 };
-use gnn4c_cli::backend::TrainingBackend;
-use gnn4c_cli::device::{DeviceChoice, check_device};
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
+use gnn4c_run::backend::TrainingBackend;
+use gnn4c_run::device::{DeviceChoice, check_device};
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 
 struct Split {

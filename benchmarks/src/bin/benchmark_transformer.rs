@@ -14,9 +14,9 @@ use burn::backend::{Autodiff, Flex};
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use gnn4c_benchmarks::{Events, Meta, Stats, machine, time_reps, write_peak_rss};
-use gnn4c_cli::device::DeviceChoice;
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_transformer::{FlatGraphs, RootTransformer, RootTransformerConfig, TokenBatch};
+use gnn4c_run::device::DeviceChoice;
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 
 /// The graphs of `h` as padded tokens.

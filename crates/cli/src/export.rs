@@ -3,12 +3,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use gnn4c_data::check_output_path;
-use gnn4c_root_gnn::{EdgeNetwork, save_pytorch_safetensors};
-use gnn4c_training::read_checkpoint;
-
-use crate::train::model_from_checkpoint;
-
 /// Arguments of `export`.
 #[derive(Debug, clap::Args)]
 #[command(
@@ -26,29 +20,16 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    let ck_path = if args.run.is_dir() {
-        args.run.join("best.ckpt")
-    } else {
-        args.run.clone()
-    };
-    check_output_path(&args.out, args.overwrite)?;
-    let ck = read_checkpoint(&ck_path)?;
-    let device = Default::default();
-    let net: EdgeNetwork<burn::backend::Flex> = model_from_checkpoint(&ck, &device)?;
-    let n_out = net.n_out();
-    gnn4c_data::write_atomically(&args.out, |tmp| {
-        save_pytorch_safetensors(&net, tmp).map_err(|e| gnn4c_data::DataError::Write {
-            path: args.out.clone(),
-            message: e.to_string(),
-        })
-    })?;
+    let e = gnn4c_run::export(&args.run, &args.out, args.overwrite)?;
     writeln!(
         std::io::stdout().lock(),
-        "wrote {} ({} parameters, {n_out} outputs, from {} after epoch {})",
+        "wrote {} ({} {} parameters, {} outputs, from {} after epoch {})",
         args.out.display(),
-        burn::module::Module::num_params(&net),
-        ck_path.display(),
-        ck.state.epoch
+        e.parameters,
+        e.family,
+        e.n_out,
+        e.checkpoint.display(),
+        e.epoch
     )?;
     Ok(())
 }

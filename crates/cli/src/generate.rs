@@ -45,7 +45,7 @@ struct Manifest {
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.events == 0 {
-        return Err(crate::config::ConfigError("--events must be at least 1".into()).into());
+        return Err(gnn4c_run::ConfigError("--events must be at least 1".into()).into());
     }
     let manifest_path = args.out.join("demo.json");
     let wanted = |files: Vec<String>| Manifest {

@@ -1,14 +1,13 @@
 //! `gnn4colliders`: the command-line tool that drives every stage from YAML configs.
 //!
-//! The only crate that wires the others together, chooses a backend, knows clap/figment/anyhow
-//! and the run-folder layout. Each subcommand lives in its own module; `main` maps errors to exit
-//! codes (0 success, 1 runtime error, 2 usage error) and prints them with their causes.
+//! Each subcommand lives in its own module: it parses its arguments, calls the run layer
+//! (`gnn4c-run`, which composes configs, owns the run folder and runs the steps) and prints. The
+//! only crate that knows clap. `main` maps errors to exit codes (0 success, 1 runtime error,
+//! 2 usage error) and prints them with their causes.
 
-mod config;
 mod export;
 mod generate;
 mod inspect;
-mod plots;
 mod predict;
 mod preprocess;
 mod scan;
@@ -36,9 +35,9 @@ enum Command {
     Scan(scan::Args),
     /// Build (or validate) the Parquet event cache of a dataset.
     Preprocess(preprocess::Args),
-    /// Train an Edge_Network from scratch (pretraining, or a baseline) in a run folder.
+    /// Train a model from scratch (pretraining, or a baseline) in a run folder.
     Train(train::Args),
-    /// Fine-tune a pretrained Edge_Network: a new head, frozen or full backbone.
+    /// Fine-tune a pretrained model: a new head, frozen or full backbone.
     Finetune(train::FinetuneArgs),
     /// Score events with a run's checkpoint: NPZ table and ROOT friend trees.
     Predict(predict::Args),
@@ -82,7 +81,7 @@ fn report(result: anyhow::Result<()>, who: &str) -> u8 {
                     Some(gnn4c_data::DataError::Config(_))
                 )
             });
-            if e.downcast_ref::<config::ConfigError>().is_some() || data_config {
+            if e.downcast_ref::<gnn4c_run::ConfigError>().is_some() || data_config {
                 2
             } else {
                 1

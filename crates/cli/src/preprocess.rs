@@ -3,12 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use gnn4c_cli::pipeline::{CacheBuild, CacheMode, preprocess_cache};
-use gnn4c_data::{DatasetConfig, Folds};
+use gnn4c_data::Folds;
 use gnn4c_distributed::World;
 use gnn4c_features::SelectionConfig;
-
-use crate::scan::load_dataset;
+use gnn4c_run::pipeline::{CacheBuild, CacheMode, preprocess_cache};
+use gnn4c_run::{cache_dir, load_dataset};
 
 /// Arguments of `preprocess`.
 #[derive(Debug, clap::Args)]
@@ -22,8 +21,8 @@ pub(crate) struct Args {
     #[arg(long)]
     cache: Option<PathBuf>,
     /// What to do with an existing cache.
-    #[arg(long, value_enum, default_value_t = CacheMode::Auto)]
-    mode: CacheMode,
+    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+    mode: ModeArg,
     /// Number of folds (fold = event_number mod n_folds).
     #[arg(long, default_value_t = 5)]
     n_folds: u32,
@@ -52,10 +51,25 @@ fn parse_part(s: &str) -> Result<(u32, u32), String> {
     Ok((k, n))
 }
 
-/// The cache folder for a dataset.
-/// The cache folder: `arg`, or `<root>/<dataset name>`.
-pub(crate) fn cache_dir(arg: Option<&Path>, cfg: &DatasetConfig, root: &Path) -> PathBuf {
-    arg.map_or_else(|| root.join(&cfg.name), Path::to_path_buf)
+/// `--mode`: what to do with an existing cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ModeArg {
+    /// Use it when it matches the config and files, rebuild it otherwise.
+    Auto,
+    /// Always rebuild.
+    Rebuild,
+    /// Use it when it matches; refuse (naming what differs) otherwise.
+    ReadOnly,
+}
+
+impl From<ModeArg> for CacheMode {
+    fn from(m: ModeArg) -> CacheMode {
+        match m {
+            ModeArg::Auto => CacheMode::Auto,
+            ModeArg::Rebuild => CacheMode::Rebuild,
+            ModeArg::ReadOnly => CacheMode::ReadOnly,
+        }
+    }
 }
 
 /// Preprocesses; under an MPI launcher the ranks share the input files and rank 0 writes the
@@ -85,7 +99,7 @@ pub(crate) fn run(args: &Args, world: &World) -> anyhow::Result<()> {
                 "--part splits the work between separate processes; under MPI the ranks already share it: leave --part out"
             );
         }
-        if args.mode == CacheMode::Rebuild {
+        if args.mode == ModeArg::Rebuild {
             anyhow::bail!(
                 "--mode rebuild under MPI: run it in one process, or remove the cache folder first"
             );
@@ -98,7 +112,7 @@ pub(crate) fn run(args: &Args, world: &World) -> anyhow::Result<()> {
             &mut std::io::sink(),
             &cfg,
             &dir,
-            args.mode,
+            args.mode.into(),
             &folds,
             &build,
             &selection,
@@ -109,6 +123,14 @@ pub(crate) fn run(args: &Args, world: &World) -> anyhow::Result<()> {
         }
         build.part = None;
     }
-    preprocess_cache(&mut out, &cfg, &dir, args.mode, &folds, &build, &selection)?;
+    preprocess_cache(
+        &mut *out,
+        &cfg,
+        &dir,
+        args.mode.into(),
+        &folds,
+        &build,
+        &selection,
+    )?;
     Ok(())
 }

@@ -2,20 +2,16 @@
 //! what was kept and skipped (a cut flow per sample).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use figment::Figment;
-use figment::providers::{Format, Yaml};
-use gnn4c_cli::pipeline::EntryProgress;
-use gnn4c_data::DatasetConfig;
 use gnn4c_events::{EventSample, SkipCounts};
 use gnn4c_features::{D_NODE, EventFeatures, NODE_FEATURE_NAMES, SelectionConfig};
 use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache, graph_of_event};
+use gnn4c_run::load_dataset;
+use gnn4c_run::pipeline::EntryProgress;
 use gnn4c_training::progress_wanted;
-
-use crate::config::ConfigError;
 
 /// Arguments of `scan`.
 #[derive(Debug, clap::Args)]
@@ -31,20 +27,6 @@ pub(crate) struct Args {
     /// Print the node and edge features of the first N graphs of each sample.
     #[arg(long, default_value_t = 0)]
     show: usize,
-}
-
-/// Loads a dataset config, naming the file and the key on any error.
-/// Every problem is a [`ConfigError`] (exit code 2): the user must fix the file.
-pub(crate) fn load_dataset(path: &Path) -> anyhow::Result<DatasetConfig> {
-    if !path.is_file() {
-        return Err(ConfigError(format!("dataset config not found: {}", path.display())).into());
-    }
-    let cfg: DatasetConfig = Figment::from(Yaml::file_exact(path))
-        .extract()
-        .map_err(|e| ConfigError(format!("reading dataset config {}: {e}", path.display())))?;
-    cfg.validate()
-        .map_err(|e| ConfigError(format!("in dataset config {}: {e}", path.display())))?;
-    Ok(cfg)
 }
 
 /// Per-sample running totals.

@@ -1,6 +1,7 @@
-//! What the trainer asks of a model family: a model ([`Classifier`]) and a source of events
-//! batched for it ([`EventSource`]). Two traits and the batch they exchange, no concrete types,
-//! so a family's crates implement them without depending on the trainer.
+//! What a model family implements: the family itself ([`ModelFamily`]: its config, how to build,
+//! adapt and save its model), and what the trainer asks of it, a model ([`Classifier`]) and a
+//! source of events batched for it ([`EventSource`]). Traits and the batch they exchange, no
+//! concrete types, so a family's crates implement them without depending on the trainer.
 //!
 //! Also what families share below their models: PyTorch-named safetensors in and out
 //! ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`], given the family's name
@@ -33,6 +34,55 @@ pub trait Classifier<B: Backend>: Module<B> {
     /// # Shapes
     /// → `[n_rows, n_out]`.
     fn logits(&self, input: &Self::Input, device: &B::Device) -> Tensor<B, 2>;
+}
+
+/// A model family: everything the run layer needs to build, adapt, name and save its models
+/// without knowing their types. Implemented by a unit type in the family's model crate.
+pub trait ModelFamily: Send + Sync + 'static {
+    /// The family's hyperparameters, the number of outputs among them: a Burn `Config`, so its
+    /// defaults are written once, next to the model.
+    type Config: burn::config::Config + Clone + std::fmt::Debug + Send + Sync;
+    /// What a batch carries for the model.
+    type Input: Send + 'static;
+    /// The model on backend `B`.
+    type Model<B: Backend>: Classifier<B, Input = Self::Input>;
+
+    /// The default config for a head of `n_out` outputs.
+    fn config(n_out: usize) -> Self::Config;
+
+    /// The outputs of the head `config` describes.
+    fn n_out(config: &Self::Config) -> usize;
+
+    /// `pretrained`'s backbone with `run`'s training-only settings (dropout) and a head of
+    /// `n_out` outputs: the config of a fine-tuning run.
+    fn finetuned(pretrained: &Self::Config, run: &Self::Config, n_out: usize) -> Self::Config;
+
+    /// A new model (randomly initialised from the backend's seed).
+    fn init<B: Backend>(config: &Self::Config, device: &B::Device) -> Self::Model<B>;
+
+    /// `model` with a new head of `n_out` outputs, initialised as PyTorch's `nn.Linear` from
+    /// `seed`; everything else kept.
+    fn with_new_head<B: Backend>(
+        model: Self::Model<B>,
+        n_out: usize,
+        seed: u64,
+        device: &B::Device,
+    ) -> Self::Model<B>;
+
+    /// `model` with every parameter outside the head marked as not requiring gradients.
+    fn freeze_backbone<B: Backend>(model: Self::Model<B>) -> Self::Model<B>;
+
+    /// Whether the parameter at checkpoint path `path` belongs to the head.
+    fn is_head_parameter(path: &str) -> bool;
+
+    /// Writes `model`'s weights to `path` as safetensors with PyTorch state-dict names.
+    fn save_weights<B: Backend>(model: &Self::Model<B>, path: &Path) -> Result<(), WeightsError>;
+
+    /// Reads PyTorch-named safetensors weights from `path` into `model`.
+    fn load_weights<B: Backend>(
+        model: &mut Self::Model<B>,
+        path: &Path,
+    ) -> Result<(), WeightsError>;
 }
 
 /// One batch: the model input and the training targets, row for row.

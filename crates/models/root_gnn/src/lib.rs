@@ -8,9 +8,11 @@
 //! `Classifier` trait (a host `HostBatch` in, logits out), so training never names this type.
 //! Must not know files other than weights, datasets or tasks. Start at `model.rs`.
 
+mod family;
 mod model;
 mod weights;
 
+pub use family::RootGnnFamily;
 pub use model::{
     ConcatPart, EdgeNetwork, EdgeNetworkConfig, HEAD_WEIGHT, LAYER_NORM_EPSILON, Mlp, MlpConfig,
     MlpKernel, OpByOp, is_head_parameter,

@@ -6,10 +6,12 @@
 //! and out ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]). Start at `model.rs`.
 
 mod batch;
+mod family;
 mod model;
 mod weights;
 
 pub use batch::{FlatGraphs, TokenBatch, TokenEvent};
+pub use family::RootTransformerFamily;
 pub use model::{
     EmbedBlock, EncoderLayer, HEAD_WEIGHT, PairEmbed, RootTransformer, RootTransformerConfig,
     SelfAttention, is_head_parameter,

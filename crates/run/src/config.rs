@@ -30,14 +30,19 @@ use figment::{Figment, Metadata, Profile, Provider};
 use serde::de::DeserializeOwned;
 
 /// The config groups and the run-config key each one fills.
-pub(crate) const GROUPS: [&str; 5] = ["data", "model", "task", "trainer", "environment"];
+pub const GROUPS: [&str; 5] = ["data", "model", "task", "trainer", "environment"];
 
 /// Group files built into the binary: the repository's own `configs/<group>/<option>.yaml`.
-const BUILTIN: [(&str, &str, &str); 9] = [
+const BUILTIN: [(&str, &str, &str); 10] = [
     (
         "model",
         "root_gnn",
         include_str!("../../../configs/model/root_gnn.yaml"),
+    ),
+    (
+        "model",
+        "root_transformer",
+        include_str!("../../../configs/model/root_transformer.yaml"),
     ),
     (
         "task",
@@ -83,7 +88,7 @@ const BUILTIN: [(&str, &str, &str); 9] = [
 
 /// A config problem the user must fix (exit code 2): names the key, the layer and a suggestion.
 #[derive(Debug)]
-pub(crate) struct ConfigError(pub(crate) String);
+pub struct ConfigError(pub String);
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,15 +98,23 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// The text of the built-in group file `<group>/<option>.yaml`.
+pub fn builtin(group: &str, option: &str) -> Option<&'static str> {
+    BUILTIN
+        .iter()
+        .find(|(g, o, _)| *g == group && *o == option)
+        .map(|(_, _, text)| *text)
+}
+
 fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(msg.into()))
 }
 
 /// One named layer of the composition.
 #[derive(Debug, Clone)]
-pub(crate) struct Layer {
+pub struct Layer {
     /// Where it came from, as the user would name it.
-    pub(crate) label: String,
+    pub label: String,
     dict: Dict,
 }
 
@@ -117,18 +130,19 @@ impl Provider for Layer {
 
 /// A composed config: its layers in merge order.
 #[derive(Debug, Clone)]
-pub(crate) struct Composed {
-    pub(crate) layers: Vec<Layer>,
+pub struct Composed {
+    /// The layers, first merged first.
+    pub layers: Vec<Layer>,
 }
 
 impl Composed {
     /// The layers' labels, in merge order (saved with the resolved config).
-    pub(crate) fn sources(&self) -> Vec<String> {
+    pub fn sources(&self) -> Vec<String> {
         self.layers.iter().map(|l| l.label.clone()).collect()
     }
 
     /// Deserializes the merged layers; errors name the key, the layer and the closest valid key.
-    pub(crate) fn extract<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
+    pub fn extract<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
         let mut fig = Figment::new();
         for layer in &self.layers {
             fig = fig.merge(layer.clone());
@@ -216,7 +230,7 @@ fn lookup<'a>(dict: &'a Dict, path: &[String]) -> Option<&'a Value> {
 }
 
 /// The run config a command names: a file, or the name of one in `configs/experiment/`.
-pub(crate) fn resolve_primary(arg: &Path) -> Result<PathBuf, ConfigError> {
+pub fn resolve_primary(arg: &Path) -> Result<PathBuf, ConfigError> {
     if arg.is_file() {
         return Ok(arg.to_path_buf());
     }
@@ -309,8 +323,8 @@ fn find_group_file(
                 .or_else(|e| err(format!("reading {}: {e}", p.display())));
         }
     }
-    if let Some((_, _, text)) = BUILTIN.iter().find(|(g, o, _)| *g == group && *o == option) {
-        return Ok((None, (*text).to_owned()));
+    if let Some(text) = builtin(group, option) {
+        return Ok((None, text.to_owned()));
     }
     let mut names: Vec<String> = dirs.iter().flat_map(|d| options_in(d)).collect();
     names.extend(
@@ -543,7 +557,7 @@ fn group_layer(
 
 /// Composes the run config `primary` with command-line `overrides` and `flags` (pairs of the
 /// flag's name and the `key=value` it stands for).
-pub(crate) fn compose(
+pub fn compose(
     primary: &Path,
     overrides: &[String],
     flags: &[(&str, String)],

@@ -1,7 +1,4 @@
-//! The preprocessing pipeline as a library: dataset → event cache, and cache → graphs.
-//!
-//! Shared by the `preprocess` command and the benchmarks; every other stage's wiring stays in the
-//! binary's command modules.
+//! Preprocessing: dataset → selected events → the event cache (built, validated, reported).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -11,19 +8,16 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use gnn4c_data::{
-    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, CachedSplit,
-    DatasetConfig, EntryRange, EventRecord, Folds, SampleConfig, SampleCounts, Split,
-    file_identity, fingerprint_of, first_difference, fold_of, open_tree, read_manifest,
-    verify_cache,
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, DatasetConfig, EntryRange,
+    EventRecord, Folds, SampleConfig, SampleCounts, file_identity, fingerprint_of,
+    first_difference, fold_of, open_tree, read_manifest, verify_cache,
 };
 use gnn4c_events::EventSample;
-use gnn4c_family::SourceError;
 use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
-use gnn4c_graphs::{GraphSample, TopologyCache};
 use gnn4c_training::{ProgressBar, progress_bar, progress_wanted};
 
 /// What to do with an existing cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheMode {
     /// Use it when it matches the config and files, rebuild it otherwise.
     Auto,
@@ -96,42 +90,9 @@ pub fn to_record(
     }
 }
 
-/// Back from the cache: the graph of a cached event, its topology from `cache` and its edge
-/// features from the raw η/φ (the function that builds them from an event, so bitwise equal).
-pub fn from_record(r: EventRecord, cache: &mut TopologyCache) -> anyhow::Result<GraphSample> {
-    let topology = cache.get(usize::from(r.n_nodes));
-    let globals: [f32; 2] = r.global_features.as_slice().try_into().map_err(|_| {
-        anyhow::anyhow!(
-            "cached event {} has {} global features, expected 2",
-            r.id.entry,
-            r.global_features.len()
-        )
-    })?;
-    let n = usize::from(r.n_nodes);
-    if r.node_features.len() != n * gnn4c_features::D_NODE || r.eta.len() != n || r.phi.len() != n {
-        bail!(
-            "cached event {} of {}: feature lengths do not match n_nodes {}",
-            r.id.entry,
-            r.id.source_file.display(),
-            r.n_nodes
-        );
-    }
-    let mut edges = Vec::with_capacity(topology.n_edges() * gnn4c_graphs::D_EDGE);
-    gnn4c_graphs::edge_features(&topology, &r.eta, &r.phi, &mut edges);
-    Ok(GraphSample {
-        id: r.id,
-        label: r.label,
-        weight: r.weight,
-        topology,
-        node_features: r.node_features,
-        edge_features: edges,
-        global_features: globals,
-    })
-}
-
 /// Ensures the cache for `cfg` exists and matches; returns its manifest.
 pub fn ensure_cache(
-    out: &mut impl Write,
+    out: &mut dyn Write,
     cfg: &DatasetConfig,
     dir: &Path,
     mode: CacheMode,
@@ -149,7 +110,7 @@ pub fn ensure_cache(
 
 /// [`ensure_cache`], or with `build.part` the part's input files only (`None`: no manifest yet).
 pub fn preprocess_cache(
-    out: &mut impl Write,
+    out: &mut dyn Write,
     cfg: &DatasetConfig,
     dir: &Path,
     mode: CacheMode,
@@ -297,7 +258,7 @@ fn file_events(
 /// per thread, a piece of at most 50,000 entries' records and the file's shards being filled.
 #[allow(clippy::too_many_arguments)] // two call sites; a struct would only rename these
 pub fn build_cache(
-    out: &mut impl Write,
+    out: &mut dyn Write,
     cfg: &DatasetConfig,
     dir: &Path,
     folds: &Folds,
@@ -483,7 +444,7 @@ pub fn build_cache(
 
 /// The summary lines of a finished cache.
 fn report_cache(
-    out: &mut impl Write,
+    out: &mut dyn Write,
     dir: &Path,
     manifest: &CacheManifest,
     folds: &Folds,
@@ -530,102 +491,6 @@ fn report_cache(
         .collect();
     writeln!(out, "  events per fold: {}", folds_text.join(", "))?;
     Ok(())
-}
-
-/// A split of the cache as the trainer's [`gnn4c_family::EventSource`]: cached events read block
-/// by block, their graphs built and collated (without padding) on loader threads.
-pub struct GraphStream {
-    /// The split.
-    pub split: CachedSplit,
-}
-
-impl GraphStream {
-    /// Opens the events of `splits` in the cache in `dir` (with an optional seeded subset
-    /// `(n, seed)`), checking the folds match.
-    pub fn open(
-        dir: &Path,
-        folds: &Folds,
-        splits: &[Split],
-        subset: Option<(usize, u64)>,
-    ) -> anyhow::Result<(CacheManifest, Arc<GraphStream>)> {
-        let (manifest, split) = gnn4c_data::open_split(dir, folds, splits, subset)?;
-        Ok((manifest, Arc::new(GraphStream { split })))
-    }
-
-    /// Events (after any subset).
-    pub fn events(&self) -> usize {
-        self.split.events()
-    }
-}
-
-thread_local! {
-    /// Each loader thread's topologies, built once per node count.
-    static TOPOLOGIES: std::cell::RefCell<TopologyCache> = std::cell::RefCell::new(TopologyCache::new(64));
-}
-
-fn data_err(e: impl std::fmt::Display) -> SourceError {
-    SourceError(e.to_string())
-}
-
-impl gnn4c_family::EventSource for GraphStream {
-    type Event = EventRecord;
-    type Input = gnn4c_graphs::HostBatch;
-
-    fn block_sizes(&self) -> &[usize] {
-        self.split.block_sizes()
-    }
-
-    fn read_block(&self, block: usize) -> Result<Vec<EventRecord>, SourceError> {
-        self.split.read_block(block).map_err(data_err)
-    }
-
-    fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, SourceError> {
-        let targets = self.split.read_targets(block).map_err(data_err)?;
-        Ok(targets
-            .into_iter()
-            .map(|(label, w)| (i64::from(label), w))
-            .collect())
-    }
-
-    fn target(&self, r: &EventRecord) -> (i64, f32) {
-        let label = match &r.label {
-            gnn4c_events::Label::Class(c) => i64::from(*c),
-            gnn4c_events::Label::Multi(_) => -1,
-        };
-        (label, r.weight)
-    }
-
-    fn batch(
-        &self,
-        events: Vec<EventRecord>,
-    ) -> Result<gnn4c_family::Batch<gnn4c_graphs::HostBatch>, SourceError> {
-        let graphs = TOPOLOGIES.with(|t| {
-            let mut topologies = t.borrow_mut();
-            events
-                .into_iter()
-                .map(|r| from_record(r, &mut topologies))
-                .collect::<anyhow::Result<Vec<GraphSample>>>()
-        });
-        let graphs = graphs.map_err(|e| data_err(format!("{e:#}")))?;
-        let refs: Vec<&GraphSample> = graphs.iter().collect();
-        // Labels of one dataset are all classes or all multilabels of one length (validated
-        // with the dataset config); a cache that breaks this is named.
-        let hb = gnn4c_graphs::collate(&refs, gnn4c_graphs::Padding::None)
-            .map_err(|e| data_err(format!("collating a batch of the cache: {e}")))?;
-        Ok(gnn4c_family::Batch {
-            labels: hb.labels.clone(),
-            multilabels: hb.multilabels.clone(),
-            weights: hb.weights.clone(),
-            n_events: hb.n_real,
-            input: hb,
-        })
-    }
-}
-
-impl gnn4c_inference::Identified for GraphStream {
-    fn identity(&self, r: &EventRecord) -> gnn4c_events::EventId {
-        r.id.clone()
-    }
 }
 
 /// A progress bar over the entries a dataset config reads (every sample's files, within the
@@ -722,9 +587,10 @@ impl EntryProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gnn4c_data::CachedSplit;
     use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
     use gnn4c_events::Label;
-    use gnn4c_graphs::graph_of_event;
+    use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
 
     #[test]
     fn cached_events_give_bitwise_the_graphs_built_from_the_events() {
@@ -786,7 +652,7 @@ mod tests {
         let split = CachedSplit::open(&target, &manifest, &|_| true, None).expect("open");
         let cached: Vec<GraphSample> = (0..split.block_sizes().len())
             .flat_map(|b| split.read_block(b).expect("block"))
-            .map(|r| from_record(r, &mut topo).expect("graph"))
+            .map(|r| crate::family::graph_of_record(r, &mut topo).expect("graph"))
             .collect();
         assert!(built.len() > 500, "{} graphs", built.len());
         // The cache keeps each fold's events together, in input order.

@@ -1,0 +1,74 @@
+//! The ROOT-Transformer as a `gnn4c_family::ModelFamily`: config, head, frozen backbone, weights.
+
+use std::path::Path;
+
+use burn::prelude::*;
+use gnn4c_family::{ModelFamily, WeightsError};
+
+use crate::batch::TokenBatch;
+use crate::model::{RootTransformer, RootTransformerConfig, is_head_parameter};
+
+/// The ROOT-Transformer family (`model: root_transformer`): a transformer over an event's objects.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RootTransformerFamily;
+
+impl ModelFamily for RootTransformerFamily {
+    type Config = RootTransformerConfig;
+    type Input = TokenBatch;
+    type Model<B: Backend> = RootTransformer<B>;
+
+    fn config(n_out: usize) -> RootTransformerConfig {
+        RootTransformerConfig::new(n_out)
+    }
+
+    fn n_out(config: &RootTransformerConfig) -> usize {
+        config.n_out
+    }
+
+    fn finetuned(
+        pretrained: &RootTransformerConfig,
+        run: &RootTransformerConfig,
+        n_out: usize,
+    ) -> RootTransformerConfig {
+        RootTransformerConfig {
+            n_out,
+            dropout: run.dropout,
+            ..pretrained.clone()
+        }
+    }
+
+    fn init<B: Backend>(config: &RootTransformerConfig, device: &B::Device) -> RootTransformer<B> {
+        config.init(device)
+    }
+
+    fn with_new_head<B: Backend>(
+        model: RootTransformer<B>,
+        n_out: usize,
+        seed: u64,
+        device: &B::Device,
+    ) -> RootTransformer<B> {
+        model.with_new_head(n_out, seed, device)
+    }
+
+    fn freeze_backbone<B: Backend>(model: RootTransformer<B>) -> RootTransformer<B> {
+        model.freeze_backbone()
+    }
+
+    fn is_head_parameter(path: &str) -> bool {
+        is_head_parameter(path)
+    }
+
+    fn save_weights<B: Backend>(
+        model: &RootTransformer<B>,
+        path: &Path,
+    ) -> Result<(), WeightsError> {
+        crate::weights::save_pytorch_safetensors(model, path)
+    }
+
+    fn load_weights<B: Backend>(
+        model: &mut RootTransformer<B>,
+        path: &Path,
+    ) -> Result<(), WeightsError> {
+        crate::weights::load_pytorch_safetensors(model, path)
+    }
+}

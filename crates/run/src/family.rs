@@ -1,0 +1,511 @@
+//! The model families a run can name (`model.name`), each registered once in [`families!`], and
+//! the event source that batches the event cache for any of them.
+//!
+//! A family brings its crate (a `gnn4c_family::ModelFamily`) and one registration here: how the
+//! model runs on each backend ([`Registered::for_training`], [`Registered::for_scoring`]) and
+//! how a batch of cached events becomes its input ([`Registered::batch`]). Everything else in
+//! the run layer is generic over [`Registered`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::module::AutodiffModule;
+use gnn4c_data::{CacheManifest, CachedSplit, EventRecord, Folds, Split};
+use gnn4c_events::Label;
+use gnn4c_family::{Batch, Classifier, EventSource, ModelFamily, SourceError};
+use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache};
+use gnn4c_root_gnn::RootGnnFamily;
+use gnn4c_root_transformer::{RootTransformerFamily, TokenBatch, TokenEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{InferenceBackend, TrainingBackend};
+use crate::config::ConfigError;
+
+/// A model family as the run layer runs it.
+pub trait Registered: ModelFamily {
+    /// The model as it trains on backend `B` (the CPU's fused kernels, where the family has them).
+    type Trained<B: TrainingBackend>: AutodiffModule<B, InnerModule: Classifier<B::InnerBackend, Input = Self::Input>>
+        + Classifier<B, Input = Self::Input>;
+    /// The model as it scores on backend `B`.
+    type Scoring<B: InferenceBackend>: Classifier<B, Input = Self::Input>;
+
+    /// `model` ready to train on `B` (the same function).
+    fn for_training<B: TrainingBackend>(model: Self::Model<B>) -> Self::Trained<B>;
+
+    /// `model` ready to score on `B` (the same function).
+    fn for_scoring<B: InferenceBackend>(model: Self::Model<B>) -> Self::Scoring<B>;
+
+    /// The batch of cached `events`, in that order, for a model of `config`.
+    fn batch(
+        config: &Self::Config,
+        events: Vec<EventRecord>,
+    ) -> Result<Batch<Self::Input>, SourceError>;
+}
+
+/// Work to do with whichever family a run's config names: [`ModelConfig::run`] calls `run`
+/// with the family's type.
+pub trait FamilyJob {
+    /// What the work returns.
+    type Output;
+
+    /// Does the work with family `F` and its resolved config.
+    fn run<F: Registered>(self, config: &F::Config) -> Self::Output;
+}
+
+/// The model section of a run config as written: the family's name and the settings that differ
+/// from its defaults (`model: {name: root_transformer, n_layers: 2}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSection {
+    /// The family (`root_gnn`, `root_transformer`).
+    #[serde(default = "default_family")]
+    pub name: String,
+    /// Settings of the family's config, by name.
+    #[serde(flatten)]
+    pub settings: BTreeMap<String, serde_json::Value>,
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        ModelSection {
+            name: default_family(),
+            settings: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_family() -> String {
+    "root_gnn".into()
+}
+
+/// Defines [`ModelConfig`] (one variant per family, tagged by its name) and its dispatch: the
+/// one place that lists the families.
+macro_rules! families {
+    ($($(#[$doc:meta])* $variant:ident($family:ty) = $name:literal,)+) => {
+        /// A resolved model: the family (`name`) and every setting of its config.
+        #[derive(Debug, Clone, Serialize, Deserialize)]
+        #[serde(tag = "name")]
+        pub enum ModelConfig {
+            $($(#[$doc])* #[serde(rename = $name)] $variant(<$family as ModelFamily>::Config),)+
+        }
+
+        /// The names `model.name` may take.
+        pub const FAMILIES: &[&str] = &[$($name),+];
+
+        impl ModelConfig {
+            /// The family's name.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(ModelConfig::$variant(_) => $name,)+
+                }
+            }
+
+            /// Outputs of the head.
+            pub fn n_out(&self) -> usize {
+                match self {
+                    $(ModelConfig::$variant(c) => <$family>::n_out(c),)+
+                }
+            }
+
+            /// Runs `job` with this config's family.
+            pub fn run<J: FamilyJob>(&self, job: J) -> J::Output {
+                match self {
+                    $(ModelConfig::$variant(c) => job.run::<$family>(c),)+
+                }
+            }
+
+            /// The config `section` describes for a head of `n_out` outputs.
+            pub fn resolve(section: &ModelSection, n_out: usize) -> Result<ModelConfig, ConfigError> {
+                match section.name.as_str() {
+                    $($name => Ok(ModelConfig::$variant(resolve_settings::<$family>(
+                        $name,
+                        &section.settings,
+                        n_out,
+                    )?)),)+
+                    other => Err(ConfigError(format!(
+                        "model.name `{other}` is not a model family; the families are {}",
+                        FAMILIES.join(", ")
+                    ))),
+                }
+            }
+
+            /// A fine-tuning run's model: `pretrained`'s backbone with this config's training
+            /// settings and `n_out` outputs; `None` when the families differ.
+            pub fn finetuned(&self, pretrained: &ModelConfig, n_out: usize) -> Option<ModelConfig> {
+                #[allow(unreachable_patterns)] // with a single family
+                match (pretrained, self) {
+                    $((ModelConfig::$variant(p), ModelConfig::$variant(r)) => {
+                        Some(ModelConfig::$variant(<$family>::finetuned(p, r, n_out)))
+                    })+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+families! {
+    /// The Edge_Network (contract §5).
+    RootGnn(RootGnnFamily) = "root_gnn",
+    /// The ROOT-Transformer (docs/root-transformer.md).
+    RootTransformer(RootTransformerFamily) = "root_transformer",
+}
+
+impl ModelConfig {
+    /// The settings as `key value` pairs, as JSON values (for comparing and reporting).
+    pub fn settings(&self) -> BTreeMap<String, serde_json::Value> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(m)) => m.into_iter().collect(),
+            _ => BTreeMap::new(),
+        }
+    }
+
+    /// The settings of `self` that differ from `other`'s, as (key, this value, other value),
+    /// leaving out the head's width and the keys in `ignore`.
+    pub fn differences(
+        &self,
+        other: &ModelConfig,
+        ignore: &[&str],
+    ) -> Vec<(String, String, String)> {
+        let (a, b) = (self.settings(), other.settings());
+        a.iter()
+            .filter(|(k, v)| {
+                k.as_str() != "n_out" && !ignore.contains(&k.as_str()) && b.get(*k) != Some(v)
+            })
+            .map(|(k, v)| {
+                let theirs = b
+                    .get(k)
+                    .map_or_else(|| "unset".to_owned(), ToString::to_string);
+                (k.clone(), v.to_string(), theirs)
+            })
+            .collect()
+    }
+}
+
+/// The family's default config for `n_out` outputs with `settings` applied; an unknown key is
+/// named with the closest valid one.
+fn resolve_settings<F: ModelFamily>(
+    family: &str,
+    settings: &BTreeMap<String, serde_json::Value>,
+    n_out: usize,
+) -> Result<F::Config, ConfigError> {
+    let defaults = serde_json::to_value(F::config(n_out))
+        .map_err(|e| ConfigError(format!("model {family}: {e}")))?;
+    let serde_json::Value::Object(mut merged) = defaults else {
+        return Err(ConfigError(format!(
+            "model {family}: its config is not a map"
+        )));
+    };
+    for (key, value) in settings {
+        if key == "n_out" {
+            return Err(ConfigError(
+                "model.n_out is set by the task (the dataset's classes): leave it out".into(),
+            ));
+        }
+        if !merged.contains_key(key) {
+            let valid: Vec<&str> = merged
+                .keys()
+                .map(String::as_str)
+                .filter(|k| *k != "n_out")
+                .collect();
+            let hint = gnn4c_data::closest_names(key, valid.iter().copied(), 1);
+            return Err(ConfigError(format!(
+                "unknown key `model.{key}` for model {family}{}; its keys are {}",
+                hint.first()
+                    .map(|h| format!(" (did you mean `model.{h}`?)"))
+                    .unwrap_or_default(),
+                valid.join(", ")
+            )));
+        }
+        merged.insert(key.clone(), value.clone());
+    }
+    serde_json::from_value(serde_json::Value::Object(merged))
+        .map_err(|e| ConfigError(format!("model {family}: {e}")))
+}
+
+impl Registered for RootGnnFamily {
+    type Trained<B: TrainingBackend> = gnn4c_root_gnn::EdgeNetwork<B, B::Kernel>;
+    type Scoring<B: InferenceBackend> = gnn4c_root_gnn::EdgeNetwork<B, B::Kernel>;
+
+    fn for_training<B: TrainingBackend>(model: Self::Model<B>) -> Self::Trained<B> {
+        model.with_kernel(B::training_kernel())
+    }
+
+    fn for_scoring<B: InferenceBackend>(model: Self::Model<B>) -> Self::Scoring<B> {
+        B::inference_model(model)
+    }
+
+    fn batch(
+        config: &Self::Config,
+        events: Vec<EventRecord>,
+    ) -> Result<Batch<gnn4c_graphs::HostBatch>, SourceError> {
+        check_widths(
+            "root_gnn",
+            "(d_node, d_global, d_edge)",
+            (config.d_node, config.d_global, config.d_edge),
+        )?;
+        let graphs = TOPOLOGIES.with(|t| {
+            let mut topologies = t.borrow_mut();
+            events
+                .into_iter()
+                .map(|r| graph_of_record(r, &mut topologies))
+                .collect::<Result<Vec<GraphSample>, SourceError>>()
+        })?;
+        let refs: Vec<&GraphSample> = graphs.iter().collect();
+        let hb = gnn4c_graphs::collate(&refs, gnn4c_graphs::Padding::None)
+            .map_err(|e| SourceError(format!("collating a batch of the cache: {e}")))?;
+        Ok(Batch {
+            labels: hb.labels.clone(),
+            multilabels: hb.multilabels.clone(),
+            weights: hb.weights.clone(),
+            n_events: hb.n_real,
+            input: hb,
+        })
+    }
+}
+
+impl Registered for RootTransformerFamily {
+    type Trained<B: TrainingBackend> = gnn4c_root_transformer::RootTransformer<B>;
+    type Scoring<B: InferenceBackend> = gnn4c_root_transformer::RootTransformer<B>;
+
+    fn for_training<B: TrainingBackend>(model: Self::Model<B>) -> Self::Trained<B> {
+        model
+    }
+
+    fn for_scoring<B: InferenceBackend>(model: Self::Model<B>) -> Self::Scoring<B> {
+        model
+    }
+
+    fn batch(
+        config: &Self::Config,
+        events: Vec<EventRecord>,
+    ) -> Result<Batch<TokenBatch>, SourceError> {
+        check_widths(
+            "root_transformer",
+            "(d_node, d_global, d_pair)",
+            (config.d_node, config.d_global, config.d_pair),
+        )?;
+        let targets = targets_of(&events)?;
+        // Pair (i, j) of an event: the features of the graph edge j → i, from the same function.
+        let pairs = TOPOLOGIES.with(|t| {
+            let mut topologies = t.borrow_mut();
+            events
+                .iter()
+                .map(|r| {
+                    check_record(r)?;
+                    let n = usize::from(r.n_nodes);
+                    let topology = topologies.get(n);
+                    let mut edges = Vec::with_capacity(topology.n_edges() * D_EDGE);
+                    gnn4c_graphs::edge_features(&topology, &r.eta, &r.phi, &mut edges);
+                    let mut pair = vec![0.0; n * n * D_EDGE];
+                    for (k, (&s, &d)) in
+                        topology.edge_src.iter().zip(&topology.edge_dst).enumerate()
+                    {
+                        let at = (d as usize * n + s as usize) * D_EDGE;
+                        pair[at..at + D_EDGE].copy_from_slice(&edges[k * D_EDGE..(k + 1) * D_EDGE]);
+                    }
+                    Ok(pair)
+                })
+                .collect::<Result<Vec<Vec<f32>>, SourceError>>()
+        })?;
+        let tokens: Vec<TokenEvent<'_>> = events
+            .iter()
+            .zip(&pairs)
+            .map(|(r, pair)| TokenEvent {
+                tokens: &r.node_features,
+                globals: &r.global_features,
+                pair,
+            })
+            .collect();
+        let input = TokenBatch::collate(
+            &tokens,
+            gnn4c_features::D_NODE,
+            gnn4c_features::D_GLOBAL,
+            D_EDGE,
+        );
+        Ok(Batch {
+            labels: targets.labels,
+            multilabels: targets.multilabels,
+            weights: targets.weights,
+            n_events: events.len(),
+            input,
+        })
+    }
+}
+
+thread_local! {
+    /// Each loader thread's topologies, built once per node count.
+    static TOPOLOGIES: std::cell::RefCell<TopologyCache> = std::cell::RefCell::new(TopologyCache::new(64));
+}
+
+/// The feature widths a model reads must be the cache's (the contract's 7 node, 2 global and 3
+/// pair features).
+fn check_widths(
+    family: &str,
+    names: &str,
+    widths: (usize, usize, usize),
+) -> Result<(), SourceError> {
+    let cached = (gnn4c_features::D_NODE, gnn4c_features::D_GLOBAL, D_EDGE);
+    if widths == cached {
+        return Ok(());
+    }
+    Err(SourceError(format!(
+        "model {family} reads {names} = {widths:?} features but the cache holds {cached:?}: leave them at their defaults"
+    )))
+}
+
+/// The targets of a batch's events, row for row.
+struct Targets {
+    labels: Vec<i64>,
+    multilabels: Vec<f32>,
+    weights: Vec<f32>,
+}
+
+/// Class index (−1 for multilabels), multilabel rows and weights; a batch mixing label kinds or
+/// lengths (a cache that breaks its dataset's classes) is an error.
+fn targets_of(events: &[EventRecord]) -> Result<Targets, SourceError> {
+    let multi_k = events.iter().find_map(|r| match &r.label {
+        Label::Multi(v) => Some(v.len()),
+        Label::Class(_) => None,
+    });
+    let mut t = Targets {
+        labels: Vec::with_capacity(events.len()),
+        multilabels: Vec::new(),
+        weights: Vec::with_capacity(events.len()),
+    };
+    for r in events {
+        match (&r.label, multi_k) {
+            (Label::Class(c), None) => t.labels.push(i64::from(*c)),
+            (Label::Multi(v), Some(k)) if v.len() == k => {
+                t.labels.push(-1);
+                t.multilabels.extend(v.iter().map(|&x| f32::from(x)));
+            }
+            _ => {
+                return Err(SourceError(
+                    "collating a batch of the cache: a batch mixes class and multilabel labels (or label lengths)".into(),
+                ));
+            }
+        }
+        t.weights.push(r.weight);
+    }
+    Ok(t)
+}
+
+/// A cached event whose feature lengths disagree with its node count is named.
+fn check_record(r: &EventRecord) -> Result<(), SourceError> {
+    let n = usize::from(r.n_nodes);
+    if r.node_features.len() != n * gnn4c_features::D_NODE
+        || r.eta.len() != n
+        || r.phi.len() != n
+        || r.global_features.len() != gnn4c_features::D_GLOBAL
+    {
+        return Err(SourceError(format!(
+            "cached event {} of {}: feature lengths do not match n_nodes {} and {} globals",
+            r.id.entry,
+            r.id.source_file.display(),
+            r.n_nodes,
+            gnn4c_features::D_GLOBAL
+        )));
+    }
+    Ok(())
+}
+
+/// Back from the cache: the graph of a cached event, its topology from `cache` and its edge
+/// features from the raw η/φ (the function that builds them from an event, so bitwise equal).
+pub fn graph_of_record(
+    r: EventRecord,
+    cache: &mut TopologyCache,
+) -> Result<GraphSample, SourceError> {
+    check_record(&r)?;
+    let topology = cache.get(usize::from(r.n_nodes));
+    let mut edges = Vec::with_capacity(topology.n_edges() * D_EDGE);
+    gnn4c_graphs::edge_features(&topology, &r.eta, &r.phi, &mut edges);
+    let mut global_features = [0.0; gnn4c_features::D_GLOBAL];
+    global_features.copy_from_slice(&r.global_features); // length checked above
+    Ok(GraphSample {
+        id: r.id,
+        label: r.label,
+        weight: r.weight,
+        topology,
+        node_features: r.node_features,
+        edge_features: edges,
+        global_features,
+    })
+}
+
+/// A split of the event cache as the trainer's [`EventSource`] for family `F`: cached events read
+/// block by block, batched for `F` on loader threads.
+pub struct CachedEvents<F: Registered> {
+    /// The split.
+    pub split: CachedSplit,
+    config: F::Config,
+}
+
+impl<F: Registered> CachedEvents<F> {
+    /// Opens the events of `splits` in the cache in `dir` (with an optional seeded subset
+    /// `(n, seed)`) for a model of `config`, checking the folds match.
+    pub fn open(
+        dir: &Path,
+        folds: &Folds,
+        splits: &[Split],
+        subset: Option<(usize, u64)>,
+        config: &F::Config,
+    ) -> anyhow::Result<(CacheManifest, Arc<CachedEvents<F>>)> {
+        let (manifest, split) = gnn4c_data::open_split(dir, folds, splits, subset)?;
+        Ok((
+            manifest,
+            Arc::new(CachedEvents {
+                split,
+                config: config.clone(),
+            }),
+        ))
+    }
+
+    /// Events (after any subset).
+    pub fn events(&self) -> usize {
+        self.split.events()
+    }
+}
+
+fn data_err(e: impl std::fmt::Display) -> SourceError {
+    SourceError(e.to_string())
+}
+
+impl<F: Registered> EventSource for CachedEvents<F> {
+    type Event = EventRecord;
+    type Input = F::Input;
+
+    fn block_sizes(&self) -> &[usize] {
+        self.split.block_sizes()
+    }
+
+    fn read_block(&self, block: usize) -> Result<Vec<EventRecord>, SourceError> {
+        self.split.read_block(block).map_err(data_err)
+    }
+
+    fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, SourceError> {
+        let targets = self.split.read_targets(block).map_err(data_err)?;
+        Ok(targets
+            .into_iter()
+            .map(|(label, w)| (i64::from(label), w))
+            .collect())
+    }
+
+    fn target(&self, r: &EventRecord) -> (i64, f32) {
+        let label = match &r.label {
+            Label::Class(c) => i64::from(*c),
+            Label::Multi(_) => -1,
+        };
+        (label, r.weight)
+    }
+
+    fn batch(&self, events: Vec<EventRecord>) -> Result<Batch<F::Input>, SourceError> {
+        F::batch(&self.config, events)
+    }
+}
+
+impl<F: Registered> gnn4c_inference::Identified for CachedEvents<F> {
+    fn identity(&self, r: &EventRecord) -> gnn4c_events::EventId {
+        r.id.clone()
+    }
+}

@@ -1,0 +1,35 @@
+//! The run layer: everything between the model and training crates and the `gnn4colliders`
+//! binary. Run configs composed from YAML (`config`, `settings`: [`RunConfig`] as written,
+//! [`ResolvedRun`] as recorded), the run folder ([`RunDir`]), the registered model families
+//! ([`ModelConfig`], [`Registered`], [`CachedEvents`]), preprocessing (`pipeline`), and the
+//! steps a command runs: [`train`] (and fine-tuning), [`predict`], [`evaluate`], [`export`].
+//! Tests and benchmarks call the steps directly; the binary parses arguments and prints.
+//!
+//! The only crate (with `benchmarks`) that chooses a Burn backend (`device`, `backend`) and knows
+//! the run-folder layout. Must not depend on clap. Start at `train_step.rs`.
+
+pub mod backend;
+pub mod config;
+pub mod device;
+mod export;
+mod family;
+pub mod pipeline;
+mod plots;
+mod run_dir;
+mod score;
+mod settings;
+mod trace;
+mod train_step;
+
+pub use config::ConfigError;
+pub use export::{Exported, export};
+pub use family::{
+    CachedEvents, FAMILIES, FamilyJob, ModelConfig, ModelSection, Registered, graph_of_record,
+};
+pub use run_dir::{RunDir, Start};
+pub use score::{Evaluation, ScoreRequest, SplitChoice, evaluate, predict};
+pub use settings::{
+    EnvironmentSection, FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, SubsetSection,
+    TaskKind, TaskSection, cache_dir, load_dataset, load_run_config, resolve_data_group, task_of,
+};
+pub use train_step::{Finetune, RunSummary, TrainRequest, train};

@@ -1,0 +1,612 @@
+//! The training step behind `train` and `finetune`: a run config → the event cache → a model of
+//! the configured family trained in a run folder, its best model exported and scored.
+
+use std::io::Write;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use burn::module::AutodiffModule;
+use burn::prelude::*;
+use gnn4c_data::{CONTRACT_VERSION, CacheManifest, Split, first_difference};
+use gnn4c_distributed::World;
+use gnn4c_family::write_atomic;
+use gnn4c_features::SelectionConfig;
+use gnn4c_training::{
+    Checkpoint, FitOptions, MetricsRecord, ProgressBar, Scoring, fit, predict, progress_wanted,
+    read_checkpoint,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::TrainingBackend;
+use crate::config::ConfigError;
+use crate::device::{DeviceChoice, check_device};
+use crate::family::{CachedEvents, FamilyJob, ModelConfig, Registered};
+use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
+use crate::run_dir::{RunDir, Start};
+use crate::settings::{
+    FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, cache_dir, load_dataset,
+    resolve_data_group, task_of,
+};
+
+/// Fine-tuning's starting point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finetune {
+    /// The pretrained checkpoint whose backbone is loaded.
+    pub from: PathBuf,
+    /// Frozen backbone or full.
+    pub mode: FinetuneMode,
+}
+
+impl Finetune {
+    /// The config's `finetune` section with `from` and `mode` (command-line flags) applied; the
+    /// section is filled in so the run records it. `config` names the run config in the error
+    /// when no checkpoint is given.
+    pub fn resolve(
+        cfg: &mut RunConfig,
+        from: Option<&Path>,
+        mode: Option<FinetuneMode>,
+        config: &Path,
+    ) -> anyhow::Result<Finetune> {
+        let section = cfg.finetune.get_or_insert(FinetuneSection {
+            from: None,
+            mode: FinetuneMode::default(),
+        });
+        if let Some(f) = from {
+            section.from = Some(f.to_path_buf());
+        }
+        if let Some(m) = mode {
+            section.mode = m;
+        }
+        let Some(from) = section.from.clone() else {
+            bail!(
+                "finetune needs a pretrained checkpoint: pass --from PATH or set finetune.from in {}",
+                config.display()
+            );
+        };
+        Ok(Finetune {
+            from,
+            mode: section.mode,
+        })
+    }
+}
+
+/// What to train, where, and how to report it.
+#[derive(Debug, Clone)]
+pub struct TrainRequest {
+    /// The composed run config.
+    pub config: RunConfig,
+    /// The labels of the layers it was composed from.
+    pub composed_from: Vec<String>,
+    /// The run folder.
+    pub run_dir: RunDir,
+    /// New, overwrite or resume.
+    pub start: Start,
+    /// Fine-tune from a pretrained checkpoint instead of training from scratch.
+    pub finetune: Option<Finetune>,
+    /// Print the resolved config as JSON and stop.
+    pub print_config: bool,
+    /// Draw a progress bar (on a terminal).
+    pub progress: bool,
+    /// Write a Chrome trace of the run's stages to this file.
+    pub profile_trace: Option<PathBuf>,
+}
+
+impl TrainRequest {
+    /// A request to train `config` in its default run folder (`<runs_dir>/<name>`, fine-tuning
+    /// `<runs_dir>/<name>_<mode>`) as a new run, without progress bar or trace.
+    pub fn new(
+        config: RunConfig,
+        composed_from: Vec<String>,
+        finetune: Option<Finetune>,
+    ) -> TrainRequest {
+        let name = match &finetune {
+            Some(f) => format!("{}_{}", config.name, f.mode.name()),
+            None => config.name.clone(),
+        };
+        TrainRequest {
+            run_dir: RunDir::new(config.environment.runs_dir.join(name)),
+            config,
+            composed_from,
+            start: Start::New,
+            finetune,
+            print_config: false,
+            progress: false,
+            profile_trace: None,
+        }
+    }
+}
+
+/// What `metrics.json` of a finished run holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The epoch of the best checkpoint, from 1.
+    pub best_epoch: u64,
+    /// The validation objective that chose it.
+    pub best_validation_objective: f64,
+    /// Epochs trained (including those before a resume).
+    pub epochs_run: usize,
+    /// Whether early stopping ended the run.
+    pub stopped_early: bool,
+    /// The best model on the validation split.
+    pub validation: MetricsRecord,
+    /// The best model on the test split (or its subset).
+    pub test: MetricsRecord,
+    /// Test events scored.
+    pub test_events: usize,
+    /// Events in the test fold.
+    pub test_fold_events: usize,
+}
+
+/// Trains (or fine-tunes) as `req` says, under `world`; rank 0 writes the run folder and the
+/// log lines to `out`. Returns the run's summary (`None` on other ranks and for `print_config`).
+pub fn train(
+    req: &TrainRequest,
+    world: &World,
+    out: &mut dyn Write,
+) -> anyhow::Result<Option<RunSummary>> {
+    let env = &req.config.environment;
+    let mut device: DeviceChoice = env.device.parse().map_err(anyhow::Error::msg)?;
+    // One rank per GPU: plain `cuda` means this node's GPU number <local rank>.
+    if world.is_distributed() && env.device.trim() == "cuda" {
+        device = DeviceChoice::Cuda(world.local_rank());
+    }
+    if !req.print_config {
+        check_device(device).map_err(anyhow::Error::msg)?;
+        let threads = compute_threads(env.threads, world);
+        let pool = crate::device::init_compute_pool(threads);
+        if threads > 0 && pool != threads {
+            bail!(
+                "could not set {threads} compute threads: the pool already has {pool} (set \
+                 environment.threads before anything else runs)"
+            );
+        }
+    }
+    let _trace = match &req.profile_trace {
+        Some(p) if !req.print_config => Some(crate::trace::ProfileTrace::start(p, world)?),
+        _ => None,
+    };
+    match device {
+        DeviceChoice::Cpu => train_on::<burn::backend::Autodiff<burn::backend::Flex>>(
+            req,
+            world,
+            out,
+            &Default::default(),
+        ),
+        #[cfg(feature = "cuda")]
+        DeviceChoice::Cuda(i) => train_on::<burn::backend::Autodiff<burn::backend::Cuda>>(
+            req,
+            world,
+            out,
+            &burn::backend::cuda::CudaDevice::new(i),
+        ),
+        #[cfg(not(feature = "cuda"))]
+        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+    }
+}
+
+/// The compute threads of this process: `environment.threads`, or for 0 the node's cores shared
+/// among its ranks (one per core on one process; `mpirun -np 2` on 8 cores: 4 each), so that
+/// ranks on one node do not oversubscribe its cores.
+fn compute_threads(threads: usize, world: &World) -> usize {
+    if threads > 0 || world.local_size() <= 1 {
+        return threads;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    (cores / world.local_size()).max(1)
+}
+
+/// The model a run trains: the config's, or when fine-tuning the pretrained checkpoint's backbone
+/// (on `--resume`, the run's own checkpoint's) with the config's dropout and `n_out` outputs.
+/// A differing backbone setting is noted on `out` (not on resume: the run already said so).
+fn resolve_model(
+    cfg: &RunConfig,
+    n_out: usize,
+    finetune: bool,
+    pretrained: Option<&Checkpoint>,
+    resumed: Option<&Checkpoint>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ModelConfig> {
+    let configured = ModelConfig::resolve(&cfg.model, n_out)?;
+    let source = if finetune {
+        pretrained.or(resumed)
+    } else {
+        None
+    };
+    let Some(ck) = source else {
+        return Ok(configured);
+    };
+    let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?.model;
+    let model = configured.finetuned(&stored, n_out).ok_or_else(|| {
+        ConfigError(format!(
+            "{} holds a {} model but the config names {}: select it with model={}",
+            ck.path.display(),
+            stored.name(),
+            configured.name(),
+            stored.name()
+        ))
+    })?;
+    let differing = model.differences(&configured, &[]);
+    if let (false, Some(ck)) = (differing.is_empty(), pretrained) {
+        let what: Vec<String> = differing
+            .iter()
+            .map(|(k, theirs, ours)| format!("model.{k} {theirs} (the config says {ours})"))
+            .collect();
+        writeln!(
+            out,
+            "note: the backbone's settings come from {}: {}",
+            ck.path.display(),
+            what.join(", ")
+        )?;
+    }
+    Ok(model)
+}
+
+fn train_on<B: TrainingBackend>(
+    req: &TrainRequest,
+    world: &World,
+    out: &mut dyn Write,
+    device: &B::Device,
+) -> anyhow::Result<Option<RunSummary>> {
+    let mut cfg = req.config.clone();
+    cfg.data = resolve_data_group(&cfg.data);
+    let data = load_dataset(&cfg.data)?;
+    let task = task_of(cfg.task.kind, &data)?;
+    // The cache folder is resolved here so predict and evaluate find it from config.json alone.
+    cfg.cache = Some(cache_dir(
+        cfg.cache.as_deref(),
+        &data,
+        &cfg.environment.cache_dir,
+    ));
+    let run_dir = &req.run_dir;
+    let resume = if req.print_config {
+        None
+    } else {
+        run_dir.checkpoint_to_resume(req.start)?
+    };
+    let pretrained =
+        match (&req.finetune, &resume) {
+            (Some(f), None) => Some(read_checkpoint(&f.from).with_context(|| {
+                format!("loading the pretrained checkpoint {}", f.from.display())
+            })?),
+            _ => None,
+        };
+    let model = resolve_model(
+        &cfg,
+        task.n_out(),
+        req.finetune.is_some(),
+        pretrained.as_ref(),
+        resume.as_ref(),
+        out,
+    )?;
+    let resolved = ResolvedRun {
+        contract_version: CONTRACT_VERSION.to_owned(),
+        run: cfg.clone(),
+        model,
+        dataset: data.clone(),
+        selection: SelectionConfig::default(),
+        task,
+        composed_from: req.composed_from.clone(),
+    };
+    if req.print_config {
+        writeln!(out, "{}", serde_json::to_string_pretty(&resolved)?)?;
+        return Ok(None);
+    }
+    if let Some(ck) = &resume {
+        let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?;
+        if let Some(what) = first_difference(&stored.comparable()?, &resolved.comparable()?) {
+            return Err(ConfigError(format!(
+                "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, loader and environment settings may change on resume"
+            ))
+            .into());
+        }
+    }
+    // Rank 0 writes the run folder; the other ranks never read it (a failed rank ends the job).
+    if world.is_root() {
+        run_dir.prepare(req.start, &resolved)?;
+    }
+
+    // Data: the cache, built or validated by rank 0, then only read by the others.
+    let cache = cfg.cache.clone().expect("resolved above");
+    let cache_span = tracing::info_span!("cache").entered();
+    let manifest = if world.is_root() {
+        let m = ensure_cache(
+            out,
+            &data,
+            &cache,
+            CacheMode::Auto,
+            &cfg.folds,
+            &CacheBuild::default(),
+            &SelectionConfig::default(),
+        )?;
+        world.barrier();
+        m
+    } else {
+        // Rank 0 has checked every shard: the others read the manifest it found up to date.
+        world.barrier();
+        gnn4c_data::read_manifest(&cache)?
+    };
+    if let Some(ck) = &resume
+        && ck.state.fingerprint != manifest.fingerprint
+    {
+        bail!(
+            "--resume: the cache {} was rebuilt since the checkpoint (fingerprint {} then, {} now)",
+            cache.display(),
+            &ck.state.fingerprint[..12.min(ck.state.fingerprint.len())],
+            &manifest.fingerprint[..12]
+        );
+    }
+    drop(cache_span);
+    resolved.model.clone().run(TrainFamily::<B> {
+        req,
+        resolved: &resolved,
+        cache: &cache,
+        manifest,
+        resume,
+        pretrained,
+        world,
+        out,
+        device,
+        backend: PhantomData,
+    })
+}
+
+/// The rest of a training step, with the family's types.
+struct TrainFamily<'a, B: TrainingBackend> {
+    req: &'a TrainRequest,
+    resolved: &'a ResolvedRun,
+    cache: &'a Path,
+    manifest: CacheManifest,
+    resume: Option<Checkpoint>,
+    pretrained: Option<Checkpoint>,
+    world: &'a World,
+    out: &'a mut dyn Write,
+    device: &'a B::Device,
+    backend: PhantomData<B>,
+}
+
+impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
+    type Output = anyhow::Result<Option<RunSummary>>;
+
+    fn run<F: Registered>(self, config: &F::Config) -> Self::Output {
+        let TrainFamily {
+            req,
+            resolved,
+            cache,
+            manifest,
+            resume,
+            pretrained,
+            world,
+            out,
+            device,
+            ..
+        } = self;
+        let cfg = &resolved.run;
+        let task = resolved.task;
+        let run_dir = &req.run_dir;
+        let load_span = tracing::info_span!("open_splits").entered();
+        let seed = cfg.trainer.seed;
+        // The splits are streamed block by block, never read whole; subsets come from the manifest.
+        let open = |split: Split, subset: Option<usize>, salt: u64| {
+            CachedEvents::<F>::open(
+                cache,
+                &cfg.folds,
+                &[split],
+                subset.map(|n| (n, seed ^ salt)),
+                config,
+            )
+            .map(|(_, events)| events)
+        };
+        let train = open(Split::Train, cfg.subset.train_events, 0x0074_7261_696e)?;
+        let val = open(Split::Validation, cfg.subset.val_events, 0x76_616c)?;
+        drop(load_span);
+
+        // The model: fresh, or a pretrained backbone with a new head.
+        B::seed(device, seed);
+        let n_out = task.n_out();
+        let frozen = matches!(
+            &req.finetune,
+            Some(Finetune {
+                mode: FinetuneMode::FrozenBackbone,
+                ..
+            })
+        );
+        let mut model: F::Model<B> = match (&req.finetune, &pretrained) {
+            (Some(f), Some(ck)) => {
+                // The pretrained model: this config's backbone with the checkpoint's head.
+                let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?.model;
+                let skeleton = F::finetuned(config, config, stored.n_out());
+                let net = load_model::<F, B>(ck, &skeleton, device)?;
+                writeln!(
+                    out,
+                    "fine-tuning from {} (epoch {}), new {n_out}-output head, {}",
+                    f.from.display(),
+                    ck.state.epoch,
+                    f.mode.name()
+                )?;
+                F::with_new_head(net, n_out, seed, device)
+            }
+            // Resumed or from scratch: the run's own checkpoint holds every weight, if any.
+            _ => F::init(config, device),
+        };
+        if frozen {
+            model = F::freeze_backbone(model);
+        }
+        // How the model runs on this backend (the CPU's fused kernels, where it has them).
+        let model = F::for_training::<B>(model);
+        let trainable: usize = gnn4c_training::param_shapes(&model)
+            .iter()
+            .filter(|p| !frozen || F::is_head_parameter(&p.name))
+            .map(|p| p.shape.iter().product::<usize>())
+            .sum();
+        writeln!(
+            out,
+            "run {}: {} training / {} validation events, task {task:?}, model {}, {trainable} trainable of {} parameters, device {:?}{}",
+            run_dir.path().display(),
+            train.events(),
+            val.events(),
+            resolved.model.name(),
+            model.num_params(),
+            cfg.environment.device,
+            if world.is_distributed() {
+                format!(
+                    ", {} MPI ranks (global batch {} = {} × {})",
+                    world.size(),
+                    cfg.trainer.batch_size * world.size(),
+                    cfg.trainer.batch_size,
+                    world.size()
+                )
+            } else {
+                String::new()
+            }
+        )?;
+        if let Some(ck) = &resume {
+            match &ck.state.position {
+                Some(p) => writeln!(
+                    out,
+                    "resuming inside epoch {} after {} of its steps (step {})",
+                    ck.state.epoch + 1,
+                    p.batches,
+                    ck.state.global_step
+                )?,
+                None => writeln!(
+                    out,
+                    "resuming after epoch {} (step {})",
+                    ck.state.epoch, ck.state.global_step
+                )?,
+            }
+        }
+
+        let files = run_dir.files();
+        let report = fit::<B, _, _>(
+            model,
+            &train,
+            &val,
+            FitOptions {
+                config: cfg.trainer.clone(),
+                task,
+                files: files.clone(),
+                resolved_config: serde_json::to_value(resolved)?,
+                fingerprint: manifest.fingerprint,
+                contract_version: CONTRACT_VERSION.to_owned(),
+                written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
+                resume,
+                progress: req.progress && progress_wanted(),
+                log: out,
+                world,
+            },
+            device,
+        )?;
+        drop(train);
+        if !world.is_root() {
+            return Ok(None);
+        }
+
+        // The best model: exported with PyTorch names, and scored on validation and test.
+        let best = read_checkpoint(&files.best)?;
+        let exported = load_model::<F, B::InnerBackend>(&best, config, device)?;
+        F::save_weights(&exported, &run_dir.weights())?;
+        let best_model = best.load_model(report.model, device)?.valid();
+        let test = open(Split::Test, cfg.subset.test_events, 0x7465_7374)?;
+        let test_fold_events = test.split.fold_events() as usize;
+        let scoring = Scoring::whole(cfg.trainer.eval_batch_size, cfg.trainer.loader_threads);
+        let hidden = ProgressBar::hidden();
+        let val_m = predict(&best_model, &val, &task, scoring, device, &hidden)?.metrics(&task);
+        let test_m = predict(&best_model, &test, &task, scoring, device, &hidden)?.metrics(&task);
+        // Epochs are numbered from 1 wherever a user reads them.
+        let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0) + 1;
+        // The objective that chose the best epoch: the class-balanced validation loss when the
+        // training weights are balanced, else the validation loss.
+        let objective = report
+            .history
+            .iter()
+            .find(|r| r.epoch == best_epoch)
+            .map_or(val_m.loss, |r| r.val_objective);
+        let summary = RunSummary {
+            best_epoch,
+            best_validation_objective: objective,
+            epochs_run: report.history.len(),
+            stopped_early: report.stopped_early,
+            validation: MetricsRecord::from(&val_m),
+            test: MetricsRecord::from(&test_m),
+            test_events: test.events(),
+            test_fold_events,
+        };
+        write_atomic(
+            &run_dir.metrics(),
+            serde_json::to_string_pretty(&summary)?.as_bytes(),
+        )
+        .with_context(|| format!("writing {}", run_dir.metrics().display()))?;
+        report_end(out, &summary, cfg.trainer.class_balance, &val_m, &test_m)?;
+        let plots = crate::plots::training_plots(&files.history, run_dir.path())?;
+        writeln!(
+            out,
+            "wrote {} (checkpoints, history.jsonl, metrics.json, best.safetensors{})",
+            run_dir.path().display(),
+            plots.iter().map(|p| format!(", {p}")).collect::<String>()
+        )?;
+        writeln!(
+            out,
+            "next: gnn4colliders evaluate {0} (test metrics, ROC and score plots), gnn4colliders predict {0} (NPZ and ROOT friend trees)",
+            run_dir.path().display()
+        )?;
+        Ok(Some(summary))
+    }
+}
+
+/// The line that closes a training run: the best epoch on validation and test.
+fn report_end(
+    out: &mut dyn Write,
+    s: &RunSummary,
+    class_balance: bool,
+    val: &gnn4c_tasks::Metrics,
+    test: &gnn4c_tasks::Metrics,
+) -> anyhow::Result<()> {
+    let balanced = if class_balance {
+        format!(
+            " (balanced {:.4}, which chose the epoch)",
+            s.best_validation_objective
+        )
+    } else {
+        String::new()
+    };
+    let test_events = if s.test_events < s.test_fold_events {
+        format!(
+            "{} of the fold's {} events; `evaluate` scores the whole fold",
+            s.test_events, s.test_fold_events
+        )
+    } else {
+        format!("{} events", s.test_events)
+    };
+    writeln!(
+        out,
+        "best epoch {}: validation loss {:.4}{balanced} acc {:.4} auc {}; test ({test_events}) loss {:.4} acc {:.4} auc {}",
+        s.best_epoch,
+        val.loss,
+        val.accuracy,
+        fmt_auc(val.auc_macro),
+        test.loss,
+        test.accuracy,
+        fmt_auc(test.auc_macro),
+    )?;
+    Ok(())
+}
+
+fn fmt_auc(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.4}")
+    } else {
+        "n/a".into()
+    }
+}
+
+/// The model checkpoint `ck` holds, built from `config`, checked and loaded.
+pub(crate) fn load_model<F: Registered, B: Backend>(
+    ck: &Checkpoint,
+    config: &F::Config,
+    device: &B::Device,
+) -> anyhow::Result<F::Model<B>> {
+    let net = F::init::<B>(config, device);
+    ck.check_compatible(&net, CONTRACT_VERSION)?;
+    Ok(ck.load_model(net, device)?)
+}
