@@ -20,8 +20,16 @@ forbid gnn4c-features "Burn, Arrow, Parquet or oxyroot" "$formats|$burn|^arrow|^
 for c in gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-inference gnn4c-distributed; do
   forbid "$c" "file formats (only gnn4c-data knows them)" "$formats|^gnn4c-data$"
 done
-for c in gnn4c-training gnn4c-inference gnn4c-distributed; do
-  forbid "$c" "a graph or model crate (generic over traits)" '^gnn4c-(graphs|root-gnn)$'
+# No graph type below the families: the trainer, inference, tasks and the family traits are
+# generic over gnn4c-family's traits and name no graph or model type.
+for c in gnn4c-training gnn4c-inference gnn4c-distributed gnn4c-tasks gnn4c-family; do
+  forbid "$c" "a graph or model crate (generic over traits)" '^gnn4c-(graphs|root-gnn|root-gnn-cpu|root-transformer|run)$'
+done
+# The run layer (gnn4c-run) is the binary's library: it knows no argument parser, and only the
+# binary and the benchmarks build on it.
+forbid gnn4c-run "clap (the binary parses arguments)" '^(clap|clap_.*)$'
+for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-root-transformer gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference gnn4c-family; do
+  forbid "$c" "the run layer" '^gnn4c-run$'
 done
 for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference gnn4c-family; do
   forbid "$c" "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
@@ -48,6 +56,12 @@ forbid gnn4c-kernels "Burn, file formats or CLI crates (plain f32 slices)" "$bur
 forbid gnn4c-rootio "Burn, other file formats or CLI crates" "$burn|$formats|$cli_only|^gnn4c-"
 if grep -rln 'oxyroot::' crates --include='*.rs' | grep -vx 'crates/data/src/root/write.rs' | grep -v '/tests/'; then
   echo "layering: the files above use oxyroot outside the friend-tree writer"; fail=1
+fi
+# No model parameter name outside its family: the run layer, the binary and the other crates
+# reach a head or a backbone through gnn4c_family::ModelFamily (tests may name weights).
+params='"(classify|node_encoder|edge_encoder|global_encoder|edge_update|node_update|decoder|token_embed|global_embed|pair_embed|layers)[."]'
+if grep -rnE "$params" crates/*/src benchmarks/src --include='*.rs' | grep -v '^crates/models/'; then
+  echo "layering: the lines above name a model's parameters outside its family's crate"; fail=1
 fi
 # Third-party code only from the registry: no [patch] but the xz2 shim, no vendored folder.
 patched=$(awk '/^\[patch\./{p=1;next} /^\[/{p=0} p && /=/ {print $1}' Cargo.toml | tr '\n' ' ')

@@ -5,6 +5,8 @@ use std::path::Path;
 use gnn4c_testkit::shared;
 use std::process::{Command, Output};
 
+mod families;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gnn4colliders"))
 }
@@ -817,7 +819,7 @@ fn train_kill_resume_and_finetune_from_the_cli() {
         &std::fs::read_to_string(cwd.join("runs/ft_narrow/config.json")).expect("config.json"),
     )
     .expect("json");
-    assert_eq!(recorded.pointer("/run/model/d_hidden"), Some(&32.into()));
+    assert_eq!(recorded.pointer("/model/d_hidden"), Some(&32.into()));
     let o = run(cwd, &["predict", "runs/ft_narrow"]);
     assert!(o.status.success(), "{}", text(&o).1);
     let o = run(
@@ -1525,6 +1527,48 @@ mod mpi {
             );
         }
         let two = weights(&cwd.join("runs/two/last.ckpt"));
+
+        // The ROOT-Transformer through the same command under 2 ranks: global metrics too.
+        ok(mpirun(
+            cwd,
+            &[
+                "-np",
+                "2",
+                bin,
+                "train",
+                "r.yaml",
+                "model=root_transformer",
+                "model.n_layers=1",
+                "trainer.batch_size=32",
+                "--run",
+                "runs/two_tf",
+            ],
+        ));
+        let last_tf = history("runs/two_tf").pop().expect("two epochs");
+        assert_eq!(last_tf["ranks"], 2, "{last_tf}");
+        ok(run(
+            cwd,
+            &[
+                "evaluate",
+                "runs/two_tf",
+                "--checkpoint",
+                "last",
+                "--split",
+                "validation",
+            ],
+        ));
+        let evaluated_tf: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                cwd.join("runs/two_tf/evaluation/demo_finetune_validation/metrics.json"),
+            )
+            .expect("metrics"),
+        )
+        .expect("json");
+        for key in ["loss", "accuracy", "auc_macro"] {
+            let x = last_tf["val"][key].as_f64().expect("metric");
+            let y = evaluated_tf["metrics"][key].as_f64().unwrap_or(f64::NAN);
+            assert!((x - y).abs() <= 1e-6, "transformer val.{key}: {x} vs {y}");
+        }
 
         // Resume under 2 ranks: 1 epoch, then the second, gives the uninterrupted weights.
         let two_ranks = |extra: &[&str]| {

@@ -173,6 +173,8 @@ fn score_step(
         let ck = read_checkpoint(&ck_path)?;
         (resolved, ck_path, ck, dir)
     };
+    // The model as the checkpoint stored it (a checkpoint of another run is named below).
+    let model = ResolvedRun::from_value(&ck.state.config, &ck_path)?.model;
     let job = ScoreFamily {
         req,
         evaluate,
@@ -182,7 +184,7 @@ fn score_step(
         run_dir: &run_dir,
         out,
     };
-    resolved.model.clone().run(job)
+    model.run(job)
 }
 
 /// The scoring step with the family's types; picks the backend.

@@ -1,0 +1,175 @@
+//! Both model families through the same commands, configs and event cache: generate →
+//! preprocess → train → resume → finetune → evaluate → predict → export.
+
+use super::*;
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("JSON")
+}
+
+/// The weights outside the head (`classify.*`), by PyTorch name.
+fn backbone(bits: Vec<(String, Vec<u32>)>) -> Vec<(String, Vec<u32>)> {
+    bits.into_iter()
+        .filter(|(k, _)| !k.starts_with("classify"))
+        .collect()
+}
+
+#[test]
+fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let ok = |args: &[&str]| {
+        let o = run(cwd, args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{args:?}\n{out}{err}");
+        out
+    };
+    ok(&["generate", "--out", "demo", "--events", "150"]);
+    write_demo_configs(cwd);
+    ok(&["preprocess", "pre_data.yaml"]);
+    let cache_before = folder_files(&cwd.join("cache/pre"));
+
+    // A family the registry does not know is a config error naming the families.
+    let o = run(cwd, &["train", "pre.yaml", "model.name=transformer"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+    assert!(
+        text(&o).1.contains("root_gnn, root_transformer"),
+        "{}",
+        text(&o).1
+    );
+
+    for family in ["root_gnn", "root_transformer"] {
+        let model = format!("model={family}");
+        let pre = format!("runs/{family}_pre");
+        let small = [
+            "trainer.max_epochs=2",
+            "trainer.checkpoint_every_steps=null",
+        ];
+        let mut args = vec!["train", "pre.yaml", model.as_str(), "--run", pre.as_str()];
+        args.extend(small);
+        ok(&args);
+        let run_dir = cwd.join(&pre);
+        let config = json(&run_dir.join("config.json"));
+        assert_eq!(config["model"]["name"], family, "{config}");
+        assert_eq!(config["model"]["n_out"], 12, "{config}");
+        let history = std::fs::read_to_string(run_dir.join("history.jsonl")).expect("history");
+        assert_eq!(history.lines().count(), 2, "{history}");
+        let metrics = json(&run_dir.join("metrics.json"));
+        let auc = metrics["test"]["auc_macro"].as_f64().expect("test AUC");
+        assert!((0.5..=1.0).contains(&auc), "{family}: test AUC {auc}");
+        assert!(run_dir.join("best.safetensors").is_file());
+
+        // Resume: one epoch, then the second, gives the straight run's bytes.
+        let res = format!("runs/{family}_res");
+        ok(&[
+            "train",
+            "pre.yaml",
+            &model,
+            "--run",
+            &res,
+            "trainer.max_epochs=1",
+            "trainer.checkpoint_every_steps=null",
+        ]);
+        let out = ok(&[
+            "train",
+            "pre.yaml",
+            &model,
+            "--run",
+            &res,
+            "--resume",
+            "trainer.max_epochs=2",
+            "trainer.checkpoint_every_steps=null",
+        ]);
+        assert!(out.contains("resuming after epoch 1"), "{out}");
+        assert_eq!(
+            std::fs::read(cwd.join(&res).join("last.ckpt")).expect("resumed"),
+            std::fs::read(run_dir.join("last.ckpt")).expect("straight"),
+            "{family}: a resumed run writes the straight run's checkpoint"
+        );
+
+        // Fine-tuning with a frozen backbone trains the new head alone.
+        let ft = format!("runs/{family}_ft");
+        let from = format!("{pre}/best.ckpt");
+        let out = ok(&[
+            "finetune",
+            "ft.yaml",
+            &model,
+            "--from",
+            &from,
+            "--mode",
+            "frozen_backbone",
+            "--run",
+            &ft,
+        ]);
+        assert!(out.contains(&format!("model {family}")), "{out}");
+        let ft_dir = cwd.join(&ft);
+        assert_eq!(json(&ft_dir.join("config.json"))["model"]["n_out"], 1);
+        assert_eq!(
+            backbone(checkpoint_bits(&ft_dir.join("best.ckpt"))),
+            backbone(checkpoint_bits(&run_dir.join("best.ckpt"))),
+            "{family}: a frozen backbone keeps the pretrained weights"
+        );
+        assert_ne!(
+            checkpoint_bits(&ft_dir.join("best.ckpt")).len(),
+            backbone(checkpoint_bits(&ft_dir.join("best.ckpt"))).len(),
+            "the head is there"
+        );
+        // The other family's checkpoint is refused, naming what to select.
+        let other = if family == "root_gnn" {
+            "root_transformer"
+        } else {
+            "root_gnn"
+        };
+        let o = run(
+            cwd,
+            &[
+                "finetune",
+                "ft.yaml",
+                &format!("model={other}"),
+                "--from",
+                &from,
+                "--run",
+                "runs/mismatch",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+        assert!(
+            text(&o)
+                .1
+                .contains(&format!("select it with model={family}")),
+            "{}",
+            text(&o).1
+        );
+
+        // Evaluate and predict read the family from the run's config.json.
+        ok(&["evaluate", &ft]);
+        let evaluation = json(&ft_dir.join("evaluation/ft_test/metrics.json"));
+        let events = evaluation["events"].as_u64().expect("events");
+        assert!(events > 0, "{evaluation}");
+        assert!(
+            evaluation["metrics"]["loss"]
+                .as_f64()
+                .is_some_and(f64::is_finite),
+            "{evaluation}"
+        );
+        ok(&["predict", &ft, "--split", "all", "--format", "npz"]);
+        assert!(ft_dir.join("predictions/ft_all/predictions.npz").is_file());
+        let exported = cwd.join(format!("{family}.safetensors"));
+        let out = ok(&["export", &pre, "--out", exported.to_str().expect("utf-8")]);
+        assert!(out.contains(family), "{out}");
+        assert_eq!(
+            std::fs::read(&exported).expect("export"),
+            std::fs::read(run_dir.join("best.safetensors")).expect("best"),
+            "export writes the run's best weights"
+        );
+    }
+    // One event cache served both families: no second cache, the first one untouched.
+    assert_eq!(folder_files(&cwd.join("cache/pre")), cache_before);
+    let caches: Vec<_> = std::fs::read_dir(cwd.join("cache"))
+        .expect("cache/")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(caches.len(), 2, "pre and ft: {caches:?}");
+}
