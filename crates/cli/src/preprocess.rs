@@ -1,13 +1,11 @@
 //! `gnn4colliders preprocess`: ROOT files → selected events → the sharded Parquet cache.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::Context;
 use gnn4c_data::Folds;
 use gnn4c_distributed::World;
-use gnn4c_features::SelectionConfig;
-use gnn4c_run::pipeline::{CacheBuild, CacheMode, preprocess_cache};
-use gnn4c_run::{cache_dir, load_dataset};
+use gnn4c_run::load_dataset;
+use gnn4c_run::pipeline::{CacheBuild, CacheMode, preprocess};
 
 /// Arguments of `preprocess`.
 #[derive(Debug, clap::Args)]
@@ -72,65 +70,31 @@ impl From<ModeArg> for CacheMode {
     }
 }
 
-/// Preprocesses; under an MPI launcher the ranks share the input files and rank 0 writes the
-/// manifest once every rank is done.
+/// Preprocesses (under an MPI launcher the ranks share the input files).
 pub(crate) fn run(args: &Args, world: &World) -> anyhow::Result<()> {
     let mut out: Box<dyn std::io::Write> = if world.is_root() {
         Box::new(std::io::stdout().lock())
     } else {
         Box::new(std::io::sink())
     };
-    let cfg = load_dataset(&args.config)?;
     let folds = Folds {
         n_folds: args.n_folds,
         ..Folds::default()
     };
-    folds.validate()?;
-    let dir = cache_dir(args.cache.as_deref(), &cfg, Path::new("cache"));
-    let selection = SelectionConfig::default();
-    let mut build = CacheBuild {
+    let build = CacheBuild {
         shard_events: args.shard_events,
         threads: args.threads.unwrap_or(CacheBuild::default().threads).max(1),
         part: args.part,
     };
-    if world.is_distributed() {
-        if args.part.is_some() {
-            anyhow::bail!(
-                "--part splits the work between separate processes; under MPI the ranks already share it: leave --part out"
-            );
-        }
-        if args.mode == ModeArg::Rebuild {
-            anyhow::bail!(
-                "--mode rebuild under MPI: run it in one process, or remove the cache folder first"
-            );
-        }
-        let size = u32::try_from(world.size()).context("too many ranks")?;
-        let rank = u32::try_from(world.rank()).context("too many ranks")?;
-        build.part = Some((rank, size));
-        build.threads = (build.threads / world.local_size()).max(1);
-        preprocess_cache(
-            &mut std::io::sink(),
-            &cfg,
-            &dir,
-            args.mode.into(),
-            &folds,
-            &build,
-            &selection,
-        )?;
-        world.barrier();
-        if !world.is_root() {
-            return Ok(());
-        }
-        build.part = None;
-    }
-    preprocess_cache(
-        &mut *out,
-        &cfg,
-        &dir,
+    let dataset = load_dataset(&args.config)?;
+    preprocess(
+        &dataset,
+        args.cache.as_deref(),
         args.mode.into(),
         &folds,
-        &build,
-        &selection,
+        build,
+        world,
+        &mut *out,
     )?;
     Ok(())
 }

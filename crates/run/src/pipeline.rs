@@ -90,6 +90,58 @@ pub fn to_record(
     }
 }
 
+/// The `preprocess` step: builds or validates the cache of `dataset` in `cache` (default
+/// `cache/<dataset name>`) with the contract's selection; its manifest, unless only a part was
+/// built. Under MPI the ranks share the input
+/// files and rank 0 writes the manifest once every rank is done; a `part` or a rebuild is then
+/// refused (the ranks already split the work; a rebuild would delete the others' units).
+pub fn preprocess(
+    dataset: &DatasetConfig,
+    cache: Option<&Path>,
+    mode: CacheMode,
+    folds: &Folds,
+    mut build: CacheBuild,
+    world: &gnn4c_distributed::World,
+    out: &mut dyn Write,
+) -> anyhow::Result<Option<CacheManifest>> {
+    folds.validate()?;
+    let dir = crate::settings::cache_dir(cache, dataset, Path::new("cache"));
+    let selection = SelectionConfig::default();
+    if world.is_distributed() {
+        if build.part.is_some() {
+            bail!(
+                "--part splits the work between separate processes; under MPI the ranks already share it: leave --part out"
+            );
+        }
+        if mode == CacheMode::Rebuild {
+            bail!(
+                "--mode rebuild under MPI: run it in one process, or remove the cache folder first"
+            );
+        }
+        let size = u32::try_from(world.size()).context("too many ranks")?;
+        let rank = u32::try_from(world.rank()).context("too many ranks")?;
+        build.part = Some((rank, size));
+        build.threads = (build.threads / world.local_size()).max(1);
+        // Every rank writes its units (a failing rank ends the job); the manifest comes after,
+        // from rank 0 alone.
+        preprocess_cache(
+            &mut std::io::sink(),
+            dataset,
+            &dir,
+            mode,
+            folds,
+            &build,
+            &selection,
+        )?;
+        world.barrier();
+        if !world.is_root() {
+            return Ok(None);
+        }
+        build.part = None;
+    }
+    preprocess_cache(out, dataset, &dir, mode, folds, &build, &selection)
+}
+
 /// Ensures the cache for `cfg` exists and matches; returns its manifest.
 pub fn ensure_cache(
     out: &mut dyn Write,

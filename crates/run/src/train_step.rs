@@ -401,9 +401,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
         let val = open(Split::Validation, cfg.subset.val_events, 0x76_616c)?;
         drop(load_span);
 
-        // The model: fresh, or a pretrained backbone with a new head.
         B::seed(device, seed);
-        let n_out = task.n_out();
         let frozen = matches!(
             &req.finetune,
             Some(Finetune {
@@ -411,24 +409,8 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
                 ..
             })
         );
-        let mut model: F::Model<B> = match (&req.finetune, &pretrained) {
-            (Some(f), Some(ck)) => {
-                // The pretrained model: this config's backbone with the checkpoint's head.
-                let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?.model;
-                let skeleton = F::finetuned(config, config, stored.n_out());
-                let net = load_model::<F, B>(ck, &skeleton, device)?;
-                writeln!(
-                    out,
-                    "fine-tuning from {} (epoch {}), new {n_out}-output head, {}",
-                    f.from.display(),
-                    ck.state.epoch,
-                    f.mode.name()
-                )?;
-                F::with_new_head(net, n_out, seed, device)
-            }
-            // Resumed or from scratch: the run's own checkpoint holds every weight, if any.
-            _ => F::init(config, device),
-        };
+        let mut model =
+            initial_model::<F, B>(req, config, pretrained.as_ref(), task.n_out(), device, out)?;
         if frozen {
             model = F::freeze_backbone(model);
         }
@@ -439,42 +421,18 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
             .filter(|p| !frozen || F::is_head_parameter(&p.name))
             .map(|p| p.shape.iter().product::<usize>())
             .sum();
-        writeln!(
+        let events = (train.events(), val.events());
+        report_start(
             out,
-            "run {}: {} training / {} validation events, task {task:?}, model {}, {trainable} trainable of {} parameters, device {:?}{}",
-            run_dir.path().display(),
-            train.events(),
-            val.events(),
-            resolved.model.name(),
+            resolved,
+            run_dir,
+            events,
+            trainable,
             model.num_params(),
-            cfg.environment.device,
-            if world.is_distributed() {
-                format!(
-                    ", {} MPI ranks (global batch {} = {} × {})",
-                    world.size(),
-                    cfg.trainer.batch_size * world.size(),
-                    cfg.trainer.batch_size,
-                    world.size()
-                )
-            } else {
-                String::new()
-            }
+            world,
         )?;
         if let Some(ck) = &resume {
-            match &ck.state.position {
-                Some(p) => writeln!(
-                    out,
-                    "resuming inside epoch {} after {} of its steps (step {})",
-                    ck.state.epoch + 1,
-                    p.batches,
-                    ck.state.global_step
-                )?,
-                None => writeln!(
-                    out,
-                    "resuming after epoch {} (step {})",
-                    ck.state.epoch, ck.state.global_step
-                )?,
-            }
+            report_resume(out, ck)?;
         }
 
         let files = run_dir.files();
@@ -554,6 +512,90 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
     }
 }
 
+/// The model a run starts from: a new one, or the pretrained checkpoint's backbone with a new
+/// head of `n_out` outputs (a resumed run's own checkpoint then holds every weight).
+fn initial_model<F: Registered, B: TrainingBackend>(
+    req: &TrainRequest,
+    config: &F::Config,
+    pretrained: Option<&Checkpoint>,
+    n_out: usize,
+    device: &B::Device,
+    out: &mut dyn Write,
+) -> anyhow::Result<F::Model<B>> {
+    let (Some(f), Some(ck)) = (&req.finetune, pretrained) else {
+        return Ok(F::init(config, device));
+    };
+    // The pretrained model: this config's backbone with the checkpoint's head.
+    let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?.model;
+    let skeleton = F::finetuned(config, config, stored.n_out());
+    let net = load_model::<F, B>(ck, &skeleton, device)?;
+    writeln!(
+        out,
+        "fine-tuning from {} (epoch {}), new {n_out}-output head, {}",
+        f.from.display(),
+        ck.state.epoch,
+        f.mode.name()
+    )?;
+    Ok(F::with_new_head(
+        net,
+        n_out,
+        req.config.trainer.seed,
+        device,
+    ))
+}
+
+/// The line that opens a training run: folder, events, task, model, parameters, device, ranks.
+fn report_start(
+    out: &mut dyn Write,
+    resolved: &ResolvedRun,
+    run_dir: &RunDir,
+    (n_train, n_val): (usize, usize),
+    trainable: usize,
+    parameters: usize,
+    world: &World,
+) -> anyhow::Result<()> {
+    let trainer = &resolved.run.trainer;
+    let ranks = if world.is_distributed() {
+        format!(
+            ", {} MPI ranks (global batch {} = {} × {})",
+            world.size(),
+            trainer.batch_size * world.size(),
+            trainer.batch_size,
+            world.size()
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "run {}: {n_train} training / {n_val} validation events, task {:?}, model {}, {trainable} trainable of {parameters} parameters, device {:?}{ranks}",
+        run_dir.path().display(),
+        resolved.task,
+        resolved.model.name(),
+        resolved.run.environment.device,
+    )?;
+    Ok(())
+}
+
+/// Where a resumed run picks up.
+fn report_resume(out: &mut dyn Write, ck: &Checkpoint) -> anyhow::Result<()> {
+    match &ck.state.position {
+        Some(p) => writeln!(
+            out,
+            "resuming inside epoch {} after {} of its steps (step {})",
+            ck.state.epoch + 1,
+            p.batches,
+            ck.state.global_step
+        )?,
+        None => writeln!(
+            out,
+            "resuming after epoch {} (step {})",
+            ck.state.epoch, ck.state.global_step
+        )?,
+    }
+    Ok(())
+}
+
 /// The line that closes a training run: the best epoch on validation and test.
 fn report_end(
     out: &mut dyn Write,
@@ -609,4 +651,64 @@ pub(crate) fn load_model<F: Registered, B: Backend>(
     let net = F::init::<B>(config, device);
     ck.check_compatible(&net, CONTRACT_VERSION)?;
     Ok(ck.load_model(net, device)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::{ScoreRequest, evaluate};
+    use crate::settings::load_run_config;
+
+    #[test]
+    fn the_steps_train_evaluate_and_export_a_transformer_without_the_binary() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        gnn4c_data::write_demo(&root.join("demo"), 100, 42, 1).expect("demo files");
+        let data = root.join("ft_data.yaml");
+        std::fs::write(
+            &data,
+            format!(
+                "name: ft\ntree: output\nschema: vector\nclasses: [even, odd]\nsamples:\n  - {{name: even, files: [{0}/demo/finetune/ttH_CPeven.root], label: 0}}\n  - {{name: odd, files: [{0}/demo/finetune/ttH_CPodd.root], label: 1}}\n",
+                root.display()
+            ),
+        )
+        .expect("write");
+        let run_config = root.join("run.yaml");
+        std::fs::write(
+            &run_config,
+            format!(
+                "name: steps\ndata: {}\ntask: binary\nmodel: {{name: root_transformer, d_model: 16, n_heads: 2, n_layers: 1}}\ntrainer: {{batch_size: 32, max_epochs: 1, seed: 3}}\nenvironment: {{runs_dir: {r}/runs, cache_dir: {r}/cache}}\nsubset: {{train_events: 64, val_events: 32, test_events: 32}}\n",
+                data.display(),
+                r = root.display()
+            ),
+        )
+        .expect("write");
+        let (cfg, sources) = load_run_config(&run_config, &[], &[]).expect("run config");
+        let req = TrainRequest::new(cfg, sources, None);
+        assert_eq!(req.run_dir.path(), root.join("runs/steps"));
+        let mut log = Vec::new();
+        let world = World::single();
+        let summary = train(&req, &world, &mut log)
+            .expect("trains")
+            .expect("rank 0 summarises");
+        assert_eq!((summary.epochs_run, summary.test_events), (1, 32));
+        let resolved = req.run_dir.read_config().expect("config.json");
+        assert_eq!(resolved.model.name(), "root_transformer");
+        assert_eq!(resolved.model.n_out(), 1);
+        // The run folder is not replaced without Start::Overwrite.
+        let again = train(&req, &world, &mut log).unwrap_err();
+        assert!(again.to_string().contains("already holds a run"), "{again}");
+
+        let (_, evaluation) =
+            evaluate(&ScoreRequest::new(req.run_dir.path()), &mut log).expect("evaluates");
+        assert_eq!(evaluation.events, summary.test_fold_events);
+        let exported =
+            crate::export::export(req.run_dir.path(), &root.join("w.safetensors"), false)
+                .expect("exports");
+        assert_eq!(exported.family, "root_transformer");
+        assert_eq!(
+            std::fs::read(root.join("w.safetensors")).expect("export"),
+            std::fs::read(req.run_dir.weights()).expect("best.safetensors")
+        );
+    }
 }
