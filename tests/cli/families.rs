@@ -39,6 +39,27 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
         text(&o).1
     );
 
+    // Setting the name over another family's group file names the keys that do not fit and
+    // how to switch families.
+    let o = run(
+        cwd,
+        &[
+            "train",
+            "pre.yaml",
+            "model=root_gnn",
+            "model.name=root_transformer",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+    assert!(
+        text(&o)
+            .1
+            .contains("unknown key `model.d_edge` for model root_transformer")
+            && text(&o).1.contains("`model=root_transformer`"),
+        "{}",
+        text(&o).1
+    );
+
     for family in ["root_gnn", "root_transformer"] {
         let model = format!("model={family}");
         let pre = format!("runs/{family}_pre");

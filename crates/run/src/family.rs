@@ -210,7 +210,7 @@ fn resolve_settings<F: ModelFamily>(
                 .collect();
             let hint = gnn4c_data::closest_names(key, valid.iter().copied(), 1);
             return Err(ConfigError(format!(
-                "unknown key `model.{key}` for model {family}{}; its keys are {}",
+                "unknown key `model.{key}` for model {family}{}; its keys are {} (to change the family, select its group file: `model={family}`, not `model.name={family}`)",
                 hint.first()
                     .map(|h| format!(" (did you mean `model.{h}`?)"))
                     .unwrap_or_default(),
