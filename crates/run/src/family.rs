@@ -161,17 +161,11 @@ impl ModelConfig {
     }
 
     /// The settings of `self` that differ from `other`'s, as (key, this value, other value),
-    /// leaving out the head's width and the keys in `ignore`.
-    pub fn differences(
-        &self,
-        other: &ModelConfig,
-        ignore: &[&str],
-    ) -> Vec<(String, String, String)> {
+    /// leaving out the head's width.
+    pub fn differences(&self, other: &ModelConfig) -> Vec<(String, String, String)> {
         let (a, b) = (self.settings(), other.settings());
         a.iter()
-            .filter(|(k, v)| {
-                k.as_str() != "n_out" && !ignore.contains(&k.as_str()) && b.get(*k) != Some(v)
-            })
+            .filter(|(k, v)| k.as_str() != "n_out" && b.get(*k) != Some(v))
             .map(|(k, v)| {
                 let theirs = b
                     .get(k)

@@ -30,6 +30,6 @@ pub use run_dir::{RunDir, Start};
 pub use score::{Evaluation, ScoreRequest, SplitChoice, evaluate, predict};
 pub use settings::{
     EnvironmentSection, FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, SubsetSection,
-    TaskKind, TaskSection, cache_dir, load_dataset, load_run_config, resolve_data_group, task_of,
+    TaskKind, TaskSection, cache_dir, load_dataset, load_run_config,
 };
 pub use train_step::{Finetune, RunSummary, TrainRequest, train};

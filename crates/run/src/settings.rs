@@ -161,7 +161,7 @@ pub struct RunConfig {
 
 /// `data=nanoaod` (Hydra's group form) means `configs/data/nanoaod.yaml` when `nanoaod` is not
 /// itself a file.
-pub fn resolve_data_group(data: &Path) -> PathBuf {
+pub(crate) fn resolve_data_group(data: &Path) -> PathBuf {
     let group = Path::new("configs/data").join(data).with_extension("yaml");
     if !data.is_file() && data.extension().is_none() && group.is_file() {
         group
@@ -171,7 +171,7 @@ pub fn resolve_data_group(data: &Path) -> PathBuf {
 }
 
 /// The task `kind` on `data`'s classes; a mismatch is a [`ConfigError`].
-pub fn task_of(kind: TaskKind, data: &DatasetConfig) -> anyhow::Result<Task> {
+pub(crate) fn task_of(kind: TaskKind, data: &DatasetConfig) -> anyhow::Result<Task> {
     let k = data.classes.len();
     Ok(match kind {
         TaskKind::Binary if k == 2 => Task::Binary,

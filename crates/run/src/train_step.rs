@@ -226,7 +226,7 @@ fn resolve_model(
             stored.name()
         ))
     })?;
-    let differing = model.differences(&configured, &[]);
+    let differing = model.differences(&configured);
     if let (false, Some(ck)) = (differing.is_empty(), pretrained) {
         let what: Vec<String> = differing
             .iter()
