@@ -20,7 +20,6 @@ use gnn4c_data::{
     write_demo,
 };
 use gnn4c_family::EventSource;
-use gnn4c_features::SelectionConfig;
 use gnn4c_root_gnn::{EdgeNetworkConfig, RootGnnFamily};
 use gnn4c_run::CachedEvents;
 use gnn4c_run::device::DeviceChoice;
@@ -141,7 +140,9 @@ fn main() -> anyhow::Result<()> {
     let cfg = DatasetConfig {
         name: "bench".into(),
         tree: Some("output".into()),
-        schema: SchemaRef::Builtin("vector".into()),
+        schema: Some(SchemaRef::Builtin("vector".into())),
+        inputs: None,
+        source: None,
         classes: Vec::new(),
         step_size: 10_000,
         samples: files
@@ -161,7 +162,6 @@ fn main() -> anyhow::Result<()> {
     };
     let events = n * cfg.samples.len();
     let folds = Folds::default();
-    let selection = SelectionConfig::default();
     let dir = tmp.path().join("cache");
     let mut sink = std::io::sink();
     let mut rows: Vec<(String, Stats, Stats, f64)> = Vec::new();
@@ -189,7 +189,6 @@ fn main() -> anyhow::Result<()> {
                 threads: 1,
                 part: None,
             },
-            &selection,
             serde_json::json!({}),
             String::new(),
             Path::new("/"),

@@ -7,7 +7,9 @@ use gnn4c_events::{EventId, EventSample, Label, SkipCounts, polar_from_cartesian
 
 use crate::root::{BranchKind, ColumnChunk, ColumnRequest, EntryRange, TreeReader, open_tree};
 use crate::schema::{MetSpec, ObjectSpec};
-use crate::{DataError, SchemaSpec, closest_names};
+use gnn4c_features::closest_names;
+
+use crate::{DataError, SchemaSpec};
 
 /// What the events of one sample get from its config entry.
 #[derive(Debug, Clone, PartialEq)]

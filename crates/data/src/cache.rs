@@ -34,7 +34,7 @@ use crate::blocks::CachedSplit;
 use crate::error::write_atomically;
 
 /// Version of the cache's on-disk layout; bump it when columns change.
-pub const CACHE_SCHEMA_VERSION: u32 = 4;
+pub const CACHE_SCHEMA_VERSION: u32 = 5;
 /// The scientific contract the cached features follow (`../shared/spec/contract.md`).
 pub const CONTRACT_VERSION: &str = "v1";
 /// The manifest's file name.
@@ -94,6 +94,29 @@ pub struct SampleCounts {
     pub skipped: BTreeMap<String, u64>,
 }
 
+/// The names of the cached features, in column order: what a model's input widths come from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureNames {
+    /// Node features (`d_node` of them).
+    pub node: Vec<String>,
+    /// Global features.
+    pub global: Vec<String>,
+    /// Pair features, computed when the cache is read.
+    pub pair: Vec<String>,
+}
+
+impl FeatureNames {
+    /// The names of a declaration's features.
+    pub fn of(spec: &gnn4c_features::InputsSpec) -> FeatureNames {
+        FeatureNames {
+            node: spec.node_features.iter().map(|f| f.name.clone()).collect(),
+            global: spec.globals.iter().map(|f| f.name.clone()).collect(),
+            pair: spec.pairs.iter().map(|p| p.name().to_owned()).collect(),
+        }
+    }
+}
+
 /// `manifest.json`: what a cache holds and what made it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,6 +132,8 @@ pub struct CacheManifest {
     pub fingerprint_inputs: serde_json::Value,
     /// Number of folds (`fold = event_number mod n_folds`).
     pub n_folds: u32,
+    /// The cached features' names, in column order.
+    pub features: FeatureNames,
     /// The shards, in order.
     pub shards: Vec<ShardInfo>,
     /// Counts per sample.

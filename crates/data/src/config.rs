@@ -6,8 +6,39 @@ use std::sync::Arc;
 use gnn4c_events::{EventSample, Label, SkipCounts};
 use serde::{Deserialize, Serialize};
 
+use gnn4c_features::{Inputs, InputsSpec};
+
 use crate::root::EntryRange;
 use crate::{DataError, FileReport, SampleMeta, SchemaSpec, read_file_events};
+
+/// The built-in input declarations (`configs/inputs/<name>.yaml`, built into the binary): what
+/// `schema: <name>` and `inputs: <name>` read.
+const BUILTIN_INPUTS: [(&str, &str); 5] = [
+    ("delphes", include_str!("../../../configs/inputs/delphes.yaml")),
+    ("delphes_flat", include_str!("../../../configs/inputs/delphes_flat.yaml")),
+    ("nanoaod", include_str!("../../../configs/inputs/nanoaod.yaml")),
+    ("hzz", include_str!("../../../configs/inputs/hzz.yaml")),
+    ("vector", include_str!("../../../configs/inputs/vector.yaml")),
+];
+
+/// The built-in declaration `name` (`nanoaod`, …), or `None`.
+pub fn builtin_inputs(name: &str) -> Option<Result<InputsSpec, DataError>> {
+    BUILTIN_INPUTS.iter().find(|(n, _)| *n == name).map(|(n, text)| {
+        serde_yaml::from_str(text).map_err(|e| {
+            DataError::Config(format!("the built-in declaration configs/inputs/{n}.yaml: {e}"))
+        })
+    })
+}
+
+/// An input declaration in a config: a built-in's name, or one written out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum InputsRef {
+    /// `delphes`, `delphes_flat`, `nanoaod`, `hzz` or `vector` (`configs/inputs/<name>.yaml`).
+    Builtin(String),
+    /// A declaration written out in the config.
+    Custom(Box<InputsSpec>),
+}
 
 /// A schema in a config: a built-in's name, or one written out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,8 +131,13 @@ pub struct DatasetConfig {
     /// Default tree name of the samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree: Option<String>,
-    /// Schema: a built-in name or a written-out schema.
-    pub schema: SchemaRef,
+    /// Schema: a built-in name (shorthand for its input declaration) or a written-out schema;
+    /// give this or `inputs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<SchemaRef>,
+    /// The input declaration: objects, node, global and pair features (`docs/inputs.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<InputsRef>,
     /// Class names by label index (for reports and per-class outputs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<String>,
@@ -110,13 +146,14 @@ pub struct DatasetConfig {
     pub step_size: usize,
     /// The samples.
     pub samples: Vec<SampleConfig>,
+    /// The file the config was read from (for error messages; not part of the config).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
-/// How one sample is read: everything [`read_file_events`] needs, and the files.
+/// How one sample is read: its tree, metadata, entry range and files.
 #[derive(Debug, Clone)]
 pub struct SamplePlan {
-    /// The resolved schema.
-    pub schema: SchemaSpec,
     /// The tree in every file.
     pub tree: String,
     /// Name, label, weight branch and scale.
@@ -151,9 +188,54 @@ impl SampleReport {
 }
 
 impl DatasetConfig {
-    /// Checks names, labels and the schema before any file is opened.
+    /// The input declaration as written: `inputs`, or `schema`'s (a built-in name is the
+    /// shipped declaration of that name; a written-out schema is translated).
+    pub fn inputs_spec(&self) -> Result<InputsSpec, DataError> {
+        let builtin = |name: &str| {
+            builtin_inputs(name).unwrap_or_else(|| {
+                Err(DataError::Config(format!(
+                    "unknown schema '{name}'; built-in declarations: {}",
+                    crate::BUILTIN_SCHEMAS.join(", ")
+                )))
+            })
+        };
+        match (&self.inputs, &self.schema) {
+            (Some(_), Some(_)) => Err(DataError::Config(format!(
+                "dataset '{}' gives both `schema` and `inputs`: keep one (`schema: nanoaod` is short for the built-in declaration)",
+                self.name
+            ))),
+            (None, None) => Err(DataError::Config(format!(
+                "dataset '{}' gives neither `inputs` nor `schema`: declare its inputs (docs/inputs.md) or name a built-in (`schema: nanoaod`)",
+                self.name
+            ))),
+            (Some(InputsRef::Builtin(name)), None) | (None, Some(SchemaRef::Builtin(name))) => {
+                builtin(name)
+            }
+            (Some(InputsRef::Custom(spec)), None) => Ok(spec.as_ref().clone()),
+            (None, Some(SchemaRef::Custom(spec))) => {
+                spec.validate()?;
+                Ok(spec.to_inputs())
+            }
+        }
+    }
+
+    /// The input declaration, checked and parsed; errors name the config file.
+    pub fn inputs(&self) -> Result<Inputs, DataError> {
+        let spec = self.inputs_spec()?;
+        Inputs::new(&spec).map_err(|e| DataError::Config(format!("{}{e}", self.source_prefix())))
+    }
+
+    /// `<config file>: ` for messages, or nothing.
+    pub fn source_prefix(&self) -> String {
+        self.source
+            .as_ref()
+            .map(|p| format!("{}: ", p.display()))
+            .unwrap_or_default()
+    }
+
+    /// Checks names, labels and the input declaration before any file is opened.
     pub fn validate(&self) -> Result<(), DataError> {
-        self.schema.resolve()?;
+        self.inputs()?;
         if self.samples.is_empty() {
             return Err(DataError::Config(format!(
                 "dataset '{}' has no samples",
@@ -252,7 +334,6 @@ impl DatasetConfig {
         base_dir: &Path,
     ) -> Result<SamplePlan, DataError> {
         Ok(SamplePlan {
-            schema: self.schema.resolve()?,
             tree: sample
                 .tree
                 .as_deref()
@@ -282,12 +363,21 @@ impl DatasetConfig {
         on_events: &mut dyn FnMut(&[EventSample]) -> Result<(), DataError>,
     ) -> Result<SampleReport, DataError> {
         let plan = self.sample_plan(sample, base_dir)?;
+        let schema = match &self.schema {
+            Some(s) => s.resolve()?,
+            None => {
+                return Err(DataError::Config(format!(
+                    "dataset '{}' declares `inputs`: read it through its declaration (gnn4c_data::read_file_inputs)",
+                    self.name
+                )));
+            }
+        };
         let mut report = SampleReport::default();
         for path in plan.files {
             let r = read_file_events(
                 &path,
                 &plan.tree,
-                &plan.schema,
+                &schema,
                 &plan.meta,
                 plan.range,
                 on_events,

@@ -133,52 +133,6 @@ fn did_you_mean(closest: &[String], what: &str) -> String {
     }
 }
 
-/// Up to `n` names from `candidates` closest to `name` (edit distance, ignoring case), closest first.
-///
-/// Used for every "no such X" error so the user sees what they probably meant.
-pub fn closest_names<'a>(
-    name: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-    n: usize,
-) -> Vec<String> {
-    let lower = name.to_lowercase();
-    let mut scored: Vec<(usize, &str)> = candidates
-        .into_iter()
-        .map(|c| {
-            let d = edit_distance(&lower, &c.to_lowercase());
-            // A candidate that contains the name (or the reverse) is a good guess whatever its length.
-            let bonus = if c.to_lowercase().contains(&lower) || lower.contains(&c.to_lowercase()) {
-                0
-            } else {
-                1
-            };
-            (d * 2 + bonus, c)
-        })
-        .collect();
-    scored.sort();
-    scored.dedup_by(|a, b| a.1 == b.1);
-    scored
-        .into_iter()
-        .take(n)
-        .map(|(_, c)| c.to_owned())
-        .collect()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
-}
-
 /// Runs `write` on a temporary sibling of `path` (`.tmp-<pid>.<name>`, so the extension stays
 /// last for writers that read it) and renames it over `path` on success: a failed or killed
 /// write never leaves a half file under `path`. On failure the temporary file is removed.
@@ -201,16 +155,4 @@ pub fn write_atomically(
         let _ = std::fs::remove_file(&tmp);
     }
     result
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn closest_names_prefers_small_edits() {
-        let got = closest_names("Jet_Pt", ["Jet_Px", "Jet_Py", "Muon_Px", "NJet"], 2);
-        assert_eq!(got, vec!["Jet_Px", "Jet_Py"]);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-    }
 }

@@ -16,6 +16,7 @@ mod assemble;
 mod blocks;
 mod cache;
 mod config;
+mod declared;
 mod demo;
 mod error;
 mod inspect;
@@ -26,17 +27,21 @@ mod schema;
 pub use assemble::{FileReport, SampleMeta, read_file_events, read_tree_events};
 pub use blocks::CachedSplit;
 pub use cache::{
-    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, EventRecord, Folds,
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, EventRecord, FeatureNames, Folds,
     MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, Split, UnitDone, UnitWriter, building_dir,
     file_identity, fingerprint_of, first_difference, fold_of, open_split, read_cache,
     read_manifest, read_split, verify_cache,
 };
-pub use config::{DatasetConfig, LabelSpec, SampleConfig, SamplePlan, SampleReport, SchemaRef};
+pub use config::{
+    DatasetConfig, InputsRef, LabelSpec, SampleConfig, SamplePlan, SampleReport, SchemaRef,
+    builtin_inputs,
+};
+pub use declared::{InputChunk, entry_id, read_file_inputs};
 pub use demo::{
     DEMO_TREE, DEMO_VERSION, DemoFile, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, ToyColumns,
     ToyProcess, toy_events, write_demo,
 };
-pub use error::{DataError, closest_names, write_atomically};
+pub use error::{DataError, write_atomically};
 pub use inspect::{TreeInspection, inspect_file};
 pub use outputs::{
     FriendTree, PredictionTable, SAMPLE_NAME_CHARS, check_output_path, read_predictions_npz,

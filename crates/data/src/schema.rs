@@ -106,6 +106,18 @@ pub struct SchemaSpec {
     pub met: Option<MetSpec>,
 }
 
+/// The contract's features (§3–§4) with no objects: what every built-in declaration ends with
+/// (the node features, globals and pairs of `configs/inputs/*.yaml`).
+fn contract_features() -> gnn4c_features::InputsSpec {
+    let text = include_str!("../../../configs/inputs/vector.yaml");
+    let mut spec: gnn4c_features::InputsSpec =
+        serde_yaml::from_str(text).unwrap_or_else(|e| panic!("configs/inputs/vector.yaml: {e}"));
+    spec.objects.clear();
+    spec.event_number = None;
+    spec.weight = None;
+    spec
+}
+
 fn custom_name() -> String {
     "custom".to_owned()
 }
@@ -346,6 +358,84 @@ impl SchemaSpec {
             }
         }
         Ok(())
+    }
+
+    /// This schema as an input declaration: its branches for the collections' kinematics
+    /// (times `energy_scale`), the contract's selection (§2) and features (§3–§4), as the
+    /// built-in declarations write them.
+    pub fn to_inputs(&self) -> gnn4c_features::InputsSpec {
+        let scaled = |b: &Option<String>| {
+            b.as_ref().map(|b| {
+                if self.energy_scale == 1.0 {
+                    b.clone()
+                } else {
+                    format!("{b} * {}", self.energy_scale)
+                }
+            })
+        };
+        let defaults = gnn4c_features::SelectionConfig::default();
+        let mut objects = Vec::new();
+        for (c, (field, spec)) in self.collections().into_iter().enumerate() {
+            let Some(spec) = spec else { continue };
+            let jets = field == "jets";
+            let mut fields = std::collections::BTreeMap::new();
+            if let Some(b) = &spec.btag {
+                let test = match spec.btag_threshold {
+                    Some(t) => format!("{b} > {t}"),
+                    None => format!("{b} != 0"),
+                };
+                fields.insert("btag".to_owned(), test);
+            }
+            if let Some(q) = &spec.charge {
+                fields.insert("charge".to_owned(), format!("sign({q})"));
+            }
+            let mass = match field {
+                "electrons" => Some(gnn4c_events::ELECTRON_MASS.to_string()),
+                "muons" => Some(gnn4c_events::MUON_MASS.to_string()),
+                "jets" => scaled(&spec.mass),
+                _ => None,
+            };
+            objects.push(gnn4c_features::ObjectDecl {
+                name: field.to_owned(),
+                counter: spec.counter.clone(),
+                pt: scaled(&spec.pt),
+                eta: spec.eta.clone(),
+                phi: spec.phi.clone(),
+                mass,
+                e: if jets { scaled(&spec.e) } else { None },
+                px: scaled(&spec.px),
+                py: scaled(&spec.py),
+                pz: scaled(&spec.pz),
+                single: false,
+                optional: spec.optional,
+                select: Some(format!(
+                    "pt >= {} && abs(eta) <= {}",
+                    defaults.min_pt.get(c),
+                    defaults.max_abs_eta.get(c)
+                )),
+                max_objects: Some(defaults.max_objects.get(c)),
+                fields,
+            });
+        }
+        if let Some(met) = &self.met {
+            let polar = met.pt.is_some();
+            objects.push(gnn4c_features::ObjectDecl {
+                name: "met".to_owned(),
+                counter: met.counter.clone(),
+                pt: scaled(&met.pt),
+                eta: polar.then(|| "0".to_owned()),
+                phi: met.phi.clone(),
+                px: scaled(&met.px),
+                py: scaled(&met.py),
+                single: true,
+                ..gnn4c_features::ObjectDecl::default()
+            });
+        }
+        let mut spec = contract_features();
+        spec.event_number = self.event_number.clone();
+        spec.weight = self.weight.clone();
+        spec.objects = objects;
+        spec
     }
 
     /// `(field name, spec)` for the four object collections, in node order.

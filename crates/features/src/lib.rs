@@ -8,10 +8,19 @@
 //! dependency tree (checked by `.ci/run`). Start at `build.rs`.
 
 mod build;
+mod declare;
+mod declared;
+mod expr;
 mod selection;
 
 pub use build::{
     D_GLOBAL, D_NODE, EventFeatures, NODE_FEATURE_NAMES, SKIP_NON_FINITE, SKIP_TOO_FEW_NODES,
     build_features,
 };
+pub use declare::{
+    DeclError, EVENT_NAMES, FeatureDecl, Inputs, InputsSpec, Kinematics, OBJECT_FIELDS, ObjectDecl,
+    ObjectInputs, PairFeature, Standardize, closest_names,
+};
+pub use declared::{ChunkFeatures, ChunkInputs, ObjectColumns, Skip};
+pub use expr::{Aggregate, Bound, Expr, ExprError, FUNCTIONS, NameRef};
 pub use selection::{PerCollection, SelectionConfig};

@@ -170,7 +170,7 @@ impl Composed {
                             path.push(found.clone());
                         }
                         let parent = path[..path.len() - 1].to_vec();
-                        let hint = gnn4c_data::closest_names(found, expected.iter().copied(), 1)
+                        let hint = gnn4c_features::closest_names(found, expected.iter().copied(), 1)
                             .first()
                             .map(|c| {
                                 let mut p = parent.clone();
@@ -243,7 +243,7 @@ pub fn resolve_primary(arg: &Path) -> Result<PathBuf, ConfigError> {
     }
     let names = options_in(experiments);
     let hint =
-        gnn4c_data::closest_names(&arg.to_string_lossy(), names.iter().map(String::as_str), 3);
+        gnn4c_features::closest_names(&arg.to_string_lossy(), names.iter().map(String::as_str), 3);
     err(format!(
         "run config not found: {} (neither a file nor an experiment in {}{})",
         arg.display(),
@@ -347,7 +347,7 @@ fn find_group_file(
         if names.is_empty() {
             "none".to_owned()
         } else {
-            let closest = gnn4c_data::closest_names(option, names.iter().map(String::as_str), 1);
+            let closest = gnn4c_features::closest_names(option, names.iter().map(String::as_str), 1);
             format!(
                 "{}{}",
                 names.join(", "),
@@ -490,7 +490,7 @@ fn defaults_list(
             Value::Dict(_, d) if d.len() == 1 => {
                 let (group, option) = d.into_iter().next().expect("one entry");
                 if !GROUPS.contains(&group.as_str()) {
-                    let closest = gnn4c_data::closest_names(&group, GROUPS, 1);
+                    let closest = gnn4c_features::closest_names(&group, GROUPS, 1);
                     return err(format!(
                         "unknown config group `{group}` in the defaults list of {label} (groups: {}; did you mean `{}`?)",
                         GROUPS.join(", "),

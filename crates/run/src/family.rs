@@ -202,7 +202,7 @@ fn resolve_settings<F: ModelFamily>(
                 .map(String::as_str)
                 .filter(|k| *k != "n_out")
                 .collect();
-            let hint = gnn4c_data::closest_names(key, valid.iter().copied(), 1);
+            let hint = gnn4c_features::closest_names(key, valid.iter().copied(), 1);
             return Err(ConfigError(format!(
                 "unknown key `model.{key}` for model {family}{}; its keys are {} (to change the family, select its group file: `model={family}`, not `model.name={family}`)",
                 hint.first()

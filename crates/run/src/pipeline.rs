@@ -9,11 +9,11 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use gnn4c_data::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, DatasetConfig, EntryRange,
-    EventRecord, Folds, SampleConfig, SampleCounts, file_identity, fingerprint_of,
+    EventRecord, FeatureNames, Folds, SampleConfig, SampleCounts, file_identity, fingerprint_of,
     first_difference, fold_of, open_tree, read_manifest, verify_cache,
 };
 use gnn4c_events::EventSample;
-use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
+use gnn4c_features::{ChunkFeatures, Inputs};
 use gnn4c_training::{ProgressBar, progress_bar, progress_wanted};
 
 /// What to do with an existing cache.
@@ -30,11 +30,10 @@ pub enum CacheMode {
 /// The resolved inputs of preprocessing: change any of them and the cache is stale.
 pub fn fingerprint_inputs(
     cfg: &DatasetConfig,
-    selection: &SelectionConfig,
     n_folds: u32,
     base: &Path,
 ) -> anyhow::Result<serde_json::Value> {
-    let schema = cfg.schema.resolve()?;
+    let inputs = cfg.inputs_spec()?;
     let mut files = Vec::new();
     for s in &cfg.samples {
         for (path, entries) in sample_entries(cfg, s, base)? {
@@ -45,8 +44,7 @@ pub fn fingerprint_inputs(
         "schema_version": CACHE_SCHEMA_VERSION,
         "contract_version": CONTRACT_VERSION,
         "dataset": cfg,
-        "resolved_schema": schema,
-        "selection": selection,
+        "inputs": inputs,
         "n_folds": n_folds,
         "files": files,
     }))
@@ -71,22 +69,29 @@ fn sample_entries(
     Ok(out)
 }
 
-/// The cached form of an event that passed the selection: its features and raw η/φ.
+/// The cached form of entry `i` of a chunk, kept by the declaration: its features and the raw
+/// η/φ of its nodes.
 pub fn to_record(
-    features: &EventFeatures,
-    event: &gnn4c_events::EventSample,
+    features: &ChunkFeatures,
+    i: usize,
+    id: gnn4c_events::EventId,
+    label: &gnn4c_events::Label,
+    weight: f32,
+    d_node: usize,
     n_folds: u32,
 ) -> EventRecord {
+    let nodes = features.nodes(i);
+    let d_global = features.global_features.len() / features.kept.len().max(1);
     EventRecord {
-        fold: fold_of(event.id.event_number, n_folds),
-        n_nodes: features.n_nodes as u16,
-        id: event.id.clone(),
-        label: event.label.clone(),
-        weight: event.weight,
-        node_features: features.node_features.clone(),
-        eta: features.eta.clone(),
-        phi: features.phi.clone(),
-        global_features: features.global_features.to_vec(),
+        fold: fold_of(id.event_number, n_folds),
+        n_nodes: nodes.len() as u16,
+        id,
+        label: label.clone(),
+        weight,
+        node_features: features.node_features[nodes.start * d_node..nodes.end * d_node].to_vec(),
+        eta: features.eta[nodes.clone()].to_vec(),
+        phi: features.phi[nodes].to_vec(),
+        global_features: features.global_features[i * d_global..(i + 1) * d_global].to_vec(),
     }
 }
 
@@ -106,7 +111,6 @@ pub fn preprocess(
 ) -> anyhow::Result<Option<CacheManifest>> {
     folds.validate()?;
     let dir = crate::settings::cache_dir(cache, dataset, Path::new("cache"));
-    let selection = SelectionConfig::default();
     if world.is_distributed() {
         if build.part.is_some() {
             bail!(
@@ -131,7 +135,6 @@ pub fn preprocess(
             mode,
             folds,
             &build,
-            &selection,
         )?;
         world.barrier();
         if !world.is_root() {
@@ -139,7 +142,7 @@ pub fn preprocess(
         }
         build.part = None;
     }
-    preprocess_cache(out, dataset, &dir, mode, folds, &build, &selection)
+    preprocess_cache(out, dataset, &dir, mode, folds, &build)
 }
 
 /// Ensures the cache for `cfg` exists and matches; returns its manifest.
@@ -150,13 +153,12 @@ pub fn ensure_cache(
     mode: CacheMode,
     folds: &Folds,
     build: &CacheBuild,
-    selection: &SelectionConfig,
 ) -> anyhow::Result<CacheManifest> {
     let whole = CacheBuild {
         part: None,
         ..*build
     };
-    preprocess_cache(out, cfg, dir, mode, folds, &whole, selection)?
+    preprocess_cache(out, cfg, dir, mode, folds, &whole)?
         .context("a whole build writes the manifest")
 }
 
@@ -168,7 +170,6 @@ pub fn preprocess_cache(
     mode: CacheMode,
     folds: &Folds,
     build: &CacheBuild,
-    selection: &SelectionConfig,
 ) -> anyhow::Result<Option<CacheManifest>> {
     if build.part.is_some() && mode == CacheMode::Rebuild {
         bail!(
@@ -177,7 +178,7 @@ pub fn preprocess_cache(
         );
     }
     let base = std::env::current_dir().context("reading the current folder")?;
-    let inputs = fingerprint_inputs(cfg, selection, folds.n_folds, &base)?;
+    let inputs = fingerprint_inputs(cfg, folds.n_folds, &base)?;
     let fingerprint = fingerprint_of(&inputs);
     if mode != CacheMode::Rebuild && dir.exists() {
         // A cache whose inputs match is only up to date if every shard is intact.
@@ -224,7 +225,6 @@ pub fn preprocess_cache(
         dir,
         folds,
         build,
-        selection,
         inputs,
         fingerprint,
         &base,
@@ -259,35 +259,55 @@ impl Default for CacheBuild {
 /// reading it did.
 struct FileEvents {
     records: Vec<EventRecord>,
-    report: gnn4c_data::FileReport,
-    /// Events the selection dropped, by reason.
-    dropped: BTreeMap<&'static str, u64>,
+    entries_read: u64,
+    /// Events not kept, by reason.
+    skipped: BTreeMap<String, u64>,
 }
 
 /// Entries of one input file read at a time by `build_cache`.
 const TASK_ENTRIES: u64 = 50_000;
 
-/// Reads `range` of one input file of a sample into records.
+/// Reads `range` of one input file of a sample into records: the declaration's inputs read
+/// column-wise, then its selection and features ([`Inputs::build_chunk`]).
 fn file_events(
+    cfg: &DatasetConfig,
     plan: &gnn4c_data::SamplePlan,
+    inputs: &Inputs,
     path: &Path,
     range: EntryRange,
-    selection: &SelectionConfig,
     n_folds: u32,
 ) -> Result<FileEvents, gnn4c_data::DataError> {
-    let mut features = EventFeatures::default();
-    let (mut records, mut dropped) = (Vec::new(), BTreeMap::new());
-    let report = gnn4c_data::read_file_events(
+    let mut features = ChunkFeatures::default();
+    let (mut records, mut skipped) = (Vec::new(), BTreeMap::new());
+    let source_file: Arc<Path> = Arc::from(path);
+    let tree: Arc<str> = Arc::from(plan.tree.as_str());
+    let d_node = inputs.d_node();
+    let entries_read = gnn4c_data::read_file_inputs(
         path,
         &plan.tree,
-        &plan.schema,
+        inputs,
         &plan.meta,
         range,
-        &mut |evs| {
-            for ev in evs {
-                match build_features(ev, selection, &mut features) {
-                    Ok(()) => records.push(to_record(&features, ev, n_folds)),
-                    Err(reason) => *dropped.entry(reason).or_default() += 1,
+        &cfg.source_prefix(),
+        &mut |chunk| {
+            inputs.build_chunk(&chunk.inputs, &mut features);
+            for (i, kept) in features.kept.iter().enumerate() {
+                match kept {
+                    Ok(()) => {
+                        let id = gnn4c_data::entry_id(&plan.meta, &source_file, &tree, chunk, i);
+                        records.push(to_record(
+                            &features,
+                            i,
+                            id,
+                            &plan.meta.label,
+                            chunk.weights[i],
+                            d_node,
+                            n_folds,
+                        ));
+                    }
+                    Err(skip) => {
+                        *skipped.entry(inputs.skip_name(*skip).into_owned()).or_default() += 1;
+                    }
                 }
             }
             Ok(())
@@ -295,8 +315,8 @@ fn file_events(
     )?;
     Ok(FileEvents {
         records,
-        report,
-        dropped,
+        entries_read,
+        skipped,
     })
 }
 
@@ -315,13 +335,13 @@ pub fn build_cache(
     dir: &Path,
     folds: &Folds,
     build: &CacheBuild,
-    selection: &SelectionConfig,
     inputs: serde_json::Value,
     fingerprint: String,
     base: &Path,
     fresh: bool,
 ) -> anyhow::Result<Option<CacheManifest>> {
     let start = Instant::now();
+    let declaration = cfg.inputs()?;
     let builder = CacheBuilder::open(dir, &fingerprint, build.shard_events, fresh)?;
     let plans = cfg
         .samples
@@ -397,21 +417,18 @@ pub fn build_cache(
         let mut writer = builder.unit(u)?;
         let mut counts = SampleCounts::default();
         for &range in ranges {
-            let file = file_events(&plans[k], path, range, selection, folds.n_folds)
+            let file = file_events(cfg, &plans[k], &declaration, path, range, folds.n_folds)
                 .with_context(|| format!("preprocessing sample '{name}'"))?;
-            counts.read += file.report.entries_read;
-            for (reason, n) in file.report.skipped.iter() {
-                *counts.skipped.entry(reason.to_owned()).or_default() += n;
-            }
-            for (reason, n) in file.dropped {
-                *counts.skipped.entry(reason.to_owned()).or_default() += n;
+            counts.read += file.entries_read;
+            for (reason, n) in file.skipped {
+                *counts.skipped.entry(reason).or_default() += n;
             }
             for r in file.records {
                 counts.cached += 1;
                 writer.push(r)?;
             }
             if let Ok(mut p) = progress.lock() {
-                p.advance(file.report.entries_read);
+                p.advance(file.entries_read);
             }
         }
         let cached = counts.cached;
@@ -474,6 +491,7 @@ pub fn build_cache(
         fingerprint,
         fingerprint_inputs: inputs,
         n_folds: folds.n_folds,
+        features: FeatureNames::of(&declaration.spec),
         shards: Vec::new(),
         samples: cfg
             .samples
@@ -642,12 +660,14 @@ mod tests {
     use gnn4c_data::CachedSplit;
     use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
     use gnn4c_events::Label;
+    use gnn4c_features::{EventFeatures, SelectionConfig};
     use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
 
     #[test]
     fn cached_events_give_bitwise_the_graphs_built_from_the_events() {
-        // HZZ events through the event-level cache (Parquet written and read back) and straight
-        // into graphs: the same graphs, edge features bit for bit.
+        // HZZ events through the built-in declaration and the event-level cache (Parquet
+        // written and read back), and through the contract's code (EventSample →
+        // build_features → build_graph): the same graphs, features bit for bit.
         let spec = SchemaSpec::builtin("hzz").expect("built-in");
         let meta = SampleMeta {
             name: "hzz".into(),
@@ -672,6 +692,14 @@ mod tests {
             EventFeatures::default(),
             TopologyCache::new(selection.max_nodes()),
         );
+        let cfg: DatasetConfig = serde_yaml::from_str(&format!(
+            "{{name: hzz, tree: events, schema: hzz, step_size: 256, samples: [{{name: hzz, files: ['{}'], label: 1, entry_stop: 600}}]}}",
+            path.display()
+        ))
+        .expect("config");
+        let plan = cfg.sample_plan(&cfg.samples[0], Path::new("/")).expect("plan");
+        let declared = file_events(&cfg, &plan, &cfg.inputs().expect("inputs"), &path, range, 5)
+            .expect("declared read");
         let dir = tempfile::tempdir().expect("tempdir");
         let target = dir.path().join("cache");
         let builder = CacheBuilder::open(&target, "", 100, true).expect("builder");
@@ -680,8 +708,11 @@ mod tests {
         for ev in &events {
             if let Ok(g) = graph_of_event(ev, &selection, &mut features, &mut topo) {
                 built.push(g);
-                writer.push(to_record(&features, ev, 5)).expect("push");
             }
+        }
+        assert_eq!(declared.records.len(), built.len());
+        for r in declared.records {
+            writer.push(r).expect("push");
         }
         let counts = SampleCounts {
             read: events.len() as u64,
@@ -695,6 +726,7 @@ mod tests {
             fingerprint: String::new(),
             fingerprint_inputs: serde_json::Value::Null,
             n_folds: 5,
+            features: FeatureNames::default(),
             shards: Vec::new(),
             samples: BTreeMap::new(),
             written_by: "test".into(),

@@ -17,7 +17,6 @@ use gnn4c_data::{
     write_friend_tree, write_predictions_npz,
 };
 use gnn4c_family::write_atomic;
-use gnn4c_features::SelectionConfig;
 use gnn4c_inference::{Scored, score};
 use gnn4c_tasks::{Task, metrics_from_logits};
 use gnn4c_training::{Checkpoint, MetricsRecord, progress_bar, progress_wanted, read_checkpoint};
@@ -282,7 +281,6 @@ fn score_on<F: Registered, B: InferenceBackend>(
         CacheMode::Auto,
         folds,
         &CacheBuild::default(),
-        &SelectionConfig::default(),
     )?;
     let t0 = Instant::now();
     let (_, data) = CachedEvents::<F>::open(&cache, folds, split.splits(), None, config)?;

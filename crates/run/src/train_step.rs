@@ -317,7 +317,6 @@ fn train_on<B: TrainingBackend>(
             CacheMode::Auto,
             &cfg.folds,
             &CacheBuild::default(),
-            &SelectionConfig::default(),
         )?;
         world.barrier();
         m

@@ -15,7 +15,9 @@ use super::{
     BranchInfo, BranchKind, Column, ColumnChunk, ColumnRequest, ColumnValues, ElemType, EntryRange,
     TreeReader,
 };
-use crate::{DataError, closest_names};
+use gnn4c_features::closest_names;
+
+use crate::DataError;
 
 /// A tree opened with the project's reader.
 struct NativeTree {

@@ -49,6 +49,7 @@ fn manifest() -> CacheManifest {
         fingerprint: fingerprint_of(&inputs),
         fingerprint_inputs: inputs,
         n_folds: 5,
+        features: gnn4c_data::FeatureNames::default(),
         shards: Vec::new(),
         samples: Default::default(),
         written_by: "test".into(),

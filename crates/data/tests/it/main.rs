@@ -5,6 +5,7 @@
 //! 1e-6 relative, far above f64 summation-order noise (~1e-12) and far below any misplaced value.
 
 mod cache;
+mod declared;
 mod demo;
 mod errors;
 mod reading;
