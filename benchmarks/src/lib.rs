@@ -228,7 +228,7 @@ impl Events {
     pub fn batch(&self, batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
         let graphs = self.graphs(batch, cores)?;
         let refs: Vec<&GraphSample> = graphs.iter().collect();
-        collate(&refs, Padding::None).map_err(anyhow::Error::msg)
+        collate(&refs, Padding::None, gnn4c_graphs::Widths::CONTRACT).map_err(anyhow::Error::msg)
     }
 }
 

@@ -36,6 +36,20 @@ pub trait Classifier<B: Backend>: Module<B> {
     fn logits(&self, input: &Self::Input, device: &B::Device) -> Tensor<B, 2>;
 }
 
+/// The widths of a model's inputs, from the dataset's input declaration (the cache's features).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputWidths {
+    /// Node (token) features.
+    pub d_node: usize,
+    /// Global features.
+    pub d_global: usize,
+    /// Pair (edge) features.
+    pub d_pair: usize,
+}
+
+/// The config keys that hold input widths: set from the input declaration, never by a user.
+pub const INPUT_WIDTH_KEYS: [&str; 4] = ["d_node", "d_global", "d_edge", "d_pair"];
+
 /// A model family: everything the run layer needs to build, adapt, name and save its models
 /// without knowing their types. Implemented by a unit type in the family's model crate.
 pub trait ModelFamily: Send + Sync + 'static {
@@ -52,6 +66,12 @@ pub trait ModelFamily: Send + Sync + 'static {
 
     /// The outputs of the head `config` describes.
     fn n_out(config: &Self::Config) -> usize;
+
+    /// `config` reading inputs of these widths.
+    fn with_inputs(config: &Self::Config, widths: InputWidths) -> Self::Config;
+
+    /// The input widths `config` reads.
+    fn inputs(config: &Self::Config) -> InputWidths;
 
     /// `pretrained`'s backbone with `run`'s training-only settings (dropout) and a head of
     /// `n_out` outputs: the config of a fine-tuning run.

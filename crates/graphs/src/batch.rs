@@ -8,6 +8,27 @@ use serde::{Deserialize, Serialize};
 
 use crate::{D_EDGE, GraphSample};
 
+/// The feature widths of a batch's graphs: the dataset's declared node, edge (pair) and global
+/// features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Widths {
+    /// Node features.
+    pub d_node: usize,
+    /// Edge features.
+    pub d_edge: usize,
+    /// Global features.
+    pub d_global: usize,
+}
+
+impl Widths {
+    /// The contract's features (§3–§4): 7 node, 3 edge and 2 global features.
+    pub const CONTRACT: Widths = Widths {
+        d_node: D_NODE,
+        d_edge: D_EDGE,
+        d_global: D_GLOBAL,
+    };
+}
+
 /// How a batch's node and edge counts are padded so tensor shapes repeat across batches
 /// (fusion and autotune caches hit; no reallocation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -40,11 +61,13 @@ pub enum Padding {
 pub struct HostBatch {
     /// Real graphs (without the padding graph).
     pub n_real: usize,
-    /// `[n_nodes, D_NODE]`.
+    /// The feature widths.
+    pub widths: Widths,
+    /// `[n_nodes, d_node]`.
     pub node_features: Vec<f32>,
-    /// `[n_edges, D_EDGE]`.
+    /// `[n_edges, d_edge]`.
     pub edge_features: Vec<f32>,
-    /// `[n_graphs, D_GLOBAL]`.
+    /// `[n_graphs, d_global]`.
     pub global_features: Vec<f32>,
     /// Source node of each edge (global index into the batch).
     pub edge_src: Vec<i64>,
@@ -100,9 +123,9 @@ impl HostBatch {
         let counts = |v: &[u32]| f1(&v.iter().map(|&x| x as f32).collect::<Vec<_>>());
         let k = self.multilabels.len().checked_div(g).unwrap_or(0);
         GraphBatch {
-            node_features: f2(&self.node_features, n, D_NODE),
-            edge_features: f2(&self.edge_features, e, D_EDGE),
-            global_features: f2(&self.global_features, g, D_GLOBAL),
+            node_features: f2(&self.node_features, n, self.widths.d_node),
+            edge_features: f2(&self.edge_features, e, self.widths.d_edge),
+            global_features: f2(&self.global_features, g, self.widths.d_global),
             edge_src: i1(&self.edge_src),
             edge_dst: i1(&self.edge_dst),
             node_graph: i1(&self.node_graph),
@@ -158,8 +181,24 @@ fn round_up(x: usize, step: usize) -> usize {
     x.div_ceil(step.max(1)) * step.max(1)
 }
 
-/// Collates `graphs` (in order) into a [`HostBatch`], padding per `padding`.
-pub fn collate(graphs: &[&GraphSample], padding: Padding) -> Result<HostBatch, String> {
+/// Collates `graphs` (in order) into a [`HostBatch`] of features `widths`, padding per
+/// `padding`; a graph whose features have other widths is an error.
+pub fn collate(
+    graphs: &[&GraphSample],
+    padding: Padding,
+    widths: Widths,
+) -> Result<HostBatch, String> {
+    if let Some(g) = graphs.iter().find(|g| {
+        g.node_features.len() != g.n_nodes() * widths.d_node
+            || g.edge_features.len() != g.n_edges() * widths.d_edge
+            || g.global_features.len() != widths.d_global
+    }) {
+        return Err(format!(
+            "graph of entry {} in {} does not have the batch's feature widths {widths:?}",
+            g.id.entry,
+            g.id.source_file.display()
+        ));
+    }
     let real_nodes: usize = graphs.iter().map(|g| g.n_nodes()).sum();
     let real_edges: usize = graphs.iter().map(|g| g.n_edges()).sum();
     let (target_nodes, target_edges) = match padding {
@@ -190,9 +229,10 @@ pub fn collate(graphs: &[&GraphSample], padding: Padding) -> Result<HostBatch, S
     let n_graphs = graphs.len() + usize::from(padding != Padding::None);
     let mut b = HostBatch {
         n_real: graphs.len(),
-        node_features: Vec::with_capacity(target_nodes * D_NODE),
-        edge_features: Vec::with_capacity(target_edges * D_EDGE),
-        global_features: Vec::with_capacity(n_graphs * D_GLOBAL),
+        widths,
+        node_features: Vec::with_capacity(target_nodes * widths.d_node),
+        edge_features: Vec::with_capacity(target_edges * widths.d_edge),
+        global_features: Vec::with_capacity(n_graphs * widths.d_global),
         edge_src: Vec::with_capacity(target_edges),
         edge_dst: Vec::with_capacity(target_edges),
         node_graph: Vec::with_capacity(target_nodes),
@@ -236,10 +276,11 @@ pub fn collate(graphs: &[&GraphSample], padding: Padding) -> Result<HostBatch, S
         let gi = graphs.len() as i64;
         let (pn, pe) = (target_nodes - real_nodes, target_edges - real_edges);
         b.node_features
-            .extend(std::iter::repeat_n(0.0, pn * D_NODE));
+            .extend(std::iter::repeat_n(0.0, pn * widths.d_node));
         b.edge_features
-            .extend(std::iter::repeat_n(0.0, pe * D_EDGE));
-        b.global_features.extend([0.0; D_GLOBAL]);
+            .extend(std::iter::repeat_n(0.0, pe * widths.d_edge));
+        b.global_features
+            .extend(std::iter::repeat_n(0.0, widths.d_global));
         b.edge_src.extend(std::iter::repeat_n(offset, pe));
         b.edge_dst.extend(std::iter::repeat_n(offset, pe));
         b.node_graph.extend(std::iter::repeat_n(gi, pn));
@@ -281,7 +322,7 @@ mod tests {
             node_features: vec![n as f32; n * D_NODE],
             edge_features: vec![-(n as f32); topology.n_edges() * D_EDGE],
             topology,
-            global_features: [n as f32, 1.0],
+            global_features: vec![n as f32, 1.0],
         }
     }
 
@@ -294,7 +335,7 @@ mod tests {
             graph(2, 2, &mut cache),
         ];
         let refs: Vec<&GraphSample> = gs.iter().collect();
-        let b = collate(&refs, Padding::None).expect("collate");
+        let b = collate(&refs, Padding::None, Widths::CONTRACT).expect("collate");
         assert_eq!((b.total_nodes(), b.total_edges(), b.n_graphs()), (6, 8, 3));
         assert_eq!(b.node_graph, vec![0, 0, 0, 1, 2, 2]);
         // Graph 2's edges (nodes 4, 5) are offset by the 4 nodes before it.
@@ -332,6 +373,7 @@ mod tests {
                 nodes: 4,
                 edges: 16,
             },
+            Widths::CONTRACT,
         )
         .expect("collate");
         assert_eq!(
@@ -345,9 +387,9 @@ mod tests {
             "padding edges stay in the padding graph"
         );
         // Exactly on a step for edges but not nodes: the padding graph still gets a node.
-        let f = collate(&refs, Padding::Fixed { nodes: 6, edges: 8 }).expect("fixed");
+        let f = collate(&refs, Padding::Fixed { nodes: 6, edges: 8 }, Widths::CONTRACT).expect("fixed");
         assert_eq!((f.total_nodes(), f.total_edges()), (6, 8));
-        let err = collate(&refs, Padding::Fixed { nodes: 4, edges: 8 }).expect_err("too small");
+        let err = collate(&refs, Padding::Fixed { nodes: 4, edges: 8 }, Widths::CONTRACT).expect_err("too small");
         assert!(err.contains("fixed padding"), "{err}");
     }
 
@@ -357,10 +399,10 @@ mod tests {
         let mut g2 = graph(2, 0, &mut cache);
         g2.label = Label::Multi(vec![1, 0]);
         let g1 = graph(2, 1, &mut cache);
-        assert!(collate(&[&g1, &g2], Padding::None).is_err());
+        assert!(collate(&[&g1, &g2], Padding::None, Widths::CONTRACT).is_err());
         let mut g3 = g2.clone();
         g3.label = Label::Multi(vec![0, 1]);
-        let b = collate(&[&g2, &g3], Padding::None).expect("multilabel");
+        let b = collate(&[&g2, &g3], Padding::None, Widths::CONTRACT).expect("multilabel");
         assert_eq!(b.multilabels, vec![1.0, 0.0, 0.0, 1.0]);
         let d = b.to_device::<Flex>(&Default::default());
         assert_eq!(d.multilabels.map(|m| m.dims()), Some([2, 2]));

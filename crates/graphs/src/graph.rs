@@ -4,7 +4,7 @@ use std::f64::consts::PI;
 use std::sync::Arc;
 
 use gnn4c_events::{EventId, EventSample, Label};
-use gnn4c_features::{D_GLOBAL, EventFeatures, SelectionConfig, build_features};
+use gnn4c_features::{EventFeatures, PairFeature, SelectionConfig, build_features};
 
 use crate::{Topology, TopologyCache};
 
@@ -26,8 +26,8 @@ pub struct GraphSample {
     pub node_features: Vec<f32>,
     /// `[n_edges, D_EDGE]` row-major, edges in topology order.
     pub edge_features: Vec<f32>,
-    /// `[D_GLOBAL]`.
-    pub global_features: [f32; D_GLOBAL],
+    /// `[d_global]`.
+    pub global_features: Vec<f32>,
 }
 
 impl GraphSample {
@@ -63,6 +63,33 @@ pub fn edge_features(topology: &Topology, eta: &[f64], phi: &[f64], out: &mut Ve
     }
 }
 
+/// Appends the declared `pairs` of every edge of `topology` to `out`, in menu order per edge;
+/// for the contract's menu (`deta`, `dphi`, `dr`) exactly [`edge_features`].
+pub fn pair_features(
+    pairs: &[PairFeature],
+    topology: &Topology,
+    eta: &[f64],
+    phi: &[f64],
+    out: &mut Vec<f32>,
+) {
+    if pairs == PairFeature::ALL {
+        return edge_features(topology, eta, phi, out);
+    }
+    assert_eq!(eta.len(), topology.n_nodes, "one eta per node");
+    assert_eq!(phi.len(), topology.n_nodes, "one phi per node");
+    out.reserve(topology.n_edges() * pairs.len());
+    for (&s, &d) in topology.edge_src.iter().zip(&topology.edge_dst) {
+        let (s, d) = (s as usize, d as usize);
+        let deta = eta[d] - eta[s];
+        let dphi = wrap_phi(phi[d] - phi[s]);
+        out.extend(pairs.iter().map(|p| match p {
+            PairFeature::Deta => deta as f32,
+            PairFeature::Dphi => dphi as f32,
+            PairFeature::Dr => (deta * deta + dphi * dphi).sqrt() as f32,
+        }));
+    }
+}
+
 /// Builds the graph of one event from its features.
 pub fn build_graph(
     features: &EventFeatures,
@@ -81,7 +108,7 @@ pub fn build_graph(
         topology,
         node_features: features.node_features.clone(),
         edge_features: edges,
-        global_features: features.global_features,
+        global_features: features.global_features.to_vec(),
     }
 }
 

@@ -11,6 +11,8 @@ mod batch;
 mod graph;
 mod topology;
 
-pub use batch::{GraphBatch, HostBatch, Padding, collate};
-pub use graph::{D_EDGE, GraphSample, build_graph, edge_features, graph_of_event, wrap_phi};
+pub use batch::{GraphBatch, HostBatch, Padding, Widths, collate};
+pub use graph::{
+    D_EDGE, GraphSample, build_graph, edge_features, graph_of_event, pair_features, wrap_phi,
+};
 pub use topology::{Topology, TopologyCache};

@@ -13,8 +13,10 @@ use std::sync::Arc;
 use burn::module::AutodiffModule;
 use gnn4c_data::{CacheManifest, CachedSplit, EventRecord, Folds, Split};
 use gnn4c_events::Label;
-use gnn4c_family::{Batch, Classifier, EventSource, ModelFamily, SourceError};
-use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache};
+use anyhow::Context;
+use gnn4c_family::{Batch, Classifier, EventSource, InputWidths, ModelFamily, SourceError};
+use gnn4c_features::PairFeature;
+use gnn4c_graphs::{GraphSample, TopologyCache};
 use gnn4c_root_gnn::RootGnnFamily;
 use gnn4c_root_transformer::{RootTransformerFamily, TokenBatch, TokenEvent};
 use serde::{Deserialize, Serialize};
@@ -36,9 +38,11 @@ pub trait Registered: ModelFamily {
     /// `model` ready to score on `B` (the same function).
     fn for_scoring<B: InferenceBackend>(model: Self::Model<B>) -> Self::Scoring<B>;
 
-    /// The batch of cached `events`, in that order, for a model of `config`.
+    /// The batch of cached `events`, in that order, for a model of `config`; `pairs` are the
+    /// cache's declared pair features.
     fn batch(
         config: &Self::Config,
+        pairs: &[PairFeature],
         events: Vec<EventRecord>,
     ) -> Result<Batch<Self::Input>, SourceError>;
 }
@@ -104,6 +108,20 @@ macro_rules! families {
             pub fn n_out(&self) -> usize {
                 match self {
                     $(ModelConfig::$variant(c) => <$family>::n_out(c),)+
+                }
+            }
+
+            /// This config reading inputs of `widths` (the dataset's declared features).
+            pub fn with_inputs(&self, widths: gnn4c_family::InputWidths) -> ModelConfig {
+                match self {
+                    $(ModelConfig::$variant(c) => ModelConfig::$variant(<$family>::with_inputs(c, widths)),)+
+                }
+            }
+
+            /// The input widths the model reads.
+            pub fn inputs(&self) -> gnn4c_family::InputWidths {
+                match self {
+                    $(ModelConfig::$variant(c) => <$family>::inputs(c),)+
                 }
             }
 
@@ -196,11 +214,16 @@ fn resolve_settings<F: ModelFamily>(
                 "model.n_out is set by the task (the dataset's classes): leave it out".into(),
             ));
         }
+        if gnn4c_family::INPUT_WIDTH_KEYS.contains(&key.as_str()) {
+            return Err(ConfigError(format!(
+                "model.{key} is set by the dataset's input declaration (its features): leave it out"
+            )));
+        }
         if !merged.contains_key(key) {
             let valid: Vec<&str> = merged
                 .keys()
                 .map(String::as_str)
-                .filter(|k| *k != "n_out")
+                .filter(|k| *k != "n_out" && !gnn4c_family::INPUT_WIDTH_KEYS.contains(k))
                 .collect();
             let hint = gnn4c_features::closest_names(key, valid.iter().copied(), 1);
             return Err(ConfigError(format!(
@@ -231,22 +254,25 @@ impl Registered for RootGnnFamily {
 
     fn batch(
         config: &Self::Config,
+        pairs: &[PairFeature],
         events: Vec<EventRecord>,
     ) -> Result<Batch<gnn4c_graphs::HostBatch>, SourceError> {
-        check_widths(
-            "root_gnn",
-            "(d_node, d_global, d_edge)",
-            (config.d_node, config.d_global, config.d_edge),
-        )?;
+        let widths = <Self as ModelFamily>::inputs(config);
+        check_widths("root_gnn", widths, pairs)?;
         let graphs = TOPOLOGIES.with(|t| {
             let mut topologies = t.borrow_mut();
             events
                 .into_iter()
-                .map(|r| graph_of_record(r, &mut topologies))
+                .map(|r| graph_of_record(r, widths, pairs, &mut topologies))
                 .collect::<Result<Vec<GraphSample>, SourceError>>()
         })?;
         let refs: Vec<&GraphSample> = graphs.iter().collect();
-        let hb = gnn4c_graphs::collate(&refs, gnn4c_graphs::Padding::None)
+        let graph_widths = gnn4c_graphs::Widths {
+            d_node: widths.d_node,
+            d_edge: widths.d_pair,
+            d_global: widths.d_global,
+        };
+        let hb = gnn4c_graphs::collate(&refs, gnn4c_graphs::Padding::None, graph_widths)
             .map_err(|e| SourceError(format!("collating a batch of the cache: {e}")))?;
         Ok(Batch {
             labels: hb.labels.clone(),
@@ -272,13 +298,12 @@ impl Registered for RootTransformerFamily {
 
     fn batch(
         config: &Self::Config,
+        pairs: &[PairFeature],
         events: Vec<EventRecord>,
     ) -> Result<Batch<TokenBatch>, SourceError> {
-        check_widths(
-            "root_transformer",
-            "(d_node, d_global, d_pair)",
-            (config.d_node, config.d_global, config.d_pair),
-        )?;
+        let widths = <Self as ModelFamily>::inputs(config);
+        check_widths("root_transformer", widths, pairs)?;
+        let d_pair = widths.d_pair;
         let targets = targets_of(&events)?;
         // Pair (i, j) of an event: the features of the graph edge j → i, from the same function.
         let pairs = TOPOLOGIES.with(|t| {
@@ -286,17 +311,17 @@ impl Registered for RootTransformerFamily {
             events
                 .iter()
                 .map(|r| {
-                    check_record(r)?;
+                    check_record(r, widths)?;
                     let n = usize::from(r.n_nodes);
                     let topology = topologies.get(n);
-                    let mut edges = Vec::with_capacity(topology.n_edges() * D_EDGE);
-                    gnn4c_graphs::edge_features(&topology, &r.eta, &r.phi, &mut edges);
-                    let mut pair = vec![0.0; n * n * D_EDGE];
+                    let mut edges = Vec::with_capacity(topology.n_edges() * d_pair);
+                    gnn4c_graphs::pair_features(pairs, &topology, &r.eta, &r.phi, &mut edges);
+                    let mut pair = vec![0.0; n * n * d_pair];
                     for (k, (&s, &d)) in
                         topology.edge_src.iter().zip(&topology.edge_dst).enumerate()
                     {
-                        let at = (d as usize * n + s as usize) * D_EDGE;
-                        pair[at..at + D_EDGE].copy_from_slice(&edges[k * D_EDGE..(k + 1) * D_EDGE]);
+                        let at = (d as usize * n + s as usize) * d_pair;
+                        pair[at..at + d_pair].copy_from_slice(&edges[k * d_pair..(k + 1) * d_pair]);
                     }
                     Ok(pair)
                 })
@@ -311,12 +336,7 @@ impl Registered for RootTransformerFamily {
                 pair,
             })
             .collect();
-        let input = TokenBatch::collate(
-            &tokens,
-            gnn4c_features::D_NODE,
-            gnn4c_features::D_GLOBAL,
-            D_EDGE,
-        );
+        let input = TokenBatch::collate(&tokens, widths.d_node, widths.d_global, d_pair);
         Ok(Batch {
             labels: targets.labels,
             multilabels: targets.multilabels,
@@ -332,19 +352,15 @@ thread_local! {
     static TOPOLOGIES: std::cell::RefCell<TopologyCache> = std::cell::RefCell::new(TopologyCache::new(64));
 }
 
-/// The feature widths a model reads must be the cache's (the contract's 7 node, 2 global and 3
-/// pair features).
-fn check_widths(
-    family: &str,
-    names: &str,
-    widths: (usize, usize, usize),
-) -> Result<(), SourceError> {
-    let cached = (gnn4c_features::D_NODE, gnn4c_features::D_GLOBAL, D_EDGE);
-    if widths == cached {
+/// The pair features a model reads must be as many as the cache declares.
+fn check_widths(family: &str, widths: InputWidths, pairs: &[PairFeature]) -> Result<(), SourceError> {
+    if widths.d_pair == pairs.len() {
         return Ok(());
     }
     Err(SourceError(format!(
-        "model {family} reads {names} = {widths:?} features but the cache holds {cached:?}: leave them at their defaults"
+        "model {family} reads {} pair features but the cache declares {}: rebuild the cache or train on it",
+        widths.d_pair,
+        pairs.len()
     )))
 }
 
@@ -385,37 +401,40 @@ fn targets_of(events: &[EventRecord]) -> Result<Targets, SourceError> {
     Ok(t)
 }
 
-/// A cached event whose feature lengths disagree with its node count is named.
-fn check_record(r: &EventRecord) -> Result<(), SourceError> {
+/// A cached event whose feature lengths disagree with its node count and the model's widths is
+/// named.
+fn check_record(r: &EventRecord, widths: InputWidths) -> Result<(), SourceError> {
     let n = usize::from(r.n_nodes);
-    if r.node_features.len() != n * gnn4c_features::D_NODE
+    if r.node_features.len() != n * widths.d_node
         || r.eta.len() != n
         || r.phi.len() != n
-        || r.global_features.len() != gnn4c_features::D_GLOBAL
+        || r.global_features.len() != widths.d_global
     {
         return Err(SourceError(format!(
-            "cached event {} of {}: feature lengths do not match n_nodes {} and {} globals",
+            "cached event {} of {}: its features do not match n_nodes {} with {} node and {} global features (the model's): rebuild the cache",
             r.id.entry,
             r.id.source_file.display(),
             r.n_nodes,
-            gnn4c_features::D_GLOBAL
+            widths.d_node,
+            widths.d_global
         )));
     }
     Ok(())
 }
 
 /// Back from the cache: the graph of a cached event, its topology from `cache` and its edge
-/// features from the raw η/φ (the function that builds them from an event, so bitwise equal).
+/// features (the declared `pairs`) from the raw η/φ (the function that builds them from an
+/// event, so bitwise equal).
 pub fn graph_of_record(
     r: EventRecord,
+    widths: InputWidths,
+    pairs: &[PairFeature],
     cache: &mut TopologyCache,
 ) -> Result<GraphSample, SourceError> {
-    check_record(&r)?;
+    check_record(&r, widths)?;
     let topology = cache.get(usize::from(r.n_nodes));
-    let mut edges = Vec::with_capacity(topology.n_edges() * D_EDGE);
-    gnn4c_graphs::edge_features(&topology, &r.eta, &r.phi, &mut edges);
-    let mut global_features = [0.0; gnn4c_features::D_GLOBAL];
-    global_features.copy_from_slice(&r.global_features); // length checked above
+    let mut edges = Vec::with_capacity(topology.n_edges() * pairs.len());
+    gnn4c_graphs::pair_features(pairs, &topology, &r.eta, &r.phi, &mut edges);
     Ok(GraphSample {
         id: r.id,
         label: r.label,
@@ -423,7 +442,7 @@ pub fn graph_of_record(
         topology,
         node_features: r.node_features,
         edge_features: edges,
-        global_features,
+        global_features: r.global_features,
     })
 }
 
@@ -433,6 +452,8 @@ pub struct CachedEvents<F: Registered> {
     /// The split.
     pub split: CachedSplit,
     config: F::Config,
+    /// The cache's declared pair features.
+    pairs: Vec<PairFeature>,
 }
 
 impl<F: Registered> CachedEvents<F> {
@@ -446,11 +467,23 @@ impl<F: Registered> CachedEvents<F> {
         config: &F::Config,
     ) -> anyhow::Result<(CacheManifest, Arc<CachedEvents<F>>)> {
         let (manifest, split) = gnn4c_data::open_split(dir, folds, splits, subset)?;
+        let pairs = manifest
+            .features
+            .pair
+            .iter()
+            .map(|p| {
+                PairFeature::ALL
+                    .into_iter()
+                    .find(|m| m.name() == p)
+                    .with_context(|| format!("cache {}: unknown pair feature '{p}'; rebuild it", dir.display()))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         Ok((
             manifest,
             Arc::new(CachedEvents {
                 split,
                 config: config.clone(),
+                pairs,
             }),
         ))
     }
@@ -494,7 +527,7 @@ impl<F: Registered> EventSource for CachedEvents<F> {
     }
 
     fn batch(&self, events: Vec<EventRecord>) -> Result<Batch<F::Input>, SourceError> {
-        F::batch(&self.config, events)
+        F::batch(&self.config, &self.pairs, events)
     }
 }
 

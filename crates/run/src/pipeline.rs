@@ -660,7 +660,7 @@ mod tests {
     use gnn4c_data::CachedSplit;
     use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
     use gnn4c_events::Label;
-    use gnn4c_features::{EventFeatures, SelectionConfig};
+    use gnn4c_features::{EventFeatures, PairFeature, SelectionConfig};
     use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
 
     #[test]
@@ -736,7 +736,10 @@ mod tests {
         let split = CachedSplit::open(&target, &manifest, &|_| true, None).expect("open");
         let cached: Vec<GraphSample> = (0..split.block_sizes().len())
             .flat_map(|b| split.read_block(b).expect("block"))
-            .map(|r| crate::family::graph_of_record(r, &mut topo).expect("graph"))
+            .map(|r| {
+                let widths = gnn4c_family::InputWidths { d_node: 7, d_global: 2, d_pair: 3 };
+                crate::family::graph_of_record(r, widths, &PairFeature::ALL, &mut topo).expect("graph")
+            })
             .collect();
         assert!(built.len() > 500, "{} graphs", built.len());
         // The cache keeps each fold's events together, in input order.

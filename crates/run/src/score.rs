@@ -28,7 +28,7 @@ use crate::device::{DeviceChoice, check_device};
 use crate::family::{CachedEvents, FamilyJob, Registered};
 use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
 use crate::run_dir::RunDir;
-use crate::settings::{ResolvedRun, cache_dir, load_dataset};
+use crate::settings::{ResolvedRun, cache_dir, check_same_inputs, load_dataset};
 use crate::train_step::load_model;
 
 /// Which events to score.
@@ -252,6 +252,7 @@ fn score_on<F: Registered, B: InferenceBackend>(
     let (dataset, cache) = match &req.data {
         Some(p) => {
             let d = load_dataset(p)?;
+            check_same_inputs(&resolved.dataset, &d, ck_path)?;
             let c = cache_dir(None, &d, Path::new("cache"));
             (d, c)
         }
@@ -282,6 +283,16 @@ fn score_on<F: Registered, B: InferenceBackend>(
         folds,
         &CacheBuild::default(),
     )?;
+    let trained = gnn4c_data::FeatureNames::of(&resolved.dataset.inputs_spec()?);
+    if manifest.features != trained {
+        bail!(
+            "cache {} holds the features {:?} but {} reads {:?}: rebuild the cache from the run's dataset config",
+            cache.display(),
+            manifest.features,
+            ck_path.display(),
+            trained
+        );
+    }
     let t0 = Instant::now();
     let (_, data) = CachedEvents::<F>::open(&cache, folds, split.splits(), None, config)?;
     let load_s = t0.elapsed().as_secs_f64();

@@ -246,12 +246,56 @@ pub fn load_dataset(path: &Path) -> anyhow::Result<DatasetConfig> {
     if !path.is_file() {
         return Err(ConfigError(format!("dataset config not found: {}", path.display())).into());
     }
-    let cfg: DatasetConfig = Figment::from(Yaml::file_exact(path))
+    let mut cfg: DatasetConfig = Figment::from(Yaml::file_exact(path))
         .extract()
         .map_err(|e| ConfigError(format!("reading dataset config {}: {e}", path.display())))?;
     cfg.validate()
         .map_err(|e| ConfigError(format!("in dataset config {}: {e}", path.display())))?;
+    cfg.source = Some(path.to_path_buf());
     Ok(cfg)
+}
+
+/// The input widths of a dataset's declaration.
+pub(crate) fn input_widths(cfg: &DatasetConfig) -> anyhow::Result<gnn4c_family::InputWidths> {
+    let inputs = cfg.inputs().map_err(|e| ConfigError(e.to_string()))?;
+    Ok(gnn4c_family::InputWidths {
+        d_node: inputs.d_node(),
+        d_global: inputs.d_global(),
+        d_pair: inputs.d_pair(),
+    })
+}
+
+/// What a model trained on `cfg` depends on in its input declaration: the collections' names
+/// in node order (a node's type), the node and global features and the pair features — not
+/// which branches feed them. Compared as JSON, so the order of keys does not matter.
+fn model_inputs(cfg: &DatasetConfig) -> anyhow::Result<serde_json::Value> {
+    let spec = cfg.inputs_spec()?;
+    let objects: Vec<&str> = spec.objects.iter().map(|o| o.name.as_str()).collect();
+    Ok(serde_json::json!({
+        "objects": objects,
+        "node_features": spec.node_features,
+        "globals": spec.globals,
+        "pairs": spec.pairs,
+    }))
+}
+
+/// Refuses to run a model trained on `trained`'s inputs (recorded in `checkpoint`) on
+/// `other`'s when their features differ, naming the first difference.
+pub(crate) fn check_same_inputs(
+    trained: &DatasetConfig,
+    other: &DatasetConfig,
+    checkpoint: &Path,
+) -> anyhow::Result<()> {
+    let (a, b) = (model_inputs(trained)?, model_inputs(other)?);
+    if let Some(what) = gnn4c_data::first_difference(&a, &b) {
+        return Err(ConfigError(format!(
+            "{} was trained on other inputs than dataset '{}' declares ({what}): a model reads the features it was trained on; declare the same features (`inputs:`) or train a new model",
+            checkpoint.display(),
+            other.name
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// The cache folder: `arg`, or `<root>/<dataset name>`.
@@ -318,7 +362,7 @@ mod tests {
             let mut keys: Vec<String> = defaults
                 .settings()
                 .into_keys()
-                .filter(|k| k != "n_out")
+                .filter(|k| k != "n_out" && !gnn4c_family::INPUT_WIDTH_KEYS.contains(&k.as_str()))
                 .collect();
             keys.sort();
             let mut written: Vec<String> = section.settings.into_keys().collect();

@@ -25,8 +25,8 @@ use crate::family::{CachedEvents, FamilyJob, ModelConfig, Registered};
 use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
 use crate::run_dir::{RunDir, Start};
 use crate::settings::{
-    FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, cache_dir, load_dataset,
-    resolve_data_group, task_of,
+    FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, cache_dir, check_same_inputs,
+    input_widths, load_dataset, resolve_data_group, task_of,
 };
 
 /// Fine-tuning's starting point.
@@ -201,13 +201,14 @@ fn compute_threads(threads: usize, world: &World) -> usize {
 /// A differing backbone setting is noted on `out` (not on resume: the run already said so).
 fn resolve_model(
     cfg: &RunConfig,
+    data: &gnn4c_data::DatasetConfig,
     n_out: usize,
     finetune: bool,
     pretrained: Option<&Checkpoint>,
     resumed: Option<&Checkpoint>,
     out: &mut dyn Write,
 ) -> anyhow::Result<ModelConfig> {
-    let configured = ModelConfig::resolve(&cfg.model, n_out)?;
+    let configured = ModelConfig::resolve(&cfg.model, n_out)?.with_inputs(input_widths(data)?);
     let source = if finetune {
         pretrained.or(resumed)
     } else {
@@ -216,7 +217,9 @@ fn resolve_model(
     let Some(ck) = source else {
         return Ok(configured);
     };
-    let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?.model;
+    let stored_run = ResolvedRun::from_value(&ck.state.config, &ck.path)?;
+    check_same_inputs(&stored_run.dataset, data, &ck.path)?;
+    let stored = stored_run.model;
     let model = configured.finetuned(&stored, n_out).ok_or_else(|| {
         ConfigError(format!(
             "{} holds a {} model but the config names {}: select it with model={}",
@@ -273,6 +276,7 @@ fn train_on<B: TrainingBackend>(
         };
     let model = resolve_model(
         &cfg,
+        &data,
         task.n_out(),
         req.finetune.is_some(),
         pretrained.as_ref(),

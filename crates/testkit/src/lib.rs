@@ -57,6 +57,7 @@ pub fn model_inputs(labels: Vec<i64>, weights: Vec<f32>) -> HostBatch {
     );
     HostBatch {
         n_real: g,
+        widths: gnn4c_graphs::Widths::CONTRACT,
         node_features: x.iter().copied().collect(),
         edge_features: ef.iter().copied().collect(),
         global_features: gf.iter().copied().collect(),

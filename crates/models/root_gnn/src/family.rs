@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use gnn4c_family::{ModelFamily, WeightsError};
+use gnn4c_family::{InputWidths, ModelFamily, WeightsError};
 use gnn4c_graphs::HostBatch;
 
 use crate::model::{EdgeNetwork, EdgeNetworkConfig, is_head_parameter};
@@ -23,6 +23,23 @@ impl ModelFamily for RootGnnFamily {
 
     fn n_out(config: &EdgeNetworkConfig) -> usize {
         config.n_out
+    }
+
+    fn with_inputs(config: &EdgeNetworkConfig, widths: InputWidths) -> EdgeNetworkConfig {
+        EdgeNetworkConfig {
+            d_node: widths.d_node,
+            d_global: widths.d_global,
+            d_edge: widths.d_pair,
+            ..config.clone()
+        }
+    }
+
+    fn inputs(config: &EdgeNetworkConfig) -> InputWidths {
+        InputWidths {
+            d_node: config.d_node,
+            d_global: config.d_global,
+            d_pair: config.d_edge,
+        }
     }
 
     fn finetuned(

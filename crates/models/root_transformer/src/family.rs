@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use gnn4c_family::{ModelFamily, WeightsError};
+use gnn4c_family::{InputWidths, ModelFamily, WeightsError};
 
 use crate::batch::TokenBatch;
 use crate::model::{RootTransformer, RootTransformerConfig, is_head_parameter};
@@ -23,6 +23,23 @@ impl ModelFamily for RootTransformerFamily {
 
     fn n_out(config: &RootTransformerConfig) -> usize {
         config.n_out
+    }
+
+    fn with_inputs(config: &RootTransformerConfig, widths: InputWidths) -> RootTransformerConfig {
+        RootTransformerConfig {
+            d_node: widths.d_node,
+            d_global: widths.d_global,
+            d_pair: widths.d_pair,
+            ..config.clone()
+        }
+    }
+
+    fn inputs(config: &RootTransformerConfig) -> InputWidths {
+        InputWidths {
+            d_node: config.d_node,
+            d_global: config.d_global,
+            d_pair: config.d_pair,
+        }
     }
 
     fn finetuned(

@@ -71,6 +71,7 @@ fn tall_batch(copies: usize) -> HostBatch {
     let g = one.n_real;
     let mut b = HostBatch {
         n_real: 0,
+        widths: gnn4c_graphs::Widths::CONTRACT,
         node_features: Vec::new(),
         edge_features: Vec::new(),
         global_features: Vec::new(),
