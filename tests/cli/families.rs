@@ -3,11 +3,6 @@
 
 use super::*;
 
-fn json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("JSON")
-}
-
 /// The weights outside the head (`classify.*`), by PyTorch name.
 fn backbone(bits: Vec<(String, Vec<u32>)>) -> Vec<(String, Vec<u32>)> {
     bits.into_iter()
@@ -54,7 +49,7 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
     assert!(
         text(&o)
             .1
-            .contains("unknown key `model.d_edge` for model root_transformer")
+            .contains("unknown key `model.d_hidden` for model root_transformer")
             && text(&o).1.contains("`model=root_transformer`"),
         "{}",
         text(&o).1

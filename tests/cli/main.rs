@@ -6,6 +6,7 @@ use gnn4c_testkit::shared;
 use std::process::{Command, Output};
 
 mod families;
+mod inputs;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gnn4colliders"))
@@ -28,6 +29,12 @@ fn run_on_terminal(cwd: &Path, args: &str) -> Output {
         .args(["-qec", &command, "/dev/null"])
         .output()
         .expect("script runs")
+}
+
+/// A JSON file's value.
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("JSON")
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -1095,7 +1102,11 @@ fn predict_and_evaluate(cwd: &Path) {
     .expect("write");
     let o = predict(&["--data", "bad_data.yaml", "--out", "bad"]);
     let e = text(&o).1;
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a missing branch is a config error"
+    );
     assert!(e.contains("Jet_Px"), "{e}");
     assert!(!cwd.join("bad/predictions.npz").exists());
 }

@@ -63,7 +63,8 @@ fn bench<B: InferenceBackend>(
         for chunk in graphs.chunks(batch) {
             let t0 = Instant::now();
             let refs: Vec<&GraphSample> = chunk.iter().collect();
-            let host = collate(&refs, Padding::None, gnn4c_graphs::Widths::CONTRACT).map_err(anyhow::Error::msg)?;
+            let host = collate(&refs, Padding::None, gnn4c_graphs::Widths::CONTRACT)
+                .map_err(anyhow::Error::msg)?;
             let t1 = Instant::now();
             let gb = host.to_device::<B>(device);
             sync()?;

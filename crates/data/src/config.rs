@@ -14,24 +14,41 @@ use crate::{DataError, FileReport, SampleMeta, SchemaSpec, read_file_events};
 /// The built-in input declarations (`configs/inputs/<name>.yaml`, built into the binary): what
 /// `schema: <name>` and `inputs: <name>` read.
 const BUILTIN_INPUTS: [(&str, &str); 5] = [
-    ("delphes", include_str!("../../../configs/inputs/delphes.yaml")),
-    ("delphes_flat", include_str!("../../../configs/inputs/delphes_flat.yaml")),
-    ("nanoaod", include_str!("../../../configs/inputs/nanoaod.yaml")),
+    (
+        "delphes",
+        include_str!("../../../configs/inputs/delphes.yaml"),
+    ),
+    (
+        "delphes_flat",
+        include_str!("../../../configs/inputs/delphes_flat.yaml"),
+    ),
+    (
+        "nanoaod",
+        include_str!("../../../configs/inputs/nanoaod.yaml"),
+    ),
     ("hzz", include_str!("../../../configs/inputs/hzz.yaml")),
-    ("vector", include_str!("../../../configs/inputs/vector.yaml")),
+    (
+        "vector",
+        include_str!("../../../configs/inputs/vector.yaml"),
+    ),
 ];
 
 /// The built-in declaration `name` (`nanoaod`, …), or `None`.
 pub fn builtin_inputs(name: &str) -> Option<Result<InputsSpec, DataError>> {
-    BUILTIN_INPUTS.iter().find(|(n, _)| *n == name).map(|(n, text)| {
-        serde_yaml::from_str(text).map_err(|e| {
-            DataError::Config(format!("the built-in declaration configs/inputs/{n}.yaml: {e}"))
+    BUILTIN_INPUTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, text)| {
+            serde_yaml::from_str(text).map_err(|e| {
+                DataError::Config(format!(
+                    "the built-in declaration configs/inputs/{n}.yaml: {e}"
+                ))
+            })
         })
-    })
 }
 
 /// An input declaration in a config: a built-in's name, or one written out.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum InputsRef {
     /// `delphes`, `delphes_flat`, `nanoaod`, `hzz` or `vector` (`configs/inputs/<name>.yaml`).
@@ -64,6 +81,19 @@ impl SchemaRef {
                 spec.validate()?;
                 Ok(spec.as_ref().clone())
             }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for InputsRef {
+    /// A name, or a declaration whose own errors (an unknown key, a wrong type) are reported
+    /// as they are, not as "no variant matched".
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(name) => Ok(InputsRef::Builtin(name)),
+            other => serde_json::from_value(other)
+                .map(|spec| InputsRef::Custom(Box::new(spec)))
+                .map_err(|e| serde::de::Error::custom(format!("inputs: {e}"))),
         }
     }
 }
@@ -375,12 +405,7 @@ impl DatasetConfig {
         let mut report = SampleReport::default();
         for path in plan.files {
             let r = read_file_events(
-                &path,
-                &plan.tree,
-                &schema,
-                &plan.meta,
-                plan.range,
-                on_events,
+                &path, &plan.tree, &schema, &plan.meta, plan.range, on_events,
             )?;
             report.files.push((path, r));
         }

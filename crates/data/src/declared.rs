@@ -4,9 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use gnn4c_features::{
-    Bound, ChunkInputs, Expr, Inputs, Kinematics, NameRef, ObjectColumns, Skip,
-};
+use gnn4c_features::{Bound, ChunkInputs, Expr, Inputs, Kinematics, NameRef, ObjectColumns, Skip};
 
 use crate::root::{BranchKind, ColumnChunk, EntryRange, TreeReader, open_tree};
 use crate::{DataError, SampleMeta};
@@ -92,7 +90,11 @@ impl Binder<'_> {
             .split_once('.')
             .or_else(|| branch.split_once('_'))
             .map_or(branch, |(p, _)| p);
-        let candidates = [format!("{prefix}_size"), format!("n{prefix}"), format!("N{prefix}")];
+        let candidates = [
+            format!("{prefix}_size"),
+            format!("n{prefix}"),
+            format!("N{prefix}"),
+        ];
         candidates
             .iter()
             .find(|c| self.reader.branch(c).is_some())
@@ -109,9 +111,17 @@ impl Binder<'_> {
     }
 
     /// The column of `branch` (requested once).
-    fn column(&mut self, branch: &str, counter: Option<&str>, place: &str) -> Result<usize, DataError> {
+    fn column(
+        &mut self,
+        branch: &str,
+        counter: Option<&str>,
+        place: &str,
+    ) -> Result<usize, DataError> {
         let info = self.reader.branch(branch).ok_or_else(|| {
-            DataError::Config(format!("{}inputs.{place}: no branch '{branch}'", self.source))
+            DataError::Config(format!(
+                "{}inputs.{place}: no branch '{branch}'",
+                self.source
+            ))
         })?;
         let counter = match info.kind {
             BranchKind::Array(_) => Some(self.counter_for(branch, counter)?),
@@ -203,12 +213,22 @@ fn plan(
         let mut columns = Vec::new();
         let mut kinematics = Vec::new();
         for (what, expr) in sources {
-            let bound = b.bind(expr, &format!("objects.{name}.{what}"), counter, &mut columns)?;
+            let bound = b.bind(
+                expr,
+                &format!("objects.{name}.{what}"),
+                counter,
+                &mut columns,
+            )?;
             kinematics.push((what, bound));
         }
         let mut fields = Vec::new();
         for (field, expr) in &o.fields {
-            fields.push(b.bind(expr, &format!("objects.{name}.fields.{field}"), counter, &mut columns)?);
+            fields.push(b.bind(
+                expr,
+                &format!("objects.{name}.fields.{field}"),
+                counter,
+                &mut columns,
+            )?);
         }
         objects.push(Some(ObjectPlan {
             columns,
@@ -219,9 +239,8 @@ fn plan(
     }
     let weight = match weight {
         Some(text) if !text.is_empty() => {
-            let expr = Expr::parse(text).map_err(|e| {
-                DataError::Config(format!("{source}weight \"{text}\": {e}"))
-            })?;
+            let expr = Expr::parse(text)
+                .map_err(|e| DataError::Config(format!("{source}weight \"{text}\": {e}")))?;
             let mut columns = Vec::new();
             let bound = b.bind(&expr, "weight", None, &mut columns)?;
             Some((columns, bound))
@@ -242,7 +261,11 @@ fn plan(
                 "{source}inputs.globals: unknown name '{name}': not n_nodes, an aggregate or a branch of tree '{}' in {}{}",
                 reader.tree_name(),
                 reader.path().display(),
-                if closest.is_empty() { String::new() } else { format!(" (closest branch: {})", closest.join(", ")) }
+                if closest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (closest branch: {})", closest.join(", "))
+                }
             )));
         }
         let k = b.column(name, None, "globals")?;
@@ -318,7 +341,15 @@ fn fill_chunk(
             ..ObjectColumns::default()
         };
         if let Some(p) = p {
-            object_columns(reader, o.decl.single, c, p, chunk, &mut ci.skipped, &mut cols)?;
+            object_columns(
+                reader,
+                o.decl.single,
+                c,
+                p,
+                chunk,
+                &mut ci.skipped,
+                &mut cols,
+            )?;
         }
         ci.objects.push(cols);
     }
@@ -346,7 +377,8 @@ fn fill_chunk(
             let refs: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
             let mut w = Vec::new();
             bound.eval(&refs, n, &mut w);
-            out.weights.extend(w.iter().map(|w| (w * meta.scale) as f32));
+            out.weights
+                .extend(w.iter().map(|w| (w * meta.scale) as f32));
         }
         None => out.weights.resize(n, meta.scale as f32),
     }
@@ -475,7 +507,12 @@ fn object_columns(
         bound.eval(&refs, n_objects, &mut v);
         values.push((what, v));
     }
-    let get = |what: &str| values.iter().find(|(w, _)| *w == what).map(|(_, v)| v.as_slice());
+    let get = |what: &str| {
+        values
+            .iter()
+            .find(|(w, _)| *w == what)
+            .map(|(_, v)| v.as_slice())
+    };
     cols.pt.clear();
     cols.eta.clear();
     cols.phi.clear();

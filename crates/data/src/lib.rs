@@ -27,9 +27,9 @@ mod schema;
 pub use assemble::{FileReport, SampleMeta, read_file_events, read_tree_events};
 pub use blocks::CachedSplit;
 pub use cache::{
-    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, EventRecord, FeatureNames, Folds,
-    MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, Split, UnitDone, UnitWriter, building_dir,
-    file_identity, fingerprint_of, first_difference, fold_of, open_split, read_cache,
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, EventRecord, FeatureNames,
+    Folds, MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, Split, UnitDone, UnitWriter,
+    building_dir, file_identity, fingerprint_of, first_difference, fold_of, open_split, read_cache,
     read_manifest, read_split, verify_cache,
 };
 pub use config::{

@@ -378,16 +378,23 @@ impl SchemaSpec {
         for (c, (field, spec)) in self.collections().into_iter().enumerate() {
             let Some(spec) = spec else { continue };
             let jets = field == "jets";
+            // Jets always have a b-tag and leptons a charge: 0 without a branch, as the
+            // contract's code reads them.
             let mut fields = std::collections::BTreeMap::new();
-            if let Some(b) = &spec.btag {
-                let test = match spec.btag_threshold {
-                    Some(t) => format!("{b} > {t}"),
-                    None => format!("{b} != 0"),
+            if jets {
+                let test = match (&spec.btag, spec.btag_threshold) {
+                    (Some(b), Some(t)) => format!("{b} > {t}"),
+                    (Some(b), None) => format!("{b} != 0"),
+                    (None, _) => "0".to_owned(),
                 };
                 fields.insert("btag".to_owned(), test);
             }
-            if let Some(q) = &spec.charge {
-                fields.insert("charge".to_owned(), format!("sign({q})"));
+            if matches!(field, "electrons" | "muons") {
+                let q = spec
+                    .charge
+                    .as_ref()
+                    .map_or_else(|| "0".to_owned(), |q| format!("sign({q})"));
+                fields.insert("charge".to_owned(), q);
             }
             let mass = match field {
                 "electrons" => Some(gnn4c_events::ELECTRON_MASS.to_string()),

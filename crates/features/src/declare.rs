@@ -84,29 +84,61 @@ pub struct ObjectDecl {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counter: Option<String>,
     /// Transverse momentum (GeV): a branch or an expression.
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pt: Option<String>,
     /// Pseudorapidity.
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub eta: Option<String>,
     /// Azimuth (rad).
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub phi: Option<String>,
     /// Mass (GeV); wins over a mass computed from `e`. Without `mass` and `e`: 0.
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mass: Option<String>,
     /// Energy (GeV): with pt/eta/phi the mass is sqrt(max(E² − (pt·cosh η)², 0)); with
     /// px/py/pz the cartesian four-vector's.
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub e: Option<String>,
     /// Cartesian px (GeV), instead of pt/eta/phi.
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub px: Option<String>,
     /// Cartesian py (GeV).
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub py: Option<String>,
     /// Cartesian pz (GeV); without it η is 0 (a transverse quantity such as MET).
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pz: Option<String>,
     /// Exactly one object per event (MET): scalar branches or one-element arrays; an event with
     /// another count is skipped as `<name>_count`. Never selected away.
@@ -116,14 +148,22 @@ pub struct ObjectDecl {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
     /// Objects kept: an expression over the object's fields (`pt >= 25 && abs(eta) <= 4.5`).
-    #[serde(default, deserialize_with = "expression_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "expression_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub select: Option<String>,
     /// After sorting by pt (descending, stable), keep at most this many.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_objects: Option<usize>,
     /// More per-object fields: name → a branch or an expression over branches (`qgl: Jet_qgl`,
     /// `btag: Jet_btagDeepB > 0.6321`).
-    #[serde(default, deserialize_with = "expression_map", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "expression_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub fields: BTreeMap<String, String>,
 }
 
@@ -341,7 +381,11 @@ impl Kinematics {
     /// Its source expressions, in a fixed order (the reader evaluates them in this order).
     pub fn sources(&self) -> Vec<(&'static str, &Expr)> {
         let mut out: Vec<(&'static str, &Expr)> = Vec::new();
-        fn add<'a>(out: &mut Vec<(&'static str, &'a Expr)>, name: &'static str, e: Option<&'a Expr>) {
+        fn add<'a>(
+            out: &mut Vec<(&'static str, &'a Expr)>,
+            name: &'static str,
+            e: Option<&'a Expr>,
+        ) {
             if let Some(e) = e {
                 out.push((name, e));
             }
@@ -453,10 +497,16 @@ impl Inputs {
     /// the position and the closest valid names.
     pub fn new(spec: &InputsSpec) -> Result<Inputs, DeclError> {
         if spec.objects.is_empty() {
-            return Err(DeclError::plain("objects", "declare at least one object collection"));
+            return Err(DeclError::plain(
+                "objects",
+                "declare at least one object collection",
+            ));
         }
         if spec.node_features.is_empty() {
-            return Err(DeclError::plain("node_features", "declare at least one node feature"));
+            return Err(DeclError::plain(
+                "node_features",
+                "declare at least one node feature",
+            ));
         }
         let mut seen = std::collections::BTreeSet::new();
         for f in spec.node_features.iter().chain(&spec.globals) {
@@ -477,7 +527,10 @@ impl Inputs {
         }
         let mut pairs = std::collections::BTreeSet::new();
         if let Some(p) = spec.pairs.iter().find(|p| !pairs.insert(p.name())) {
-            return Err(DeclError::plain("pairs", format!("'{}' is listed twice", p.name())));
+            return Err(DeclError::plain(
+                "pairs",
+                format!("'{}' is listed twice", p.name()),
+            ));
         }
         let objects = spec
             .objects
@@ -516,7 +569,10 @@ impl Inputs {
                             return Err(DeclError {
                                 place,
                                 expression: Some(f.expr.clone()),
-                                message: format!("no collection '{collection}' at position {}", position + 1),
+                                message: format!(
+                                    "no collection '{collection}' at position {}",
+                                    position + 1
+                                ),
                                 closest: closest_names(&collection, names, 3),
                                 unknown: Some(collection),
                             });
@@ -594,7 +650,13 @@ impl Inputs {
     pub fn max_nodes(&self) -> Option<usize> {
         self.objects
             .iter()
-            .map(|o| if o.decl.single { Some(1) } else { o.decl.max_objects })
+            .map(|o| {
+                if o.decl.single {
+                    Some(1)
+                } else {
+                    o.decl.max_objects
+                }
+            })
             .sum()
     }
 }
@@ -637,10 +699,15 @@ fn object_inputs(k: usize, o: &ObjectDecl, all: &[ObjectDecl]) -> Result<ObjectI
         ));
     }
     if all[..k].iter().any(|p| p.name == o.name) {
-        return Err(DeclError::plain(format!("objects.{}", o.name), "two collections have this name"));
+        return Err(DeclError::plain(
+            format!("objects.{}", o.name),
+            "two collections have this name",
+        ));
     }
     let parse = |what: &str, text: &Option<String>| -> Result<Option<Expr>, DeclError> {
-        text.as_deref().map(|t| parse_at(&place(what), t)).transpose()
+        text.as_deref()
+            .map(|t| parse_at(&place(what), t))
+            .transpose()
     };
     let polar = o.pt.is_some() || o.eta.is_some() || o.phi.is_some();
     let cartesian = o.px.is_some() || o.py.is_some() || o.pz.is_some();
@@ -648,7 +715,10 @@ fn object_inputs(k: usize, o: &ObjectDecl, all: &[ObjectDecl]) -> Result<ObjectI
         (true, false) => {
             let need = |what: &str, text: &Option<String>| {
                 parse(what, text)?.ok_or_else(|| {
-                    DeclError::plain(format!("objects.{}", o.name), format!("polar kinematics need pt, eta and phi: {what} is missing"))
+                    DeclError::plain(
+                        format!("objects.{}", o.name),
+                        format!("polar kinematics need pt, eta and phi: {what} is missing"),
+                    )
                 })
             };
             Kinematics::Polar {
@@ -662,7 +732,10 @@ fn object_inputs(k: usize, o: &ObjectDecl, all: &[ObjectDecl]) -> Result<ObjectI
         (false, true) => {
             let need = |what: &str, text: &Option<String>| {
                 parse(what, text)?.ok_or_else(|| {
-                    DeclError::plain(format!("objects.{}", o.name), format!("cartesian kinematics need px and py: {what} is missing"))
+                    DeclError::plain(
+                        format!("objects.{}", o.name),
+                        format!("cartesian kinematics need px and py: {what} is missing"),
+                    )
                 })
             };
             Kinematics::Cartesian {
@@ -691,10 +764,16 @@ fn object_inputs(k: usize, o: &ObjectDecl, all: &[ObjectDecl]) -> Result<ObjectI
         if OBJECT_FIELDS.contains(&name.as_str()) {
             return Err(DeclError::plain(
                 place(&format!("fields.{name}")),
-                format!("'{name}' is a field every object has ({})", OBJECT_FIELDS.join(", ")),
+                format!(
+                    "'{name}' is a field every object has ({})",
+                    OBJECT_FIELDS.join(", ")
+                ),
             ));
         }
-        fields.push((name.clone(), parse_at(&place(&format!("fields.{name}")), text)?));
+        fields.push((
+            name.clone(),
+            parse_at(&place(&format!("fields.{name}")), text)?,
+        ));
     }
     let mut inputs = ObjectInputs {
         decl: o.clone(),
@@ -706,9 +785,8 @@ fn object_inputs(k: usize, o: &ObjectDecl, all: &[ObjectDecl]) -> Result<ObjectI
         let p = place("select");
         let expr = parse_at(&p, text)?;
         let names = inputs.field_names();
-        let bound = bind_fields(&expr, &names).map_err(|e| {
-            DeclError::in_expression(p, text, e, names.iter().copied())
-        })?;
+        let bound = bind_fields(&expr, &names)
+            .map_err(|e| DeclError::in_expression(p, text, e, names.iter().copied()))?;
         inputs.select = Some(bound);
     }
     Ok(inputs)
@@ -725,11 +803,18 @@ fn bind_fields(expr: &Expr, names: &[&str]) -> Result<crate::expr::Bound, ExprEr
 fn node_feature(f: &FeatureDecl, objects: &[ObjectInputs]) -> Result<NodeFeature, DeclError> {
     let place = format!("node_features.{}", f.name);
     let expr = parse_at(&place, &f.expr)?;
-    if let Some((r, pos)) = expr.names().into_iter().find(|(r, _)| matches!(r, NameRef::Aggregate { .. })) {
+    if let Some((r, pos)) = expr
+        .names()
+        .into_iter()
+        .find(|(r, _)| matches!(r, NameRef::Aggregate { .. }))
+    {
         return Err(DeclError {
             place,
             expression: Some(f.expr.clone()),
-            message: format!("aggregate '{r}' at position {} belongs in a global feature", pos + 1),
+            message: format!(
+                "aggregate '{r}' at position {} belongs in a global feature",
+                pos + 1
+            ),
             unknown: None,
             closest: Vec::new(),
         });
@@ -803,7 +888,10 @@ pairs: [deta, dphi, dr]
     #[test]
     fn a_declaration_parses_with_widths_and_event_branches() {
         let inputs = Inputs::new(&spec(BASE)).expect("valid");
-        assert_eq!((inputs.d_node(), inputs.d_global(), inputs.d_pair()), (2, 2, 3));
+        assert_eq!(
+            (inputs.d_node(), inputs.d_global(), inputs.d_pair()),
+            (2, 2, 3)
+        );
         assert_eq!(inputs.event_branches, vec!["PV_npvs".to_owned()]);
         assert_eq!(inputs.max_nodes(), Some(5));
         assert!(matches!(inputs.node[1].by_collection[1], FeatureSource::Fill(x) if x == -1.0));
@@ -811,17 +899,30 @@ pairs: [deta, dphi, dr]
 
     #[test]
     fn errors_name_the_place_and_the_closest_name() {
-        let e = Inputs::new(&spec(&BASE.replace("expr: qgl, fill: -1", "expr: qgll, fill: -1"))).unwrap_err();
+        let e = Inputs::new(&spec(
+            &BASE.replace("expr: qgl, fill: -1", "expr: qgll, fill: -1"),
+        ))
+        .unwrap_err();
         assert_eq!(e.place, "node_features.qgl");
         assert_eq!(e.closest.first().map(String::as_str), Some("qgl"), "{e}");
         let e = Inputs::new(&spec(&BASE.replace(", fill: -1", ""))).unwrap_err();
-        assert!(e.to_string().contains("collection 'met' has no field 'qgl'"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("collection 'met' has no field 'qgl'"),
+            "{e}"
+        );
         let e = Inputs::new(&spec(&BASE.replace("sum(jets.pt)", "sum(jet.pt)"))).unwrap_err();
         assert_eq!(e.closest.first().map(String::as_str), Some("jets"), "{e}");
         let e = Inputs::new(&spec(&BASE.replace("'pt >= 25'", "'ptt >= 25'"))).unwrap_err();
-        assert_eq!((e.place.as_str(), e.unknown.as_deref()), ("objects.jets.select", Some("ptt")));
+        assert_eq!(
+            (e.place.as_str(), e.unknown.as_deref()),
+            ("objects.jets.select", Some("ptt"))
+        );
         assert!(e.to_string().contains("at position 1"), "{e}");
-        let e = Inputs::new(&spec(&BASE.replace("pairs: [deta, dphi, dr]", "pairs: [deta, deta]"))).unwrap_err();
+        let e = Inputs::new(&spec(
+            &BASE.replace("pairs: [deta, dphi, dr]", "pairs: [deta, deta]"),
+        ))
+        .unwrap_err();
         assert!(e.to_string().contains("twice"), "{e}");
         assert!(serde_yaml::from_str::<InputsSpec>(&BASE.replace("dr]", "dR]")).is_err());
     }

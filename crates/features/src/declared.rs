@@ -253,7 +253,11 @@ impl Inputs {
         }
         // Event-level columns: n_nodes, the aggregates, the branches.
         let mut event_cols: Vec<Vec<f64>> = Vec::with_capacity(1 + self.aggregates.len());
-        event_cols.push((0..n).map(|i| (out.node_offsets[i + 1] - out.node_offsets[i]) as f64).collect());
+        event_cols.push(
+            (0..n)
+                .map(|i| (out.node_offsets[i + 1] - out.node_offsets[i]) as f64)
+                .collect(),
+        );
         let mut position_in_collection = vec![0usize; nodes.len()];
         let mut seen = vec![0usize; self.objects.len()];
         for (r, &(c, _)) in nodes.iter().enumerate() {
@@ -266,7 +270,8 @@ impl Inputs {
                     let mut acc = Aggregated::new(kind);
                     for r in out.nodes(i) {
                         if nodes[r].0 == c {
-                            let x = field.map_or(0.0, |f| gathered[c][f][position_in_collection[r]]);
+                            let x =
+                                field.map_or(0.0, |f| gathered[c][f][position_in_collection[r]]);
                             acc.add(x);
                         }
                     }
@@ -308,7 +313,8 @@ impl Inputs {
         out.node_features.clear();
         out.node_features.extend(values.iter().map(|&x| x as f32));
         out.global_features.clear();
-        out.global_features.extend(globals.iter().map(|&x| x as f32));
+        out.global_features
+            .extend(globals.iter().map(|&x| x as f32));
     }
 }
 

@@ -165,7 +165,10 @@ impl Aggregate {
 #[derive(Debug, Clone, PartialEq)]
 enum Node {
     Num(f64),
-    Name { name: String, position: usize },
+    Name {
+        name: String,
+        position: usize,
+    },
     Neg(Box<Node>),
     Not(Box<Node>),
     Call1(Func1, Box<Node>),
@@ -307,7 +310,10 @@ impl Expr {
 
     /// Binds every name to a column index through `lookup`; the first name it does not know is
     /// an error at that name's position.
-    pub fn bind(&self, lookup: &mut dyn FnMut(&NameRef) -> Option<usize>) -> Result<Bound, ExprError> {
+    pub fn bind(
+        &self,
+        lookup: &mut dyn FnMut(&NameRef) -> Option<usize>,
+    ) -> Result<Bound, ExprError> {
         Ok(Bound {
             root: bind_node(&self.root, lookup)?,
         })
@@ -321,7 +327,9 @@ fn bind_node(
     Ok(match node {
         Node::Num(x) => BoundNode::Num(*x),
         Node::Name { .. } | Node::Aggregate { .. } => {
-            let (r, position) = node.name_ref().unwrap_or((NameRef::Plain(String::new()), 0));
+            let (r, position) = node
+                .name_ref()
+                .unwrap_or((NameRef::Plain(String::new()), 0));
             match lookup(&r) {
                 Some(k) => BoundNode::Column(k),
                 None => {
@@ -512,7 +520,8 @@ fn lex(text: &str) -> Result<Vec<Token>, ExprError> {
         }
         if c.is_alphabetic() || c == '_' {
             let mut j = i;
-            while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_' || chars[j] == '.')
+            while j < chars.len()
+                && (chars[j].is_alphanumeric() || chars[j] == '_' || chars[j] == '.')
             {
                 j += 1;
             }
@@ -539,8 +548,15 @@ fn lex(text: &str) -> Result<Vec<Token>, ExprError> {
             return Err(err(position, format!("unexpected character '{c}'")));
         };
         if *op == "^" || *op == "%" {
-            let hint = if *op == "^" { "write x**y or pow(x, y) for a power" } else { "there is no remainder operator" };
-            return Err(err(position, format!("'{op}' is not an operator here ({hint})")));
+            let hint = if *op == "^" {
+                "write x**y or pow(x, y) for a power"
+            } else {
+                "there is no remainder operator"
+            };
+            return Err(err(
+                position,
+                format!("'{op}' is not an operator here ({hint})"),
+            ));
         }
         out.push(Token {
             kind: TokenKind::Op(op),
@@ -584,7 +600,11 @@ impl Parser {
         while let Some(o) = self.peek_op(&names) {
             self.at += 1;
             let rhs = next(self)?;
-            let op = ops.iter().find(|(n, _)| *n == o).map(|(_, op)| *op).unwrap_or(Op2::Add);
+            let op = ops
+                .iter()
+                .find(|(n, _)| *n == o)
+                .map(|(_, op)| *op)
+                .unwrap_or(Op2::Add);
             lhs = Node::Call2(op, Box::new(lhs), Box::new(rhs));
             if !chain {
                 if let Some(t) = self.tokens.get(self.at)
@@ -666,8 +686,14 @@ impl Parser {
                 self.at += 1;
                 Ok(())
             }
-            Some(t) => Err(err(t.position, format!("expected {what}, found {}", t.kind))),
-            None => Err(err(self.end_position(), format!("expected {what} at the end"))),
+            Some(t) => Err(err(
+                t.position,
+                format!("expected {what}, found {}", t.kind),
+            )),
+            None => Err(err(
+                self.end_position(),
+                format!("expected {what} at the end"),
+            )),
         }
     }
 
@@ -726,19 +752,33 @@ impl Parser {
                     arg.map_or(position, |t| t.position),
                     format!(
                         "{name}(…) takes a collection's field (`{name}(jets.pt)`){}",
-                        if kind == Aggregate::Count { " or a collection (`count(jets)`)" } else { "" }
+                        if kind == Aggregate::Count {
+                            " or a collection (`count(jets)`)"
+                        } else {
+                            ""
+                        }
                     ),
                 ));
             };
             self.at += 1;
             if kind != Aggregate::Count && !of.contains('.') {
-                return Err(err(at, format!("{name}(…) takes collection.field, got '{of}'")));
+                return Err(err(
+                    at,
+                    format!("{name}(…) takes collection.field, got '{of}'"),
+                ));
             }
             if kind == Aggregate::Count && of.contains('.') {
-                return Err(err(at, format!("count(…) takes a collection name, got '{of}'")));
+                return Err(err(
+                    at,
+                    format!("count(…) takes a collection name, got '{of}'"),
+                ));
             }
             self.expect(&TokenKind::RParen, "')'")?;
-            return Ok(Node::Aggregate { kind, of, position: at });
+            return Ok(Node::Aggregate {
+                kind,
+                of,
+                position: at,
+            });
         }
         let mut args = vec![self.or()?];
         while matches!(
@@ -754,13 +794,19 @@ impl Parser {
         self.expect(&TokenKind::RParen, "')' after the arguments")?;
         let one = |f: Func1, mut args: Vec<Node>| -> Result<Node, ExprError> {
             if args.len() != 1 {
-                return Err(err(position, format!("{name}(…) takes 1 argument, got {}", args.len())));
+                return Err(err(
+                    position,
+                    format!("{name}(…) takes 1 argument, got {}", args.len()),
+                ));
             }
             Ok(Node::Call1(f, Box::new(args.remove(0))))
         };
         let two = |op: Op2, mut args: Vec<Node>| -> Result<Node, ExprError> {
             if args.len() != 2 {
-                return Err(err(position, format!("{name}(…) takes 2 arguments, got {}", args.len())));
+                return Err(err(
+                    position,
+                    format!("{name}(…) takes 2 arguments, got {}", args.len()),
+                ));
             }
             let b = args.remove(1);
             Ok(Node::Call2(op, Box::new(args.remove(0)), Box::new(b)))
@@ -785,7 +831,10 @@ impl Parser {
             "max" => two(Op2::Max, args),
             _ => Err(ExprError {
                 position,
-                message: format!("unknown function '{name}'; the functions are {}", FUNCTIONS.join(", ")),
+                message: format!(
+                    "unknown function '{name}'; the functions are {}",
+                    FUNCTIONS.join(", ")
+                ),
                 unknown: Some(name.to_owned()),
             }),
         }
@@ -827,28 +876,51 @@ mod tests {
         );
         assert_eq!(got, vec![1.0, 0.0, 1.0]);
         let got = eval("-pt**2 / 100 + sqrt(pt) * 2 - 1", &[("pt", &pt)]);
-        let want: Vec<f64> = pt.iter().map(|p| -(p.powf(2.0)) / 100.0 + p.sqrt() * 2.0 - 1.0).collect();
+        let want: Vec<f64> = pt
+            .iter()
+            .map(|p| -(p.powf(2.0)) / 100.0 + p.sqrt() * 2.0 - 1.0)
+            .collect();
         assert_eq!(got, want);
-        let got = eval("atan2(eta, pt) + hypot(pt, eta) + max(pt, 50) + min(eta, 0)", &[("pt", &pt), ("eta", &eta)]);
+        let got = eval(
+            "atan2(eta, pt) + hypot(pt, eta) + max(pt, 50) + min(eta, 0)",
+            &[("pt", &pt), ("eta", &eta)],
+        );
         let want: Vec<f64> = pt
             .iter()
             .zip(&eta)
             .map(|(p, e)| e.atan2(*p) + p.hypot(*e) + p.max(50.0) + e.min(0.0))
             .collect();
         assert_eq!(got, want);
-        assert_eq!(eval("phi / pi", &[("phi", &[1.0])]), vec![1.0 / std::f64::consts::PI]);
-        assert_eq!(eval("sign(q)", &[("q", &[-3.0, 0.0, 2.0])]), vec![-1.0, 0.0, 1.0]);
-        assert_eq!(eval("2 ** 3 ** 2", &[]), vec![512.0], "** is right-associative");
+        assert_eq!(
+            eval("phi / pi", &[("phi", &[1.0])]),
+            vec![1.0 / std::f64::consts::PI]
+        );
+        assert_eq!(
+            eval("sign(q)", &[("q", &[-3.0, 0.0, 2.0])]),
+            vec![-1.0, 0.0, 1.0]
+        );
+        assert_eq!(
+            eval("2 ** 3 ** 2", &[]),
+            vec![512.0],
+            "** is right-associative"
+        );
         assert_eq!(eval("1.5e-3 * 1000 + .5", &[]), vec![2.0]);
-        assert_eq!(eval("log(exp(1)) + cosh(0) + sinh(0) + cos(0) + sin(0)", &[]), vec![3.0]);
+        assert_eq!(
+            eval("log(exp(1)) + cosh(0) + sinh(0) + cos(0) + sin(0)", &[]),
+            vec![3.0]
+        );
     }
 
     #[test]
     fn names_are_listed_once_with_aggregates() {
-        let e = Expr::parse("sum(jets.pt) / 1000 + count(jets) + n_nodes * n_nodes").expect("parses");
+        let e =
+            Expr::parse("sum(jets.pt) / 1000 + count(jets) + n_nodes * n_nodes").expect("parses");
         let names: Vec<String> = e.names().into_iter().map(|(n, _)| n.to_string()).collect();
         assert_eq!(names, vec!["sum(jets.pt)", "count(jets)", "n_nodes"]);
-        assert_eq!(Expr::parse("0.000511").expect("parses").constant(), Some(0.000511));
+        assert_eq!(
+            Expr::parse("0.000511").expect("parses").constant(),
+            Some(0.000511)
+        );
         assert_eq!(Expr::parse("Jet_pt").expect("parses").constant(), None);
     }
 

@@ -387,9 +387,19 @@ mod tests {
             "padding edges stay in the padding graph"
         );
         // Exactly on a step for edges but not nodes: the padding graph still gets a node.
-        let f = collate(&refs, Padding::Fixed { nodes: 6, edges: 8 }, Widths::CONTRACT).expect("fixed");
+        let f = collate(
+            &refs,
+            Padding::Fixed { nodes: 6, edges: 8 },
+            Widths::CONTRACT,
+        )
+        .expect("fixed");
         assert_eq!((f.total_nodes(), f.total_edges()), (6, 8));
-        let err = collate(&refs, Padding::Fixed { nodes: 4, edges: 8 }, Widths::CONTRACT).expect_err("too small");
+        let err = collate(
+            &refs,
+            Padding::Fixed { nodes: 4, edges: 8 },
+            Widths::CONTRACT,
+        )
+        .expect_err("too small");
         assert!(err.contains("fixed padding"), "{err}");
     }
 

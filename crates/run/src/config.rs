@@ -170,14 +170,15 @@ impl Composed {
                             path.push(found.clone());
                         }
                         let parent = path[..path.len() - 1].to_vec();
-                        let hint = gnn4c_features::closest_names(found, expected.iter().copied(), 1)
-                            .first()
-                            .map(|c| {
-                                let mut p = parent.clone();
-                                p.push(c.clone());
-                                format!(" (did you mean `{}`?)", p.join("."))
-                            })
-                            .unwrap_or_default();
+                        let hint =
+                            gnn4c_features::closest_names(found, expected.iter().copied(), 1)
+                                .first()
+                                .map(|c| {
+                                    let mut p = parent.clone();
+                                    p.push(c.clone());
+                                    format!(" (did you mean `{}`?)", p.join("."))
+                                })
+                                .unwrap_or_default();
                         format!(
                             "unknown key `{}` in {}{hint}",
                             path.join("."),
@@ -347,7 +348,8 @@ fn find_group_file(
         if names.is_empty() {
             "none".to_owned()
         } else {
-            let closest = gnn4c_features::closest_names(option, names.iter().map(String::as_str), 1);
+            let closest =
+                gnn4c_features::closest_names(option, names.iter().map(String::as_str), 1);
             format!(
                 "{}{}",
                 names.join(", "),

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use anyhow::Context;
 use burn::module::AutodiffModule;
 use gnn4c_data::{CacheManifest, CachedSplit, EventRecord, Folds, Split};
 use gnn4c_events::Label;
-use anyhow::Context;
 use gnn4c_family::{Batch, Classifier, EventSource, InputWidths, ModelFamily, SourceError};
 use gnn4c_features::PairFeature;
 use gnn4c_graphs::{GraphSample, TopologyCache};
@@ -353,7 +353,11 @@ thread_local! {
 }
 
 /// The pair features a model reads must be as many as the cache declares.
-fn check_widths(family: &str, widths: InputWidths, pairs: &[PairFeature]) -> Result<(), SourceError> {
+fn check_widths(
+    family: &str,
+    widths: InputWidths,
+    pairs: &[PairFeature],
+) -> Result<(), SourceError> {
     if widths.d_pair == pairs.len() {
         return Ok(());
     }
@@ -475,7 +479,12 @@ impl<F: Registered> CachedEvents<F> {
                 PairFeature::ALL
                     .into_iter()
                     .find(|m| m.name() == p)
-                    .with_context(|| format!("cache {}: unknown pair feature '{p}'; rebuild it", dir.display()))
+                    .with_context(|| {
+                        format!(
+                            "cache {}: unknown pair feature '{p}'; rebuild it",
+                            dir.display()
+                        )
+                    })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok((

@@ -128,14 +128,7 @@ pub fn preprocess(
         build.threads = (build.threads / world.local_size()).max(1);
         // Every rank writes its units (a failing rank ends the job); the manifest comes after,
         // from rank 0 alone.
-        preprocess_cache(
-            &mut std::io::sink(),
-            dataset,
-            &dir,
-            mode,
-            folds,
-            &build,
-        )?;
+        preprocess_cache(&mut std::io::sink(), dataset, &dir, mode, folds, &build)?;
         world.barrier();
         if !world.is_root() {
             return Ok(None);
@@ -306,7 +299,9 @@ fn file_events(
                         ));
                     }
                     Err(skip) => {
-                        *skipped.entry(inputs.skip_name(*skip).into_owned()).or_default() += 1;
+                        *skipped
+                            .entry(inputs.skip_name(*skip).into_owned())
+                            .or_default() += 1;
                     }
                 }
             }
@@ -697,7 +692,9 @@ mod tests {
             path.display()
         ))
         .expect("config");
-        let plan = cfg.sample_plan(&cfg.samples[0], Path::new("/")).expect("plan");
+        let plan = cfg
+            .sample_plan(&cfg.samples[0], Path::new("/"))
+            .expect("plan");
         let declared = file_events(&cfg, &plan, &cfg.inputs().expect("inputs"), &path, range, 5)
             .expect("declared read");
         let dir = tempfile::tempdir().expect("tempdir");
@@ -737,8 +734,13 @@ mod tests {
         let cached: Vec<GraphSample> = (0..split.block_sizes().len())
             .flat_map(|b| split.read_block(b).expect("block"))
             .map(|r| {
-                let widths = gnn4c_family::InputWidths { d_node: 7, d_global: 2, d_pair: 3 };
-                crate::family::graph_of_record(r, widths, &PairFeature::ALL, &mut topo).expect("graph")
+                let widths = gnn4c_family::InputWidths {
+                    d_node: 7,
+                    d_global: 2,
+                    d_pair: 3,
+                };
+                crate::family::graph_of_record(r, widths, &PairFeature::ALL, &mut topo)
+                    .expect("graph")
             })
             .collect();
         assert!(built.len() > 500, "{} graphs", built.len());

@@ -101,11 +101,19 @@ fn builtin_declarations_equal_the_contract_code_bit_for_bit() {
     let cases = [
         ("data/real/uproot-HZZ.root", "events", "hzz"),
         ("data/real/uproot-HZZ-zstd.root", "events", "hzz"),
-        ("data/real/nanoAOD_2015_CMS_Open_Data_ttbar.root", "Events", "nanoaod"),
+        (
+            "data/real/nanoAOD_2015_CMS_Open_Data_ttbar.root",
+            "Events",
+            "nanoaod",
+        ),
         ("data/real/uproot-issue121.root", "Events", "nanoaod"),
         ("data/generated/nano_zlib1.root", "Events", "nanoaod"),
         ("data/generated/nano_offsetmap.root", "Events", "nanoaod"),
-        ("data/generated/delphes_flat_uproot.root", "Delphes", "delphes_flat"),
+        (
+            "data/generated/delphes_flat_uproot.root",
+            "Delphes",
+            "delphes_flat",
+        ),
         ("data/generated/delphes_gen.root", "Delphes", "delphes"),
         ("data/real/uproot-issue513.root", "Delphes", "delphes"),
         ("data/generated/vec_zlib1.root", "tree", "vector"),
@@ -113,7 +121,10 @@ fn builtin_declarations_equal_the_contract_code_bit_for_bit() {
     let mut compared = 0;
     for (file, tree, schema) in cases {
         let path = shared(file);
-        let (code, declared) = (by_code(&path, tree, schema), by_declaration(&path, tree, schema));
+        let (code, declared) = (
+            by_code(&path, tree, schema),
+            by_declaration(&path, tree, schema),
+        );
         match (code, declared) {
             (Ok(c), Ok(d)) => {
                 assert_eq!(c.len(), d.len(), "{file}: events kept");
