@@ -832,8 +832,8 @@ fn node_feature(f: &FeatureDecl, objects: &[ObjectInputs]) -> Result<NodeFeature
             }
         }
     }
-    if missing.len() == objects.len() {
-        // No collection has the name: a misspelling, not a feature of some collections only.
+    if missing.len() == objects.len() && f.fill.is_none() {
+        // No collection has the name and no fill is given: a misspelling.
         let (_, _, e) = missing.swap_remove(0);
         let all: Vec<&str> = objects.iter().flat_map(|o| o.field_names()).collect();
         return Err(DeclError::in_expression(place, &f.expr, e, all.into_iter()));
@@ -899,10 +899,7 @@ pairs: [deta, dphi, dr]
 
     #[test]
     fn errors_name_the_place_and_the_closest_name() {
-        let e = Inputs::new(&spec(
-            &BASE.replace("expr: qgl, fill: -1", "expr: qgll, fill: -1"),
-        ))
-        .unwrap_err();
+        let e = Inputs::new(&spec(&BASE.replace("expr: qgl, fill: -1", "expr: qgll"))).unwrap_err();
         assert_eq!(e.place, "node_features.qgl");
         assert_eq!(e.closest.first().map(String::as_str), Some("qgl"), "{e}");
         let e = Inputs::new(&spec(&BASE.replace(", fill: -1", ""))).unwrap_err();
