@@ -52,7 +52,7 @@ struct Binder<'a> {
 }
 
 impl Binder<'_> {
-    fn unknown(&self, place: &str, text: &str, e: gnn4c_features::ExprError) -> DataError {
+    fn unknown(&self, place: &str, text: &str, e: &gnn4c_features::ExprError) -> DataError {
         let branches = self.reader.branches();
         let closest = e
             .unknown
@@ -159,9 +159,7 @@ impl Binder<'_> {
         let mut names = Vec::new();
         let bound = expr.bind(&mut |r| {
             let NameRef::Plain(name) = r else { return None };
-            if self.reader.branch(name).is_none() {
-                return None;
-            }
+            self.reader.branch(name)?;
             match columns.iter().position(|(_, n)| n == name) {
                 Some(k) => Some(k),
                 None => {
@@ -171,7 +169,7 @@ impl Binder<'_> {
                 }
             }
         });
-        let bound = bound.map_err(|e| self.unknown(place, expr.text(), e))?;
+        let bound = bound.map_err(|e| self.unknown(place, expr.text(), &e))?;
         for name in names {
             let k = self.column(&name, counter, place)?;
             if let Some(slot) = columns.iter_mut().find(|(_, n)| *n == name) {
@@ -427,6 +425,7 @@ fn fill_chunk(
 
 /// One collection's columns for a chunk: objects per entry from its arrays (scalars broadcast),
 /// its expressions evaluated over them, and its kinematics converted.
+#[allow(clippy::needless_range_loop)] // `i` indexes the columns, the skips and the offsets
 fn object_columns(
     reader: &dyn TreeReader,
     single: bool,

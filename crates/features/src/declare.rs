@@ -512,7 +512,7 @@ impl Inputs {
         for f in spec.node_features.iter().chain(&spec.globals) {
             if !seen.insert(f.name.as_str()) {
                 return Err(DeclError::plain(
-                    format!("{}", f.name),
+                    f.name.clone(),
                     "two features have this name",
                 ));
             }
