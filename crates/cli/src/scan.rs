@@ -105,8 +105,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .filter(|s| args.sample.as_ref().is_none_or(|n| n == &s.name))
     };
     let mut progress = EntryProgress::new(progress_wanted(), &cfg, chosen(), &base, "scanning")?;
-    let d_node = inputs.d_node();
-    let d_global = inputs.d_global();
     for s in chosen() {
         let mut t = Totals {
             objects: vec![0; inputs.objects.len()],
@@ -147,12 +145,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                             t.shown.push(Shown {
                                 id: entry_id(&plan.meta, &source, &tree, chunk, i),
                                 weight: chunk.weights[i],
-                                node_features: features.node_features
-                                    [nodes.start * d_node..nodes.end * d_node]
-                                    .to_vec(),
-                                global_features: features.global_features
-                                    [i * d_global..(i + 1) * d_global]
-                                    .to_vec(),
+                                node_features: features.node_features_of(i).to_vec(),
+                                global_features: features.global_features_of(i).to_vec(),
                             });
                         }
                     }

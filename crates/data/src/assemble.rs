@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use gnn4c_events::{EventId, EventSample, Label, SkipCounts, polar_from_cartesian};
 
-use crate::root::{BranchKind, ColumnChunk, ColumnRequest, EntryRange, TreeReader, open_tree};
+use crate::root::{
+    BranchKind, ColumnChunk, ColumnRequest, EntryRange, TreeReader, infer_counter, not_numbers,
+    open_tree, request,
+};
 use crate::schema::{MetSpec, ObjectSpec};
 use gnn4c_features::closest_names;
 
@@ -111,28 +114,7 @@ impl Resolver<'_> {
                 Err(self.missing(c, &format!("the counter of '{branch}'")))
             };
         }
-        let prefix = branch
-            .split_once('.')
-            .or_else(|| branch.split_once('_'))
-            .map_or(branch, |(p, _)| p);
-        let candidates = [
-            format!("{prefix}_size"),
-            format!("n{prefix}"),
-            format!("N{prefix}"),
-        ];
-        candidates
-            .iter()
-            .find(|c| self.reader.branch(c).is_some())
-            .cloned()
-            .ok_or_else(|| {
-                DataError::Config(format!(
-                    "{}: tree '{}': cannot find the counter of leaf-count array '{branch}' \
-                     (tried {}); name it with `counter:` in the schema",
-                    self.reader.path().display(),
-                    self.reader.tree_name(),
-                    candidates.join(", ")
-                ))
-            })
+        infer_counter(self.reader, branch, "in the schema")
     }
 
     /// Adds a column for `branch` (once) and returns its index.
@@ -149,27 +131,9 @@ impl Resolver<'_> {
         let counter = match info.kind {
             BranchKind::Array(_) => Some(self.counter_for(branch, counter)?),
             BranchKind::Scalar(_) | BranchKind::Vector(_) => None,
-            BranchKind::Other => {
-                return Err(DataError::BranchType {
-                    path: self.reader.path().to_owned(),
-                    tree: self.reader.tree_name().to_owned(),
-                    branch: branch.to_owned(),
-                    found: info.type_name.clone(),
-                    expected: format!(
-                        "numbers for {needed_for}: a scalar, a leaf-count array or a std::vector \
-                         (TClonesArray, TBranchObject, strings and fixed-size arrays are not supported)"
-                    ),
-                });
-            }
+            BranchKind::Other => return Err(not_numbers(self.reader, info, needed_for)),
         };
-        if let Some(k) = self.requests.iter().position(|r| r.branch == branch) {
-            return Ok(k);
-        }
-        self.requests.push(ColumnRequest {
-            branch: branch.to_owned(),
-            counter,
-        });
-        Ok(self.requests.len() - 1)
+        Ok(request(&mut self.requests, branch, counter))
     }
 
     fn object(&mut self, field: &str, spec: &ObjectSpec) -> Result<Option<ObjectPlan>, DataError> {

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use gnn4c_features::{Bound, ChunkInputs, Expr, Inputs, Kinematics, NameRef, ObjectColumns, Skip};
 
-use crate::root::{BranchKind, ColumnChunk, EntryRange, TreeReader, open_tree};
+use crate::root::{
+    BranchKind, ColumnChunk, EntryRange, TreeReader, infer_counter, not_numbers, open_tree, request,
+};
 use crate::{DataError, SampleMeta};
 use gnn4c_features::closest_names;
 
@@ -53,22 +55,12 @@ struct Binder<'a> {
 
 impl Binder<'_> {
     fn unknown(&self, place: &str, text: &str, e: &gnn4c_features::ExprError) -> DataError {
-        let branches = self.reader.branches();
-        let closest = e
-            .unknown
-            .as_deref()
-            .map(|u| closest_names(u, branches.iter().map(|b| b.name.as_str()), 3))
-            .unwrap_or_default();
         DataError::Config(format!(
             "{}inputs.{place} \"{text}\": {e}: no such branch in tree '{}' of {}{}",
             self.source,
             self.reader.tree_name(),
             self.reader.path().display(),
-            if closest.is_empty() {
-                String::new()
-            } else {
-                format!(" (closest branch: {})", closest.join(", "))
-            }
+            closest_branches(self.reader, e.unknown.as_deref().unwrap_or_default())
         ))
     }
 
@@ -86,28 +78,7 @@ impl Binder<'_> {
                 )))
             };
         }
-        let prefix = branch
-            .split_once('.')
-            .or_else(|| branch.split_once('_'))
-            .map_or(branch, |(p, _)| p);
-        let candidates = [
-            format!("{prefix}_size"),
-            format!("n{prefix}"),
-            format!("N{prefix}"),
-        ];
-        candidates
-            .iter()
-            .find(|c| self.reader.branch(c).is_some())
-            .cloned()
-            .ok_or_else(|| {
-                DataError::Config(format!(
-                    "{}: tree '{}': cannot find the counter of leaf-count array '{branch}' (tried {}); \
-                     name it with `counter:` in the collection",
-                    self.reader.path().display(),
-                    self.reader.tree_name(),
-                    candidates.join(", ")
-                ))
-            })
+        infer_counter(self.reader, branch, "in the collection")
     }
 
     /// The column of `branch` (requested once).
@@ -127,25 +98,10 @@ impl Binder<'_> {
             BranchKind::Array(_) => Some(self.counter_for(branch, counter)?),
             BranchKind::Scalar(_) | BranchKind::Vector(_) => None,
             BranchKind::Other => {
-                return Err(DataError::BranchType {
-                    path: self.reader.path().to_owned(),
-                    tree: self.reader.tree_name().to_owned(),
-                    branch: branch.to_owned(),
-                    found: info.type_name.clone(),
-                    expected: format!(
-                        "numbers for inputs.{place}: a scalar, a leaf-count array or a std::vector"
-                    ),
-                });
+                return Err(not_numbers(self.reader, info, &format!("inputs.{place}")));
             }
         };
-        if let Some(k) = self.requests.iter().position(|r| r.branch == branch) {
-            return Ok(k);
-        }
-        self.requests.push(crate::ColumnRequest {
-            branch: branch.to_owned(),
-            counter,
-        });
-        Ok(self.requests.len() - 1)
+        Ok(request(&mut self.requests, branch, counter))
     }
 
     /// Binds `expr`'s names to branches, adding them to `columns` (the expression's own list).
@@ -180,10 +136,21 @@ impl Binder<'_> {
     }
 }
 
+/// ` (closest branch: …)` for a name the tree lacks, or nothing when no branch is close.
+fn closest_branches(reader: &dyn TreeReader, name: &str) -> String {
+    let branches = reader.branches();
+    let closest = closest_names(name, branches.iter().map(|b| b.name.as_str()), 3);
+    if closest.is_empty() {
+        String::new()
+    } else {
+        format!(" (closest branch: {})", closest.join(", "))
+    }
+}
+
 fn plan(
     reader: &dyn TreeReader,
     inputs: &Inputs,
-    weight: Option<&str>,
+    weight: Option<&Expr>,
     source: &str,
 ) -> Result<Plan, DataError> {
     let mut b = Binder {
@@ -235,16 +202,13 @@ fn plan(
             cartesian: matches!(o.kinematics, Kinematics::Cartesian { .. }),
         }));
     }
-    let weight = match weight {
-        Some(text) if !text.is_empty() => {
-            let expr = Expr::parse(text)
-                .map_err(|e| DataError::Config(format!("{source}weight \"{text}\": {e}")))?;
+    let weight = weight
+        .map(|expr| {
             let mut columns = Vec::new();
-            let bound = b.bind(&expr, "weight", None, &mut columns)?;
-            Some((columns, bound))
-        }
-        _ => None,
-    };
+            let bound = b.bind(expr, "weight", None, &mut columns)?;
+            Ok::<_, DataError>((columns, bound))
+        })
+        .transpose()?;
     let event_number = inputs
         .spec
         .event_number
@@ -254,16 +218,11 @@ fn plan(
     let mut event_branches = Vec::new();
     for name in &inputs.event_branches {
         if reader.branch(name).is_none() {
-            let closest = closest_names(name, reader.branches().iter().map(|b| b.name.as_str()), 3);
             return Err(DataError::Config(format!(
                 "{source}inputs.globals: unknown name '{name}': not n_nodes, an aggregate or a branch of tree '{}' in {}{}",
                 reader.tree_name(),
                 reader.path().display(),
-                if closest.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (closest branch: {})", closest.join(", "))
-                }
+                closest_branches(reader, name)
             )));
         }
         let k = b.column(name, None, "globals")?;
@@ -278,9 +237,9 @@ fn plan(
     })
 }
 
-/// Reads the declared inputs of one tree, `range.step_size` entries at a time. `weight` is the
-/// sample's weight expression (the declaration's when the sample names none); `source` prefixes
-/// configuration errors (the config file).
+/// Reads the declared inputs of one tree, `range.step_size` entries at a time. The weight is the
+/// sample's `weight` expression, else the declaration's; `source` prefixes configuration errors
+/// (the config file).
 ///
 /// A collection's arrays that disagree in length, and a weight or global-feature branch without
 /// exactly one value in an entry, are errors; a single-object collection without exactly one
@@ -296,11 +255,16 @@ pub fn read_file_inputs(
 ) -> Result<u64, DataError> {
     let reader = open_tree(path, tree)?;
     let reader = reader.as_ref();
-    let weight = meta
-        .weight_branch
-        .as_deref()
-        .or(inputs.spec.weight.as_deref());
-    let plan = plan(reader, inputs, weight, source)?;
+    // The sample's own weight, else the declaration's (parsed once, with the declaration).
+    let weight = match meta.weight_branch.as_deref() {
+        None => inputs.weight.clone(),
+        Some("") => None,
+        Some(text) => Some(
+            Expr::parse(text)
+                .map_err(|e| DataError::Config(format!("{source}weight \"{text}\": {e}")))?,
+        ),
+    };
+    let plan = plan(reader, inputs, weight.as_ref(), source)?;
     let mut out = InputChunk::default();
     let mut entries = 0u64;
     reader.read(&plan.requests, range, &mut |chunk| {
@@ -506,29 +470,32 @@ fn object_columns(
         bound.eval(&refs, n_objects, &mut v);
         values.push((what, v));
     }
+    // Each source's column, found once per chunk (not per object).
     let get = |what: &str| {
         values
             .iter()
             .find(|(w, _)| *w == what)
             .map(|(_, v)| v.as_slice())
     };
+    let [pt, eta, phi, mass, e, px, py, pz] =
+        ["pt", "eta", "phi", "mass", "e", "px", "py", "pz"].map(get);
+    let at = |v: Option<&[f64]>, k: usize| v.map(|v| v[k]);
     cols.pt.clear();
     cols.eta.clear();
     cols.phi.clear();
     cols.mass.clear();
     for k in 0..n_objects {
-        let at = |what: &str| get(what).map(|v| v[k]);
         let (pt, eta, phi, mass) = if p.cartesian {
-            let (px, py) = (at("px").unwrap_or(0.0), at("py").unwrap_or(0.0));
-            let (pt, eta, phi, m) = match at("pz") {
-                Some(pz) => gnn4c_events::polar_from_cartesian(px, py, pz, at("e").unwrap_or(0.0)),
+            let (px, py) = (at(px, k).unwrap_or(0.0), at(py, k).unwrap_or(0.0));
+            let (pt, eta, phi, m) = match at(pz, k) {
+                Some(pz) => gnn4c_events::polar_from_cartesian(px, py, pz, at(e, k).unwrap_or(0.0)),
                 // A transverse quantity (MET): η 0, massless.
                 None => (px.hypot(py), 0.0, py.atan2(px), 0.0),
             };
-            (pt, eta, phi, at("mass").unwrap_or(m))
+            (pt, eta, phi, at(mass, k).unwrap_or(m))
         } else {
-            let (pt, eta) = (at("pt").unwrap_or(0.0), at("eta").unwrap_or(0.0));
-            let mass = match (at("mass"), at("e")) {
+            let (pt, eta) = (at(pt, k).unwrap_or(0.0), at(eta, k).unwrap_or(0.0));
+            let mass = match (at(mass, k), at(e, k)) {
                 (Some(m), _) => m,
                 (None, Some(e)) => {
                     let p = pt * eta.cosh();
@@ -536,7 +503,7 @@ fn object_columns(
                 }
                 (None, None) => 0.0,
             };
-            (pt, eta, at("phi").unwrap_or(0.0), mass)
+            (pt, eta, at(phi, k).unwrap_or(0.0), mass)
         };
         cols.pt.push(pt);
         cols.eta.push(eta);

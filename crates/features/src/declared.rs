@@ -69,12 +69,27 @@ pub struct ChunkFeatures {
     pub phi: Vec<f64>,
     /// `[n_entries, d_global]` row-major.
     pub global_features: Vec<f32>,
+    /// Node feature width.
+    pub d_node: usize,
+    /// Global feature width.
+    pub d_global: usize,
 }
 
 impl ChunkFeatures {
     /// Entry i's node rows.
     pub fn nodes(&self, i: usize) -> std::ops::Range<usize> {
         self.node_offsets[i]..self.node_offsets[i + 1]
+    }
+
+    /// Entry i's node features, `[n_nodes, d_node]` row-major.
+    pub fn node_features_of(&self, i: usize) -> &[f32] {
+        let r = self.nodes(i);
+        &self.node_features[r.start * self.d_node..r.end * self.d_node]
+    }
+
+    /// Entry i's global features.
+    pub fn global_features_of(&self, i: usize) -> &[f32] {
+        &self.global_features[i * self.d_global..(i + 1) * self.d_global]
     }
 }
 
@@ -147,6 +162,8 @@ impl Inputs {
     pub fn build_chunk(&self, chunk: &ChunkInputs, out: &mut ChunkFeatures) {
         let n = chunk.n_entries;
         let d_node = self.d_node();
+        out.d_node = d_node;
+        out.d_global = self.d_global();
         out.kept.clear();
         out.node_offsets.clear();
         out.node_offsets.push(0);

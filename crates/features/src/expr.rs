@@ -401,14 +401,6 @@ impl Bound {
         walk(&self.root, &mut out);
         out
     }
-
-    /// The column this expression is, when it is one name alone (no arithmetic).
-    pub fn as_column(&self) -> Option<usize> {
-        match self.root {
-            BoundNode::Column(k) => Some(k),
-            _ => None,
-        }
-    }
 }
 
 /// Appends the `n` values of `node` to `out`.

@@ -77,21 +77,19 @@ pub fn to_record(
     id: gnn4c_events::EventId,
     label: &gnn4c_events::Label,
     weight: f32,
-    d_node: usize,
     n_folds: u32,
 ) -> EventRecord {
     let nodes = features.nodes(i);
-    let d_global = features.global_features.len() / features.kept.len().max(1);
     EventRecord {
         fold: fold_of(id.event_number, n_folds),
         n_nodes: nodes.len() as u16,
         id,
         label: label.clone(),
         weight,
-        node_features: features.node_features[nodes.start * d_node..nodes.end * d_node].to_vec(),
+        node_features: features.node_features_of(i).to_vec(),
         eta: features.eta[nodes.clone()].to_vec(),
         phi: features.phi[nodes].to_vec(),
-        global_features: features.global_features[i * d_global..(i + 1) * d_global].to_vec(),
+        global_features: features.global_features_of(i).to_vec(),
     }
 }
 
@@ -274,7 +272,6 @@ fn file_events(
     let (mut records, mut skipped) = (Vec::new(), BTreeMap::new());
     let source_file: Arc<Path> = Arc::from(path);
     let tree: Arc<str> = Arc::from(plan.tree.as_str());
-    let d_node = inputs.d_node();
     let entries_read = gnn4c_data::read_file_inputs(
         path,
         &plan.tree,
@@ -294,7 +291,6 @@ fn file_events(
                             id,
                             &plan.meta.label,
                             chunk.weights[i],
-                            d_node,
                             n_folds,
                         ));
                     }

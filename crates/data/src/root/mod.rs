@@ -242,6 +242,72 @@ pub trait TreeReader {
     }
 }
 
+/// The counter of leaf-count array `branch` a tree holds: `X_size`, `nX` or `NX` for a branch
+/// `X.y` or `X_y`; the error names those tried and where to name one (`name_it`: "in the
+/// schema").
+pub(crate) fn infer_counter(
+    reader: &dyn TreeReader,
+    branch: &str,
+    name_it: &str,
+) -> Result<String, DataError> {
+    let prefix = branch
+        .split_once('.')
+        .or_else(|| branch.split_once('_'))
+        .map_or(branch, |(p, _)| p);
+    let candidates = [
+        format!("{prefix}_size"),
+        format!("n{prefix}"),
+        format!("N{prefix}"),
+    ];
+    candidates
+        .iter()
+        .find(|c| reader.branch(c).is_some())
+        .cloned()
+        .ok_or_else(|| {
+            DataError::Config(format!(
+                "{}: tree '{}': cannot find the counter of leaf-count array '{branch}' \
+                 (tried {}); name it with `counter:` {name_it}",
+                reader.path().display(),
+                reader.tree_name(),
+                candidates.join(", ")
+            ))
+        })
+}
+
+/// A branch that holds no numbers the reader can read, for `needed_for`.
+pub(crate) fn not_numbers(
+    reader: &dyn TreeReader,
+    info: &BranchInfo,
+    needed_for: &str,
+) -> DataError {
+    DataError::BranchType {
+        path: reader.path().to_owned(),
+        tree: reader.tree_name().to_owned(),
+        branch: info.name.clone(),
+        found: info.type_name.clone(),
+        expected: format!(
+            "numbers for {needed_for}: a scalar, a leaf-count array or a std::vector \
+             (TClonesArray, TBranchObject, strings and fixed-size arrays are not supported)"
+        ),
+    }
+}
+
+/// The index of `branch`'s request in `requests`, added once.
+pub(crate) fn request(
+    requests: &mut Vec<ColumnRequest>,
+    branch: &str,
+    counter: Option<String>,
+) -> usize {
+    if let Some(k) = requests.iter().position(|r| r.branch == branch) {
+        return k;
+    }
+    requests.push(ColumnRequest {
+        branch: branch.to_owned(),
+        counter,
+    });
+    requests.len() - 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

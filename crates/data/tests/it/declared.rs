@@ -74,7 +74,6 @@ fn by_declaration(path: &std::path::Path, tree: &str, schema: &str) -> Result<Ve
     let m = meta();
     read_file_inputs(path, tree, &inputs, &m, range, "", &mut |chunk| {
         inputs.build_chunk(&chunk.inputs, &mut f);
-        let (d, g) = (inputs.d_node(), inputs.d_global());
         for i in 0..chunk.inputs.n_entries {
             if f.kept[i].is_ok() {
                 let id = entry_id(&m, &source, &tree_name, chunk, i);
@@ -83,10 +82,10 @@ fn by_declaration(path: &std::path::Path, tree: &str, schema: &str) -> Result<Ve
                     id.entry,
                     id.event_number,
                     chunk.weights[i].to_bits(),
-                    bits32(&f.node_features[nodes.start * d..nodes.end * d]),
+                    bits32(f.node_features_of(i)),
                     bits64(&f.eta[nodes.clone()]),
                     bits64(&f.phi[nodes]),
-                    bits32(&f.global_features[i * g..(i + 1) * g]),
+                    bits32(f.global_features_of(i)),
                 ));
             }
         }
