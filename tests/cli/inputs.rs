@@ -46,7 +46,7 @@ inputs:
       max_objects: 4
     - {{name: met, single: true, pt: MET_pt, eta: 0, phi: MET_phi}}
   node_features:
-    - {{name: pt, expr: log(pt)}}
+    - {{name: pt, expr: log(pt), standardize: auto}}
     - {{name: eta, expr: eta, standardize: {{scale: 3}}}}
     - {{name: phi, expr: phi, standardize: {{scale: 3.141592653589793}}}}
     - {{name: energy, expr: e, standardize: {{scale: 100}}}}
@@ -58,8 +58,8 @@ inputs:
   globals:
     - {{name: n_nodes, expr: n_nodes, standardize: {{scale: 10}}}}
     - {{name: ht, expr: sum(jets.pt), standardize: {{scale: 1000}}}}
-    - {{name: npv, expr: PV_npvs, standardize: {{center: 10, scale: 10}}}}
-  pairs: [deta, dphi, dr]
+    - {{name: npv, expr: PV_npvs, standardize: auto}}
+  pairs: [deta, dphi, dr, mass, log_kt]
 samples:
   - {{name: first, files: ['{f}'], label: 0, entry_stop: 100}}
   - {{name: second, files: ['{f}'], label: 1, entry_start: 100}}
@@ -102,6 +102,7 @@ fn a_declared_tau_collection_and_new_variables_train_both_families() {
         "{manifest}"
     );
     assert_eq!(manifest["features"]["global"][2], "npv", "{manifest}");
+    assert_eq!(manifest["features"]["pair"][3], "mass", "{manifest}");
     std::fs::write(
         cwd.join("exp.yaml"),
         "name: custom\ndata: custom.yaml\ntask: binary\ntrainer: {batch_size: 32, max_epochs: 1, seed: 3, checkpoint_every_steps: null}\n",
@@ -118,7 +119,29 @@ fn a_declared_tau_collection_and_new_variables_train_both_families() {
         ]);
         let config = json(&cwd.join(&run_dir).join("config.json"));
         assert_eq!(config["model"]["d_node"], 9, "{family}: {config}");
+        // `auto`: the training folds' (2, 3, 4) mean and standard deviation, as recorded.
+        for feature in ["pt", "npv"] {
+            let (count, sum) = manifest["shards"]
+                .as_array()
+                .expect("shards")
+                .iter()
+                .filter(|s| s["fold"].as_u64().is_some_and(|f| f >= 2))
+                .map(|s| &s["moments"][feature])
+                .fold((0.0, 0.0), |(n, t), m| {
+                    let c = m["count"].as_f64().expect("count");
+                    (n + c, t + c * m["mean"].as_f64().expect("mean"))
+                });
+            let s = &config["standardization"][feature];
+            let center = s["center"].as_f64().expect("center");
+            assert!(
+                (center - sum / count).abs() < 1e-9 * center.abs().max(1.0),
+                "{feature}: {s}"
+            );
+            assert!(s["scale"].as_f64().expect("scale") > 0.0, "{feature}: {s}");
+        }
         assert_eq!(config["model"]["d_global"], 3, "{family}: {config}");
+        let d_pair = if family == "root_gnn" { "d_edge" } else { "d_pair" };
+        assert_eq!(config["model"][d_pair], 5, "{family}: {config}");
         ok(&["predict", &run_dir]);
         assert!(
             cwd.join(&run_dir)

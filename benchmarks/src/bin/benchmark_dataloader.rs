@@ -20,6 +20,7 @@ use gnn4c_data::{
     write_demo,
 };
 use gnn4c_family::EventSource;
+use gnn4c_features::Standardization;
 use gnn4c_root_gnn::{EdgeNetworkConfig, RootGnnFamily};
 use gnn4c_run::CachedEvents;
 use gnn4c_run::device::DeviceChoice;
@@ -86,6 +87,8 @@ fn stream_cache(dir: &Path) -> anyhow::Result<()> {
         &[Split::Train],
         None,
         &EdgeNetworkConfig::new(12),
+        // Declared `auto` features are read raw here: the loader's cost without their scaling.
+        &Standardization::default(),
     )?;
     let pass = Pass {
         seed: defaults.seed,
@@ -228,6 +231,8 @@ fn main() -> anyhow::Result<()> {
         &[Split::Train],
         None,
         &EdgeNetworkConfig::new(12),
+        // Declared `auto` features are read raw here: the loader's cost without their scaling.
+        &Standardization::default(),
     )?;
     for threads in [1, 2] {
         for prefetch in [1, 4] {

@@ -249,8 +249,14 @@ fn show_declaration(out: &mut impl Write, inputs: &Inputs) -> anyhow::Result<()>
     }
     let describe = |f: &gnn4c_features::FeatureDecl| {
         let mut s = f.expr.clone();
-        if let Some(st) = f.standardize {
-            s = format!("({s} - {}) / {}", st.center, st.scale);
+        match f.standardize {
+            Some(gnn4c_features::Standardize::Fixed(st)) => {
+                s = format!("({s} - {}) / {}", st.center, st.scale);
+            }
+            Some(gnn4c_features::Standardize::Auto) => {
+                s = format!("({s} - mean) / std  (auto: the training folds')");
+            }
+            None => {}
         }
         if let Some(fill) = f.fill {
             s.push_str(&format!("  (fill {fill})"));

@@ -23,6 +23,7 @@ use arrow_array::types::{Float32Type, Float64Type, Int32Type, UInt8Type, UInt16T
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use gnn4c_events::{EventId, Label};
+use gnn4c_features::{AutoColumns, Moments, Scale};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
@@ -34,7 +35,7 @@ use crate::blocks::CachedSplit;
 use crate::error::write_atomically;
 
 /// Version of the cache's on-disk layout; bump it when columns change.
-pub const CACHE_SCHEMA_VERSION: u32 = 5;
+pub const CACHE_SCHEMA_VERSION: u32 = 6;
 /// The scientific contract the cached features follow (`../shared/spec/contract.md`).
 pub const CONTRACT_VERSION: &str = "v1";
 /// The manifest's file name.
@@ -64,6 +65,11 @@ pub struct EventRecord {
     pub eta: Vec<f64>,
     /// `[n_nodes]`: each node's raw φ (rad), f64.
     pub phi: Vec<f64>,
+    /// `[n_nodes]`, or empty: each node's pt (GeV), kept where a declared pair feature needs
+    /// the nodes' momenta (`mass`, `kt`, `z`, …).
+    pub pt: Vec<f64>,
+    /// `[n_nodes]` where `pt` is kept, else empty: each node's mass (GeV; MET: 0).
+    pub mass: Vec<f64>,
     /// `[d_global]`.
     pub global_features: Vec<f32>,
 }
@@ -81,6 +87,9 @@ pub struct ShardInfo {
     pub sha256: String,
     /// The fold of every event in it.
     pub fold: u8,
+    /// Moments of the declaration's `auto`-standardised features over its events, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub moments: BTreeMap<String, Moments>,
 }
 
 /// Per-sample counts in the manifest.
@@ -146,6 +155,23 @@ impl CacheManifest {
     /// Total events cached.
     pub fn events(&self) -> u64 {
         self.shards.iter().map(|s| s.events).sum()
+    }
+
+    /// The mean and standard deviation of each `auto` feature over the shards of the folds
+    /// `keep_fold` passes (the training folds), merged in manifest order: the same numbers for
+    /// the same cache.
+    pub fn auto_scales(&self, keep_fold: &dyn Fn(u8) -> bool) -> BTreeMap<String, Scale> {
+        let mut merged: BTreeMap<&str, Moments> = BTreeMap::new();
+        for shard in self.shards.iter().filter(|s| keep_fold(s.fold)) {
+            for (name, m) in &shard.moments {
+                let e = merged.entry(name.as_str()).or_default();
+                *e = e.merge(*m);
+            }
+        }
+        merged
+            .into_iter()
+            .filter_map(|(name, m)| m.scale().map(|s| (name.to_owned(), s)))
+            .collect()
     }
 }
 
@@ -254,7 +280,7 @@ impl Kind {
 }
 
 /// The cache's columns: the one table writing and reading follow (readers find columns by name).
-const COLUMNS: [(&str, Kind); 14] = [
+const COLUMNS: [(&str, Kind); 16] = [
     ("sample", Kind::Utf8),
     ("source_file", Kind::Utf8),
     ("tree", Kind::Utf8),
@@ -268,6 +294,8 @@ const COLUMNS: [(&str, Kind); 14] = [
     ("node_features", Kind::ListF32),
     ("eta", Kind::ListF64),
     ("phi", Kind::ListF64),
+    ("pt", Kind::ListF64),
+    ("mass", Kind::ListF64),
     ("global_features", Kind::ListF32),
 ];
 
@@ -333,6 +361,7 @@ pub struct CacheBuilder {
     dir: PathBuf,
     fingerprint: String,
     shard_events: usize,
+    auto: AutoColumns,
 }
 
 /// The folder in which the cache `target` is built.
@@ -385,6 +414,7 @@ impl CacheBuilder {
             dir,
             fingerprint: fingerprint.to_owned(),
             shard_events,
+            auto: AutoColumns::default(),
         };
         for (unit, done) in builder.markers()? {
             if done.as_ref().is_none_or(|d| d.fingerprint != fingerprint) {
@@ -392,6 +422,13 @@ impl CacheBuilder {
             }
         }
         Ok(builder)
+    }
+
+    /// Records in each shard the moments of the `auto` features `auto` (what
+    /// [`CacheManifest::auto_scales`] gives a training split's standardisation from).
+    pub fn with_auto(mut self, auto: AutoColumns) -> CacheBuilder {
+        self.auto = auto;
+        self
     }
 
     /// The folder being built.
@@ -464,6 +501,7 @@ impl CacheBuilder {
             fingerprint: self.fingerprint.clone(),
             unit,
             shard_events: self.shard_events,
+            auto: self.auto.clone(),
             pending: BTreeMap::new(),
             shards: Vec::new(),
         })
@@ -552,6 +590,7 @@ pub struct UnitWriter {
     fingerprint: String,
     unit: u32,
     shard_events: usize,
+    auto: AutoColumns,
     /// Records waiting for a shard, per fold.
     pending: BTreeMap<u8, Vec<EventRecord>>,
     shards: Vec<ShardInfo>,
@@ -582,12 +621,25 @@ impl UnitWriter {
         write_atomically(&path, |tmp| {
             std::fs::write(tmp, &bytes).map_err(io_err(tmp))
         })?;
+        let moments = if self.auto.is_empty() {
+            BTreeMap::new()
+        } else {
+            let d_node = records
+                .iter()
+                .find(|r| r.n_nodes > 0)
+                .map_or(0, |r| r.node_features.len() / usize::from(r.n_nodes));
+            let events = records
+                .iter()
+                .map(|r| (r.node_features.as_slice(), r.global_features.as_slice()));
+            self.auto.moments(events, d_node)
+        };
         self.shards.push(ShardInfo {
             file,
             events: records.len() as u64,
             bytes: bytes.len() as u64,
             sha256: sha256_hex(&bytes),
             fold,
+            moments,
         });
         Ok(())
     }
@@ -656,6 +708,8 @@ fn to_batch(records: &[EventRecord]) -> Result<RecordBatch, String> {
     let item64 = || Field::new("item", DataType::Float64, false);
     let mut eta = ListBuilder::new(Float64Builder::new()).with_field(item64());
     let mut phi = ListBuilder::new(Float64Builder::new()).with_field(item64());
+    let mut pt = ListBuilder::new(Float64Builder::new()).with_field(item64());
+    let mut mass = ListBuilder::new(Float64Builder::new()).with_field(item64());
     let mut globals = ListBuilder::new(Float32Builder::new()).with_field(item());
     for r in records {
         sample.append_value(&r.id.sample);
@@ -683,6 +737,10 @@ fn to_batch(records: &[EventRecord]) -> Result<RecordBatch, String> {
         eta.append(true);
         phi.values().append_slice(&r.phi);
         phi.append(true);
+        pt.values().append_slice(&r.pt);
+        pt.append(true);
+        mass.values().append_slice(&r.mass);
+        mass.append(true);
         globals.values().append_slice(&r.global_features);
         globals.append(true);
     }
@@ -700,6 +758,8 @@ fn to_batch(records: &[EventRecord]) -> Result<RecordBatch, String> {
         ("node_features", Arc::new(nodes.finish())),
         ("eta", Arc::new(eta.finish())),
         ("phi", Arc::new(phi.finish())),
+        ("pt", Arc::new(pt.finish())),
+        ("mass", Arc::new(mass.finish())),
         ("global_features", Arc::new(globals.finish())),
     ]
     .into_iter()
@@ -1026,10 +1086,12 @@ pub(crate) fn decode(
     let multi = c("multilabel")?.as_list::<i32>();
     let weight = c("weight")?.as_primitive::<Float32Type>();
     let n_nodes = c("n_nodes")?.as_primitive::<UInt16Type>();
-    let (nodes, eta, phi, globals) = (
+    let (nodes, eta, phi, pt, mass, globals) = (
         c("node_features")?.as_list::<i32>(),
         c("eta")?.as_list::<i32>(),
         c("phi")?.as_list::<i32>(),
+        c("pt")?.as_list::<i32>(),
+        c("mass")?.as_list::<i32>(),
         c("global_features")?.as_list::<i32>(),
     );
     let floats = |l: &arrow_array::ListArray, i: usize| -> Vec<f32> {
@@ -1063,6 +1125,8 @@ pub(crate) fn decode(
             node_features: floats(nodes, i),
             eta: doubles(eta, i),
             phi: doubles(phi, i),
+            pt: doubles(pt, i),
+            mass: doubles(mass, i),
             global_features: floats(globals, i),
         });
     }

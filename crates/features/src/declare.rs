@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::expr::{Aggregate, Expr, ExprError, NameRef};
+use crate::standardize::{Scale, Standardize};
 
 /// The `inputs` section of a dataset config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -180,29 +181,16 @@ pub struct FeatureDecl {
     /// Node features only: the value for collections that lack a field the expression uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<f64>,
-    /// (x − center) / scale, applied to the value as it is cached.
+    /// `{center, scale}`: (x − center) / scale, applied as the value is cached; `auto`: the
+    /// training folds' mean and standard deviation, applied as the cache is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standardize: Option<Standardize>,
 }
 
-/// A fixed standardisation: (x − center) / scale.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Standardize {
-    /// Subtracted first (default 0).
-    #[serde(default)]
-    pub center: f64,
-    /// Divides after (default 1).
-    #[serde(default = "one")]
-    pub scale: f64,
-}
-
-fn one() -> f64 {
-    1.0
-}
-
-/// The pair-feature menu: computed for every ordered pair of nodes (i → j) from the nodes' raw
-/// η and φ (contract §4; MET's η is 0).
+/// The pair-feature menu: computed for every ordered pair of nodes (i → j) when the cache is
+/// read, from the nodes' raw η and φ (contract §4; MET's η is 0) and, for the momentum-based
+/// ones, their pt and mass (MET: massless at η = 0). The logarithms are ParT's, of the value
+/// clamped below at 1e-8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PairFeature {
@@ -210,13 +198,41 @@ pub enum PairFeature {
     Deta,
     /// φ_j − φ_i wrapped into [−π, π).
     Dphi,
-    /// sqrt(Δη² + Δφ²).
+    /// ΔR = sqrt(Δη² + Δφ²).
     Dr,
+    /// The pair's invariant mass (GeV), sqrt(max(0, (E_i + E_j)² − |p_i + p_j|²)).
+    Mass,
+    /// min(pt_i, pt_j) · ΔR (GeV).
+    Kt,
+    /// min(pt_i, pt_j) / (pt_i + pt_j).
+    Z,
+    /// ln ΔR.
+    LogDr,
+    /// ln kt.
+    LogKt,
+    /// ln z.
+    LogZ,
+    /// ln m² (m² of the pair in GeV²).
+    LogM2,
 }
 
 impl PairFeature {
-    /// Every pair feature, for messages and docs.
+    /// The contract's pair features (§4), in its order.
     pub const ALL: [PairFeature; 3] = [PairFeature::Deta, PairFeature::Dphi, PairFeature::Dr];
+
+    /// The whole menu, for messages and docs.
+    pub const MENU: [PairFeature; 10] = [
+        PairFeature::Deta,
+        PairFeature::Dphi,
+        PairFeature::Dr,
+        PairFeature::Mass,
+        PairFeature::Kt,
+        PairFeature::Z,
+        PairFeature::LogDr,
+        PairFeature::LogKt,
+        PairFeature::LogZ,
+        PairFeature::LogM2,
+    ];
 
     /// Its name in a declaration.
     pub fn name(self) -> &'static str {
@@ -224,7 +240,22 @@ impl PairFeature {
             PairFeature::Deta => "deta",
             PairFeature::Dphi => "dphi",
             PairFeature::Dr => "dr",
+            PairFeature::Mass => "mass",
+            PairFeature::Kt => "kt",
+            PairFeature::Z => "z",
+            PairFeature::LogDr => "log_dr",
+            PairFeature::LogKt => "log_kt",
+            PairFeature::LogZ => "log_z",
+            PairFeature::LogM2 => "log_m2",
         }
+    }
+
+    /// Whether it needs the nodes' pt and mass besides η and φ.
+    pub fn needs_momenta(self) -> bool {
+        !matches!(
+            self,
+            PairFeature::Deta | PairFeature::Dphi | PairFeature::Dr | PairFeature::LogDr
+        )
     }
 }
 
@@ -458,7 +489,7 @@ pub(crate) enum FeatureSource {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct NodeFeature {
     pub(crate) by_collection: Vec<FeatureSource>,
-    pub(crate) standardize: Option<Standardize>,
+    pub(crate) standardize: Option<Scale>,
 }
 
 /// A global feature: its expression and the event-level names it uses.
@@ -466,7 +497,7 @@ pub(crate) struct NodeFeature {
 pub(crate) struct GlobalFeature {
     /// Bound to the event-level columns: `n_nodes`, then the aggregates, then the branches.
     pub(crate) bound: crate::expr::Bound,
-    pub(crate) standardize: Option<Standardize>,
+    pub(crate) standardize: Option<Scale>,
 }
 
 /// A declaration, checked and parsed: built once per dataset, bound to each file's branches by
@@ -486,6 +517,14 @@ pub struct Inputs {
     /// Branch names globals use, in the order of their columns (after `n_nodes` and the
     /// aggregates).
     pub event_branches: Vec<String>,
+}
+
+/// The scale applied as the value is cached: a fixed one (`auto` is applied when it is read).
+fn fixed(s: Option<Standardize>) -> Option<Scale> {
+    match s {
+        Some(Standardize::Fixed(scale)) => Some(scale),
+        Some(Standardize::Auto) | None => None,
+    }
 }
 
 fn parse_at(place: &str, text: &str) -> Result<Expr, DeclError> {
@@ -516,7 +555,7 @@ impl Inputs {
                     "two features have this name",
                 ));
             }
-            if let Some(s) = f.standardize
+            if let Some(Standardize::Fixed(s)) = f.standardize
                 && !(s.scale.is_finite() && s.scale != 0.0 && s.center.is_finite())
             {
                 return Err(DeclError::plain(
@@ -601,7 +640,7 @@ impl Inputs {
                     }
                 }
             }
-            globals.push((expr, f.standardize));
+            globals.push((expr, fixed(f.standardize)));
         }
         let globals = globals
             .into_iter()
@@ -644,6 +683,11 @@ impl Inputs {
     /// Pair feature width.
     pub fn d_pair(&self) -> usize {
         self.spec.pairs.len()
+    }
+
+    /// Whether a declared pair feature needs the nodes' pt and mass (then cached with η, φ).
+    pub fn needs_momenta(&self) -> bool {
+        self.spec.pairs.iter().any(|p| p.needs_momenta())
     }
 
     /// The most nodes an event can have (`None` when a collection has no cap).
@@ -853,7 +897,7 @@ fn node_feature(f: &FeatureDecl, objects: &[ObjectInputs]) -> Result<NodeFeature
     }
     Ok(NodeFeature {
         by_collection,
-        standardize: f.standardize,
+        standardize: fixed(f.standardize),
     })
 }
 

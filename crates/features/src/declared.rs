@@ -1,7 +1,8 @@
 //! Declared features of a chunk of entries, column-wise: selection, node features, globals.
 
-use crate::declare::{FeatureSource, Inputs, Standardize};
+use crate::declare::{FeatureSource, Inputs};
 use crate::expr::Aggregate;
+use crate::standardize::Scale;
 use crate::{SKIP_NON_FINITE, SKIP_TOO_FEW_NODES};
 
 /// One collection's objects over a chunk of entries, flat: kinematics (GeV, rad) and declared
@@ -67,6 +68,11 @@ pub struct ChunkFeatures {
     pub eta: Vec<f64>,
     /// `[n_nodes]`: raw φ of each node.
     pub phi: Vec<f64>,
+    /// `[n_nodes]` where a declared pair feature needs momenta ([`Inputs::needs_momenta`]),
+    /// else empty: pt of each node.
+    pub pt: Vec<f64>,
+    /// Like `pt`: mass of each node.
+    pub mass: Vec<f64>,
     /// `[n_entries, d_global]` row-major.
     pub global_features: Vec<f32>,
     /// Node feature width.
@@ -85,6 +91,15 @@ impl ChunkFeatures {
     pub fn node_features_of(&self, i: usize) -> &[f32] {
         let r = self.nodes(i);
         &self.node_features[r.start * self.d_node..r.end * self.d_node]
+    }
+
+    /// Entry i's node pt and mass: empty where the declaration's pairs do not need them.
+    pub fn momenta_of(&self, i: usize) -> (&[f64], &[f64]) {
+        if self.pt.is_empty() {
+            return (&[], &[]);
+        }
+        let r = self.nodes(i);
+        (&self.pt[r.clone()], &self.mass[r])
     }
 
     /// Entry i's global features.
@@ -145,11 +160,8 @@ fn field_columns(
     cols
 }
 
-fn standardized(x: f64, s: Option<Standardize>) -> f64 {
-    match s {
-        Some(s) => (x - s.center) / s.scale,
-        None => x,
-    }
+fn standardized(x: f64, s: Option<Scale>) -> f64 {
+    s.map_or(x, |s| s.apply(x))
 }
 
 impl Inputs {
@@ -169,6 +181,8 @@ impl Inputs {
         out.node_offsets.push(0);
         out.eta.clear();
         out.phi.clear();
+        out.pt.clear();
+        out.mass.clear();
         // Selection masks over every object, column-wise.
         let masks: Vec<Option<Vec<f64>>> = self
             .objects
@@ -230,6 +244,12 @@ impl Inputs {
         for &(c, k) in &nodes {
             out.eta.push(chunk.objects[c].eta[k]);
             out.phi.push(chunk.objects[c].phi[k]);
+        }
+        if self.needs_momenta() {
+            for &(c, k) in &nodes {
+                out.pt.push(chunk.objects[c].pt[k]);
+                out.mass.push(chunk.objects[c].mass[k]);
+            }
         }
         // Node features, column-wise per collection over its selected objects.
         let mut values = vec![0.0f64; nodes.len() * d_node];

@@ -12,6 +12,7 @@ mod declare;
 mod declared;
 mod expr;
 mod selection;
+mod standardize;
 
 pub use build::{
     D_GLOBAL, D_NODE, EventFeatures, NODE_FEATURE_NAMES, SKIP_NON_FINITE, SKIP_TOO_FEW_NODES,
@@ -19,8 +20,9 @@ pub use build::{
 };
 pub use declare::{
     DeclError, EVENT_NAMES, FeatureDecl, Inputs, InputsSpec, Kinematics, OBJECT_FIELDS, ObjectDecl,
-    ObjectInputs, PairFeature, Standardize, closest_names,
+    ObjectInputs, PairFeature, closest_names,
 };
 pub use declared::{ChunkFeatures, ChunkInputs, ObjectColumns, Skip};
 pub use expr::{Aggregate, Bound, Expr, ExprError, FUNCTIONS, NameRef};
 pub use selection::{PerCollection, SelectionConfig};
+pub use standardize::{AutoColumns, Moments, Scale, Standardization, Standardize};

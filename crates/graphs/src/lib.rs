@@ -13,6 +13,7 @@ mod topology;
 
 pub use batch::{GraphBatch, HostBatch, Padding, Widths, collate};
 pub use graph::{
-    D_EDGE, GraphSample, build_graph, edge_features, graph_of_event, pair_features, wrap_phi,
+    D_EDGE, GraphSample, NodeKinematics, build_graph, edge_features, graph_of_event, pair_features,
+    wrap_phi,
 };
 pub use topology::{Topology, TopologyCache};

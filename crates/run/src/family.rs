@@ -15,8 +15,8 @@ use burn::module::AutodiffModule;
 use gnn4c_data::{CacheManifest, CachedSplit, EventRecord, Folds, Split};
 use gnn4c_events::Label;
 use gnn4c_family::{Batch, Classifier, EventSource, InputWidths, ModelFamily, SourceError};
-use gnn4c_features::PairFeature;
-use gnn4c_graphs::{GraphSample, TopologyCache};
+use gnn4c_features::{PairFeature, Standardization};
+use gnn4c_graphs::{GraphSample, NodeKinematics, TopologyCache};
 use gnn4c_root_gnn::RootGnnFamily;
 use gnn4c_root_transformer::{RootTransformerFamily, TokenBatch, TokenEvent};
 use serde::{Deserialize, Serialize};
@@ -315,7 +315,12 @@ impl Registered for RootTransformerFamily {
                     let n = usize::from(r.n_nodes);
                     let topology = topologies.get(n);
                     let mut edges = Vec::with_capacity(topology.n_edges() * d_pair);
-                    gnn4c_graphs::pair_features(pairs, &topology, &r.eta, &r.phi, &mut edges);
+                    gnn4c_graphs::pair_features(
+                        pairs,
+                        &topology,
+                        node_kinematics(r, pairs)?,
+                        &mut edges,
+                    );
                     let mut pair = vec![0.0; n * n * d_pair];
                     for (k, (&s, &d)) in
                         topology.edge_src.iter().zip(&topology.edge_dst).enumerate()
@@ -426,6 +431,31 @@ fn check_record(r: &EventRecord, widths: InputWidths) -> Result<(), SourceError>
     Ok(())
 }
 
+/// What a cached event's pair features are computed from; an event without the nodes' pt and
+/// mass where `pairs` need them is an error (the cache was built for other pair features).
+fn node_kinematics<'a>(
+    r: &'a EventRecord,
+    pairs: &[PairFeature],
+) -> Result<NodeKinematics<'a>, SourceError> {
+    let n = usize::from(r.n_nodes);
+    if let Some(p) = pairs.iter().find(|p| p.needs_momenta())
+        && (r.pt.len() != n || r.mass.len() != n)
+    {
+        return Err(SourceError(format!(
+            "cached event {} of {}: pair feature '{}' needs the nodes' pt and mass, which the cache lacks: rebuild the cache",
+            r.id.entry,
+            r.id.source_file.display(),
+            p.name()
+        )));
+    }
+    Ok(NodeKinematics {
+        eta: &r.eta,
+        phi: &r.phi,
+        pt: &r.pt,
+        mass: &r.mass,
+    })
+}
+
 /// Back from the cache: the graph of a cached event, its topology from `cache` and its edge
 /// features (the declared `pairs`) from the raw η/φ (the function that builds them from an
 /// event, so bitwise equal).
@@ -438,7 +468,7 @@ pub fn graph_of_record(
     check_record(&r, widths)?;
     let topology = cache.get(usize::from(r.n_nodes));
     let mut edges = Vec::with_capacity(topology.n_edges() * pairs.len());
-    gnn4c_graphs::pair_features(pairs, &topology, &r.eta, &r.phi, &mut edges);
+    gnn4c_graphs::pair_features(pairs, &topology, node_kinematics(&r, pairs)?, &mut edges);
     Ok(GraphSample {
         id: r.id,
         label: r.label,
@@ -458,17 +488,21 @@ pub struct CachedEvents<F: Registered> {
     config: F::Config,
     /// The cache's declared pair features.
     pairs: Vec<PairFeature>,
+    /// The `auto` standardisation the model reads its inputs with.
+    standardization: Standardization,
 }
 
 impl<F: Registered> CachedEvents<F> {
     /// Opens the events of `splits` in the cache in `dir` (with an optional seeded subset
-    /// `(n, seed)`) for a model of `config`, checking the folds match.
+    /// `(n, seed)`) for a model of `config` that reads its `auto` features with
+    /// `standardization`, checking the folds match.
     pub fn open(
         dir: &Path,
         folds: &Folds,
         splits: &[Split],
         subset: Option<(usize, u64)>,
         config: &F::Config,
+        standardization: &Standardization,
     ) -> anyhow::Result<(CacheManifest, Arc<CachedEvents<F>>)> {
         let (manifest, split) = gnn4c_data::open_split(dir, folds, splits, subset)?;
         let pairs = manifest
@@ -476,7 +510,7 @@ impl<F: Registered> CachedEvents<F> {
             .pair
             .iter()
             .map(|p| {
-                PairFeature::ALL
+                PairFeature::MENU
                     .into_iter()
                     .find(|m| m.name() == p)
                     .with_context(|| {
@@ -493,6 +527,7 @@ impl<F: Registered> CachedEvents<F> {
                 split,
                 config: config.clone(),
                 pairs,
+                standardization: standardization.clone(),
             }),
         ))
     }
@@ -516,7 +551,15 @@ impl<F: Registered> EventSource for CachedEvents<F> {
     }
 
     fn read_block(&self, block: usize) -> Result<Vec<EventRecord>, SourceError> {
-        self.split.read_block(block).map_err(data_err)
+        let mut records = self.split.read_block(block).map_err(data_err)?;
+        if !self.standardization.is_empty() {
+            for r in &mut records {
+                let d_node = r.node_features.len() / usize::from(r.n_nodes.max(1));
+                self.standardization
+                    .apply(&mut r.node_features, d_node, &mut r.global_features);
+            }
+        }
+        Ok(records)
     }
 
     fn read_targets(&self, block: usize) -> Result<Vec<(i64, f32)>, SourceError> {

@@ -70,7 +70,7 @@ fn sample_entries(
 }
 
 /// The cached form of entry `i` of a chunk, kept by the declaration: its features and the raw
-/// η/φ of its nodes.
+/// η/φ of its nodes (and their pt and mass where a declared pair feature needs them).
 pub fn to_record(
     features: &ChunkFeatures,
     i: usize,
@@ -80,6 +80,7 @@ pub fn to_record(
     n_folds: u32,
 ) -> EventRecord {
     let nodes = features.nodes(i);
+    let (pt, mass) = features.momenta_of(i);
     EventRecord {
         fold: fold_of(id.event_number, n_folds),
         n_nodes: nodes.len() as u16,
@@ -89,6 +90,8 @@ pub fn to_record(
         node_features: features.node_features_of(i).to_vec(),
         eta: features.eta[nodes.clone()].to_vec(),
         phi: features.phi[nodes].to_vec(),
+        pt: pt.to_vec(),
+        mass: mass.to_vec(),
         global_features: features.global_features_of(i).to_vec(),
     }
 }
@@ -333,7 +336,8 @@ pub fn build_cache(
 ) -> anyhow::Result<Option<CacheManifest>> {
     let start = Instant::now();
     let declaration = cfg.inputs()?;
-    let builder = CacheBuilder::open(dir, &fingerprint, build.shard_events, fresh)?;
+    let builder = CacheBuilder::open(dir, &fingerprint, build.shard_events, fresh)?
+        .with_auto(gnn4c_features::AutoColumns::of(&declaration.spec));
     let plans = cfg
         .samples
         .iter()

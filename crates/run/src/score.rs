@@ -28,7 +28,9 @@ use crate::device::{DeviceChoice, check_device};
 use crate::family::{CachedEvents, FamilyJob, Registered};
 use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
 use crate::run_dir::RunDir;
-use crate::settings::{ResolvedRun, cache_dir, check_same_inputs, load_dataset};
+use crate::settings::{
+    ResolvedRun, cache_dir, check_same_inputs, load_dataset, standardization_of,
+};
 use crate::train_step::load_model;
 
 /// Which events to score.
@@ -294,7 +296,14 @@ fn score_on<F: Registered, B: InferenceBackend>(
         );
     }
     let t0 = Instant::now();
-    let (_, data) = CachedEvents::<F>::open(&cache, folds, split.splits(), None, config)?;
+    let (_, data) = CachedEvents::<F>::open(
+        &cache,
+        folds,
+        split.splits(),
+        None,
+        config,
+        &standardization_of(&resolved)?,
+    )?;
     let load_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let model = F::for_scoring::<B>(model);

@@ -2,13 +2,14 @@
 //! (`ResolvedRun`, its `config.json` and every checkpoint's state), with the dataset and task
 //! they resolve to.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use figment::Figment;
 use figment::providers::{Format, Yaml};
 use gnn4c_data::{DatasetConfig, Folds};
-use gnn4c_features::SelectionConfig;
+use gnn4c_features::{Scale, Standardization};
 use gnn4c_tasks::Task;
 use gnn4c_training::TrainConfig;
 use serde::{Deserialize, Serialize};
@@ -196,8 +197,8 @@ pub(crate) fn task_of(kind: TaskKind, data: &DatasetConfig) -> anyhow::Result<Ta
 
 /// What `config.json` holds, and the state of every checkpoint: the run config as resolved
 /// (dataset file and cache folder filled in), the model it builds (when fine-tuning, the
-/// backbone's shape from the pretrained checkpoint), the dataset config it names, the
-/// selection, the task and the layers it was composed from.
+/// backbone's shape from the pretrained checkpoint), the dataset config it names, the `auto`
+/// standardisation of its inputs, the task and the layers it was composed from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResolvedRun {
@@ -209,8 +210,14 @@ pub struct ResolvedRun {
     pub model: ModelConfig,
     /// The dataset config `run.data` names.
     pub dataset: DatasetConfig,
-    /// The object selection.
-    pub selection: SelectionConfig,
+    /// The mean and standard deviation of each `auto`-standardised feature (by name), from the
+    /// training folds of the cache the model was first trained on; every later reader of the
+    /// model's inputs applies these.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub standardization: BTreeMap<String, Scale>,
+    /// Written by runs before declared inputs (the contract's fixed selection); ignored.
+    #[serde(default, rename = "selection", skip_serializing)]
+    pub legacy_selection: Option<serde::de::IgnoredAny>,
     /// The task.
     pub task: Task,
     /// The config layers, in merge order.
@@ -296,6 +303,12 @@ pub(crate) fn check_same_inputs(
         .into());
     }
     Ok(())
+}
+
+/// The standardisation a model of `run` reads its inputs with (its `auto` features').
+pub(crate) fn standardization_of(run: &ResolvedRun) -> anyhow::Result<Standardization> {
+    Standardization::new(&run.dataset.inputs_spec()?, &run.standardization)
+        .map_err(|e| anyhow::anyhow!("dataset '{}': {e}", run.dataset.name))
 }
 
 /// The cache folder: `arg`, or `<root>/<dataset name>`.

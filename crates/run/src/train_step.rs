@@ -1,6 +1,7 @@
 //! The training step behind `train` and `finetune`: a run config → the event cache → a model of
 //! the configured family trained in a run folder, its best model exported and scored.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,6 @@ use burn::prelude::*;
 use gnn4c_data::{CONTRACT_VERSION, CacheManifest, Split, first_difference};
 use gnn4c_distributed::World;
 use gnn4c_family::write_atomic;
-use gnn4c_features::SelectionConfig;
 use gnn4c_training::{
     Checkpoint, FitOptions, MetricsRecord, ProgressBar, Scoring, fit, predict, progress_wanted,
     read_checkpoint,
@@ -26,7 +26,7 @@ use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
 use crate::run_dir::{RunDir, Start};
 use crate::settings::{
     FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, cache_dir, check_same_inputs,
-    input_widths, load_dataset, resolve_data_group, task_of,
+    input_widths, load_dataset, resolve_data_group, standardization_of, task_of,
 };
 
 /// Fine-tuning's starting point.
@@ -283,31 +283,19 @@ fn train_on<B: TrainingBackend>(
         resume.as_ref(),
         out,
     )?;
-    let resolved = ResolvedRun {
+    let mut resolved = ResolvedRun {
         contract_version: CONTRACT_VERSION.to_owned(),
         run: cfg.clone(),
         model,
         dataset: data.clone(),
-        selection: SelectionConfig::default(),
+        standardization: BTreeMap::new(),
+        legacy_selection: None,
         task,
         composed_from: req.composed_from.clone(),
     };
     if req.print_config {
         writeln!(out, "{}", serde_json::to_string_pretty(&resolved)?)?;
         return Ok(None);
-    }
-    if let Some(ck) = &resume {
-        let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?;
-        if let Some(what) = first_difference(&stored.comparable()?, &resolved.comparable()?) {
-            return Err(ConfigError(format!(
-                "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, loader and environment settings may change on resume"
-            ))
-            .into());
-        }
-    }
-    // Rank 0 writes the run folder; the other ranks never read it (a failed rank ends the job).
-    if world.is_root() {
-        run_dir.prepare(req.start, &resolved)?;
     }
 
     // Data: the cache, built or validated by rank 0, then only read by the others.
@@ -340,6 +328,27 @@ fn train_on<B: TrainingBackend>(
         );
     }
     drop(cache_span);
+    resolved.standardization = match (
+        req.finetune.is_some(),
+        pretrained.as_ref().or(resume.as_ref()),
+    ) {
+        // A backbone reads its inputs as it was trained to.
+        (true, Some(ck)) => ResolvedRun::from_value(&ck.state.config, &ck.path)?.standardization,
+        _ => manifest.auto_scales(&|f| cfg.folds.split_of(f) == Split::Train),
+    };
+    if let Some(ck) = &resume {
+        let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?;
+        if let Some(what) = first_difference(&stored.comparable()?, &resolved.comparable()?) {
+            return Err(ConfigError(format!(
+                "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, loader and environment settings may change on resume"
+            ))
+            .into());
+        }
+    }
+    // Rank 0 writes the run folder; the other ranks never read it (a failed rank ends the job).
+    if world.is_root() {
+        run_dir.prepare(req.start, &resolved)?;
+    }
     resolved.model.clone().run(TrainFamily::<B> {
         req,
         resolved: &resolved,
@@ -390,6 +399,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
         let load_span = tracing::info_span!("open_splits").entered();
         let seed = cfg.trainer.seed;
         // The splits are streamed block by block, never read whole; subsets come from the manifest.
+        let standardization = standardization_of(resolved)?;
         let open = |split: Split, subset: Option<usize>, salt: u64| {
             CachedEvents::<F>::open(
                 cache,
@@ -397,6 +407,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
                 &[split],
                 subset.map(|n| (n, seed ^ salt)),
                 config,
+                &standardization,
             )
             .map(|(_, events)| events)
         };

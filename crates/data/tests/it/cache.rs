@@ -37,6 +37,16 @@ fn record(i: u64) -> EventRecord {
         phi: (0..usize::from(n))
             .map(|k| 1e-300 * k as f64 - 3.0)
             .collect(),
+        pt: if i % 3 == 0 {
+            (0..usize::from(n)).map(|k| 20.0 + k as f64).collect()
+        } else {
+            Vec::new()
+        },
+        mass: if i % 3 == 0 {
+            (0..usize::from(n)).map(|k| 0.1 * k as f64).collect()
+        } else {
+            Vec::new()
+        },
         global_features: vec![f32::from(n) / 10.0, 0.25],
     }
 }
@@ -122,6 +132,69 @@ fn round_trip_is_exact_and_sharded() {
         .collect();
     assert_eq!(events.len(), train.len() + val.len());
     assert!(events.iter().all(|e| train.contains(e) || val.contains(e)));
+}
+
+#[test]
+fn auto_features_get_the_training_folds_moments_and_are_cached_raw() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = manifest();
+    let auto = gnn4c_features::AutoColumns {
+        node: vec![(2, "node2".into())],
+        global: vec![(0, "n".into())],
+    };
+    let b = CacheBuilder::open(dir.path(), &m.fingerprint, 7, true)
+        .expect("open")
+        .with_auto(auto);
+    let mut w = b.unit(0).expect("unit");
+    for i in 0..200 {
+        w.push(record(i)).expect("push");
+    }
+    let counts = SampleCounts {
+        read: 200,
+        cached: 200,
+        ..SampleCounts::default()
+    };
+    w.finish("all", counts).expect("unit done");
+    let m = b.finish(1, m).expect("finish");
+    assert!(m.shards.iter().all(|s| s.moments.len() == 2));
+    let folds = Folds::default();
+    let train = |f: u8| folds.split_of(f) == Split::Train;
+    let scales = m.auto_scales(&train);
+    // The same numbers as the raw cached values of the training folds, computed directly.
+    let (_, records) = read_split(dir.path(), &folds, Split::Train).expect("train");
+    let node2: Vec<f64> = records
+        .iter()
+        .flat_map(|r| r.node_features.chunks(7).map(|row| f64::from(row[2])))
+        .collect();
+    let n: Vec<f64> = records
+        .iter()
+        .map(|r| f64::from(r.global_features[0]))
+        .collect();
+    for (name, values) in [("node2", node2), ("n", n)] {
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / values.len() as f64;
+        let s = scales[name];
+        assert!(
+            (s.center - mean).abs() < 1e-9 * mean.abs().max(1.0),
+            "{name}: {s:?} vs {mean}"
+        );
+        assert!(
+            (s.scale - var.sqrt()).abs() < 1e-9 * var.sqrt(),
+            "{name}: {s:?}"
+        );
+    }
+    // The cache holds the values unscaled; the validation fold is not in the statistics.
+    assert_eq!(
+        records,
+        read_split(dir.path(), &folds, Split::Train)
+            .expect("again")
+            .1
+    );
+    assert_eq!(
+        records[0].node_features,
+        record(records[0].id.entry).node_features
+    );
+    assert_ne!(m.auto_scales(&|f| f == 1), scales);
 }
 
 #[test]
