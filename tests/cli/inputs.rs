@@ -93,7 +93,41 @@ fn a_declared_tau_collection_and_new_variables_train_both_families() {
     );
     assert!(!cwd.join("cache/nano_custom").exists());
 
+    let o = run(
+        cwd,
+        &[
+            "inspect",
+            "--inputs",
+            "typo.yaml",
+            nano.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+    assert!(
+        text(&o).1.contains("closest branch: Jet_qgl"),
+        "{}",
+        text(&o).1
+    );
+
     std::fs::write(cwd.join("custom.yaml"), declaration(&nano, "Jet_qgl")).expect("write");
+    // What the model will see, before anything is cached: the declaration and a first event.
+    let shown = ok(&[
+        "inspect",
+        "--inputs",
+        "custom.yaml",
+        "--show",
+        "1",
+        nano.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        shown.contains("taus") && shown.contains("pairs    deta, dphi, dr, mass, log_kt"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("tree 'Events': ") && shown.contains("qgl"),
+        "{shown}"
+    );
+    assert!(!cwd.join("cache/nano_custom").exists(), "inspect writes nothing");
     ok(&["preprocess", "custom.yaml"]);
     let manifest = json(&cwd.join("cache/nano_custom/manifest.json"));
     assert_eq!(
@@ -140,7 +174,11 @@ fn a_declared_tau_collection_and_new_variables_train_both_families() {
             assert!(s["scale"].as_f64().expect("scale") > 0.0, "{feature}: {s}");
         }
         assert_eq!(config["model"]["d_global"], 3, "{family}: {config}");
-        let d_pair = if family == "root_gnn" { "d_edge" } else { "d_pair" };
+        let d_pair = if family == "root_gnn" {
+            "d_edge"
+        } else {
+            "d_pair"
+        };
         assert_eq!(config["model"][d_pair], 5, "{family}: {config}");
         ok(&["predict", &run_dir]);
         assert!(

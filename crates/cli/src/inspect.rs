@@ -1,14 +1,23 @@
-//! `gnn4colliders inspect`: trees, branches, types, entries and matching schemas of ROOT files.
+//! `gnn4colliders inspect`: trees, branches, types, entries and matching schemas of ROOT files;
+//! with `--inputs`, an input declaration and the features it gives a file's first events.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use gnn4c_data::{BranchKind, inspect_file};
+use gnn4c_data::{
+    BranchKind, EntryRange, SampleMeta, TreeInspection, builtin_inputs, entry_id, inspect_file,
+    read_file_inputs,
+};
+use gnn4c_features::{ChunkFeatures, Inputs, InputsSpec};
+use gnn4c_run::{ConfigError, load_dataset};
+
+use crate::declaration::{Shown, show_declaration, show_event};
 
 /// Arguments of `inspect`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders inspect data/demo/pretrain/ttH.root\n  gnn4colliders inspect --filter Jet_ nano.root"
+    after_help = "Examples:\n  gnn4colliders inspect data/demo/pretrain/ttH.root\n  gnn4colliders inspect --filter Jet_ nano.root\n  gnn4colliders inspect --inputs nanoaod nano.root\n  gnn4colliders inspect --inputs configs/data/nanoaod.yaml --show 5 nano.root"
 )]
 pub(crate) struct Args {
     /// ROOT files to inspect.
@@ -17,12 +26,152 @@ pub(crate) struct Args {
     /// Only list branches whose name contains this text.
     #[arg(long)]
     filter: Option<String>,
+    /// An input declaration to try on the files: a built-in's name (`nanoaod`), a dataset
+    /// config, or a YAML file holding a declaration. Prints it and the features of the first
+    /// kept events instead of the branches.
+    #[arg(long)]
+    inputs: Option<String>,
+    /// With --inputs: how many kept events to print per file.
+    #[arg(long, default_value_t = 3)]
+    show: usize,
+    /// With --inputs: the tree to read (default: the first, by entries, that has the
+    /// declaration's branches).
+    #[arg(long)]
+    tree: Option<String>,
+}
+
+/// The entries `--inputs` reads at most, looking for kept events.
+const INSPECT_ENTRIES: u64 = 10_000;
+
+/// The declaration `--inputs` names: a built-in, a dataset config (a YAML file with `samples`)
+/// or a YAML file holding a declaration.
+fn load_declaration(arg: &str) -> anyhow::Result<Inputs> {
+    let path = Path::new(arg);
+    let (spec, origin) = if path.is_file() {
+        let text = std::fs::read_to_string(path)?;
+        let value: serde_yaml::Value = serde_yaml::from_str(&text)
+            .map_err(|e| ConfigError(format!("{}: not YAML: {e}", path.display())))?;
+        let spec = if value.get("samples").is_some() {
+            load_dataset(path)?.inputs_spec()?
+        } else {
+            serde_yaml::from_value::<InputsSpec>(value).map_err(|e| {
+                ConfigError(format!("{}: not an input declaration: {e}", path.display()))
+            })?
+        };
+        (spec, format!("{}: ", path.display()))
+    } else {
+        let spec = builtin_inputs(arg).unwrap_or_else(|| {
+            Err(gnn4c_data::DataError::Config(format!(
+                "--inputs {arg}: no such file and no built-in declaration of that name (built-ins: {})",
+                gnn4c_data::BUILTIN_SCHEMAS.join(", ")
+            )))
+        })?;
+        (spec, format!("built-in declaration {arg}: "))
+    };
+    Inputs::new(&spec).map_err(|e| ConfigError(format!("{origin}{e}")).into())
+}
+
+/// The declaration's features for the first kept events of `path` (at most [`INSPECT_ENTRIES`]
+/// entries read), from `tree`, else from the first tree, by entries, it can read.
+fn inspect_inputs(
+    out: &mut impl Write,
+    path: &Path,
+    trees: &[TreeInspection],
+    inputs: &Inputs,
+    args: &Args,
+) -> anyhow::Result<()> {
+    let mut candidates: Vec<&TreeInspection> = trees
+        .iter()
+        .filter(|t| args.tree.as_ref().is_none_or(|n| n == &t.name))
+        .collect();
+    if candidates.is_empty() {
+        let names: Vec<&str> = trees.iter().map(|t| t.name.as_str()).collect();
+        return Err(ConfigError(format!(
+            "{}: no tree '{}' (trees: {})",
+            path.display(),
+            args.tree.as_deref().unwrap_or_default(),
+            names.join(", ")
+        ))
+        .into());
+    }
+    candidates.sort_by_key(|t| std::cmp::Reverse(t.entries));
+    let meta = SampleMeta {
+        name: Arc::from(
+            path.file_stem()
+                .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
+        ),
+        label: gnn4c_events::Label::Class(0),
+        weight_branch: None,
+        scale: 1.0,
+    };
+    let source: Arc<Path> = Arc::from(path);
+    let mut first_error = None;
+    for t in candidates {
+        let range = EntryRange {
+            entry_start: 0,
+            entry_stop: t.entries.min(INSPECT_ENTRIES),
+            step_size: 1000,
+        };
+        let tree: Arc<str> = Arc::from(t.name.as_str());
+        let (mut shown, mut kept) = (Vec::new(), 0u64);
+        let mut features = ChunkFeatures::default();
+        let read = read_file_inputs(path, &t.name, inputs, &meta, range, "", &mut |chunk| {
+            inputs.build_chunk(&chunk.inputs, &mut features);
+            for (i, k) in features.kept.iter().enumerate() {
+                if k.is_err() {
+                    continue;
+                }
+                kept += 1;
+                if shown.len() < args.show {
+                    shown.push(Shown {
+                        id: entry_id(&meta, &source, &tree, chunk, i),
+                        weight: chunk.weights[i],
+                        node_features: features.node_features_of(i).to_vec(),
+                        global_features: features.global_features_of(i).to_vec(),
+                    });
+                }
+            }
+            Ok(())
+        });
+        match read {
+            Ok(n) => {
+                writeln!(
+                    out,
+                    "  tree '{}': {kept} of the first {n} entries kept",
+                    t.name
+                )?;
+                for e in &shown {
+                    show_event(out, e, inputs)?;
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.map_or_else(
+        || anyhow::anyhow!("{}: no tree", path.display()),
+        Into::into,
+    ))
 }
 
 /// Every file is inspected: one that cannot be read is reported on stderr and the others still
 /// are; the command then fails, saying how many could not be read.
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
+    let inputs = args.inputs.as_deref().map(load_declaration).transpose()?;
+    if let Some(inputs) = &inputs {
+        writeln!(
+            out,
+            "declaration {}: {} node, {} global and {} pair features",
+            args.inputs.as_deref().unwrap_or_default(),
+            inputs.d_node(),
+            inputs.d_global(),
+            inputs.d_pair()
+        )?;
+        show_declaration(&mut out, inputs)?;
+    }
     let mut failed = 0usize;
     for path in &args.files {
         let trees = match inspect_file(path) {
@@ -35,6 +184,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             }
         };
         writeln!(out, "{}", path.display())?;
+        if let Some(inputs) = &inputs {
+            // A declaration that does not fit a file stops here: the user must fix one of them.
+            inspect_inputs(&mut out, path, &trees, inputs, args)?;
+            continue;
+        }
         for t in trees {
             let schemas = match (&t.closest_schema, t.matching_schemas.is_empty()) {
                 (Some((s, gone)), true) => format!(

@@ -5,6 +5,7 @@
 //! only crate that knows clap. `main` maps errors to exit codes (0 success, 1 runtime error,
 //! 2 usage error) and prints them with their causes.
 
+mod declaration;
 mod export;
 mod generate;
 mod inspect;
