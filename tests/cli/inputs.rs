@@ -127,7 +127,10 @@ fn a_declared_tau_collection_and_new_variables_train_both_families() {
         shown.contains("tree 'Events': ") && shown.contains("qgl"),
         "{shown}"
     );
-    assert!(!cwd.join("cache/nano_custom").exists(), "inspect writes nothing");
+    assert!(
+        !cwd.join("cache/nano_custom").exists(),
+        "inspect writes nothing"
+    );
     ok(&["preprocess", "custom.yaml"]);
     let manifest = json(&cwd.join("cache/nano_custom/manifest.json"));
     assert_eq!(

@@ -628,10 +628,11 @@ impl UnitWriter {
                 .iter()
                 .find(|r| r.n_nodes > 0)
                 .map_or(0, |r| r.node_features.len() / usize::from(r.n_nodes));
-            let events = records
+            let events: Vec<(&[f32], &[f32])> = records
                 .iter()
-                .map(|r| (r.node_features.as_slice(), r.global_features.as_slice()));
-            self.auto.moments(events, d_node)
+                .map(|r| (r.node_features.as_slice(), r.global_features.as_slice()))
+                .collect();
+            self.auto.moments(&events, d_node)
         };
         self.shards.push(ShardInfo {
             file,

@@ -174,22 +174,18 @@ impl AutoColumns {
 
     /// The moments of each `auto` feature over `events`: per event, its node features
     /// (`[n_nodes, d_node]` row-major) and its global features.
-    pub fn moments<'a>(
-        &self,
-        events: impl Iterator<Item = (&'a [f32], &'a [f32])> + Clone,
-        d_node: usize,
-    ) -> BTreeMap<String, Moments> {
+    pub fn moments(&self, events: &[(&[f32], &[f32])], d_node: usize) -> BTreeMap<String, Moments> {
         let mut out = BTreeMap::new();
         for (j, name) in &self.node {
-            let values = events.clone().flat_map(move |(nodes, _)| {
+            let values = events.iter().flat_map(|(nodes, _)| {
                 nodes
                     .chunks_exact(d_node.max(1))
-                    .map(move |row| f64::from(row[*j]))
+                    .map(|row| f64::from(row[*j]))
             });
             out.insert(name.clone(), Moments::of(values));
         }
         for (j, name) in &self.global {
-            let values = events.clone().map(move |(_, g)| f64::from(g[*j]));
+            let values = events.iter().map(|(_, g)| f64::from(g[*j]));
             out.insert(name.clone(), Moments::of(values));
         }
         out

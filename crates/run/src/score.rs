@@ -302,7 +302,7 @@ fn score_on<F: Registered, B: InferenceBackend>(
         split.splits(),
         None,
         config,
-        &standardization_of(&resolved)?,
+        &standardization_of(resolved)?,
     )?;
     let load_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();

@@ -37,12 +37,12 @@ fn record(i: u64) -> EventRecord {
         phi: (0..usize::from(n))
             .map(|k| 1e-300 * k as f64 - 3.0)
             .collect(),
-        pt: if i % 3 == 0 {
+        pt: if i.is_multiple_of(3) {
             (0..usize::from(n)).map(|k| 20.0 + k as f64).collect()
         } else {
             Vec::new()
         },
-        mass: if i % 3 == 0 {
+        mass: if i.is_multiple_of(3) {
             (0..usize::from(n)).map(|k| 0.1 * k as f64).collect()
         } else {
             Vec::new()
