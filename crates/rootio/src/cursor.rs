@@ -1,4 +1,5 @@
-//! A big-endian reader over one buffer: every read is bounds-checked and fails, never panics.
+//! A reader over one buffer, big-endian (ROOT's object serialisation) and little-endian
+//! (RNTuple's envelopes): every read is bounds-checked and fails, never panics.
 
 use crate::error::BufError;
 
@@ -30,6 +31,18 @@ macro_rules! read_be {
             let mut a = [0u8; N];
             a.copy_from_slice(b);
             Ok(<$t>::from_be_bytes(a))
+        }
+    };
+}
+
+macro_rules! read_le {
+    ($name:ident, $t:ty) => {
+        pub(crate) fn $name(&mut self) -> Result<$t, BufError> {
+            const N: usize = std::mem::size_of::<$t>();
+            let b = self.take(N)?;
+            let mut a = [0u8; N];
+            a.copy_from_slice(b);
+            Ok(<$t>::from_le_bytes(a))
         }
     };
 }
@@ -83,6 +96,19 @@ impl<'a> Cursor<'a> {
     read_be!(i32, i32);
     read_be!(u32, u32);
     read_be!(i64, i64);
+    read_be!(u16, u16);
+    read_be!(u64, u64);
+    read_le!(le_u16, u16);
+    read_le!(le_u32, u32);
+    read_le!(le_i32, i32);
+    read_le!(le_u64, u64);
+    read_le!(le_i64, i64);
+    read_le!(le_f64, f64);
+
+    /// The buffer's length.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
 
     /// A non-negative `i32` as a length or count.
     pub(crate) fn len32(&mut self, what: &str) -> Result<usize, BufError> {

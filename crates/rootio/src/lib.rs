@@ -3,7 +3,8 @@
 //!
 //! Layers, bottom up: `cursor.rs` (bounds-checked big-endian reads), `compress.rs` (ROOT's
 //! compressed blocks: zlib, LZMA, LZ4 with its checksum, zstd), `file.rs` (header, nested
-//! directories, keys, an object's bytes), `tree.rs` (TTree metadata: branches, leaves, baskets). Every failure is a [`RootError`] naming the file and
+//! directories, keys, an object's bytes), `tree.rs` (TTree metadata: branches, leaves, baskets), `rntuple/` (RNTuple: anchor,
+//! envelopes, fields, pages). Every failure is a [`RootError`] naming the file and
 //! the place in it; no input makes it panic.
 
 mod compress;
@@ -11,9 +12,11 @@ mod cursor;
 mod error;
 mod file;
 mod read;
+mod rntuple;
 mod tree;
 
 pub use error::RootError;
 pub use file::{Key, RootFile};
 pub use read::{BranchCursor, BranchData, Interpretation, Layout, Number, interpret};
+pub use rntuple::{FieldCursor, NtupleField, NtupleInfo};
 pub use tree::{BranchInfo, ElementInfo, EmbeddedBasket, LeafInfo, TreeInfo};

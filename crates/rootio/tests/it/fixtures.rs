@@ -48,9 +48,20 @@ impl Fixture {
     }
 }
 
-/// Every fixture archive with its ROOT file, in name order.
+/// Every fixture archive of `fixtures/rootio` with its ROOT file, in name order.
 pub(crate) fn all() -> Vec<Fixture> {
-    let dir = gnn4c_testkit::shared("fixtures/rootio");
+    from("fixtures/rootio", "tree", "branches", "typename")
+}
+
+/// Every fixture archive of `fixtures/rntuple` with its ROOT file, in name order: `tree` is the
+/// RNTuple's name and `branches` its fields.
+pub(crate) fn rntuples() -> Vec<Fixture> {
+    from("fixtures/rntuple", "ntuple", "fields", "type")
+}
+
+/// The archives of folder `folder` of the shared data, their metadata read with these keys.
+fn from(folder: &str, tree_key: &str, fields_key: &str, type_key: &str) -> Vec<Fixture> {
+    let dir = gnn4c_testkit::shared(folder);
     let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("fixtures folder")
         .flatten()
@@ -72,16 +83,16 @@ pub(crate) fn all() -> Vec<Fixture> {
             let meta: Array1<u8> = array(&mut archive, "_meta").expect("_meta");
             let meta: serde_json::Value =
                 serde_json::from_slice(meta.as_slice().expect("contiguous")).expect("json");
-            let branches = meta["branches"]
+            let branches = meta[fields_key]
                 .as_object()
-                .expect("branches")
+                .expect("fields")
                 .iter()
-                .map(|(k, v)| (k.clone(), v["typename"].as_str().unwrap_or("").to_owned()))
+                .map(|(k, v)| (k.clone(), v[type_key].as_str().unwrap_or("").to_owned()))
                 .collect();
             Fixture {
                 file: gnn4c_testkit::shared(&format!("data/{rel}")),
                 rel,
-                tree: meta["tree"].as_str().expect("tree").to_owned(),
+                tree: meta[tree_key].as_str().expect("name").to_owned(),
                 entries: meta["entries"].as_i64().expect("entries"),
                 branches,
                 archive,

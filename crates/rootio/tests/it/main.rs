@@ -4,4 +4,5 @@
 mod damaged;
 mod fixtures;
 mod metadata;
+mod rntuple;
 mod values;

@@ -1,0 +1,400 @@
+//! RNTuple column types and the decoding of a page's bytes into values: plain little-endian,
+//! split (byte-shuffled), delta and zigzag integers, bits, half floats, truncated and quantized
+//! floats.
+
+use crate::error::BufError;
+
+/// A column type of the specification (§ Column Description).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ColumnType {
+    Bit,
+    Byte,
+    Char,
+    Int8,
+    UInt8,
+    Int16,
+    UInt16,
+    Int32,
+    UInt32,
+    Int64,
+    UInt64,
+    Real16,
+    Real32,
+    Real64,
+    Index32,
+    Index64,
+    Switch,
+    SplitInt16,
+    SplitUInt16,
+    SplitInt32,
+    SplitUInt32,
+    SplitInt64,
+    SplitUInt64,
+    SplitReal16,
+    SplitReal32,
+    SplitReal64,
+    SplitIndex32,
+    SplitIndex64,
+    Real32Trunc,
+    Real32Quant,
+}
+
+impl ColumnType {
+    /// The type of code `code`, if the specification has it.
+    pub(crate) fn from_code(code: u16) -> Option<ColumnType> {
+        use ColumnType::*;
+        Some(match code {
+            0x00 => Bit,
+            0x01 => Byte,
+            0x02 => Char,
+            0x03 => Int8,
+            0x04 => UInt8,
+            0x05 => Int16,
+            0x06 => UInt16,
+            0x07 => Int32,
+            0x08 => UInt32,
+            0x09 => Int64,
+            0x0A => UInt64,
+            0x0B => Real16,
+            0x0C => Real32,
+            0x0D => Real64,
+            0x0E => Index32,
+            0x0F => Index64,
+            0x10 => Switch,
+            0x11 => SplitInt16,
+            0x12 => SplitUInt16,
+            0x13 => SplitInt32,
+            0x14 => SplitUInt32,
+            0x15 => SplitInt64,
+            0x16 => SplitUInt64,
+            0x17 => SplitReal16,
+            0x18 => SplitReal32,
+            0x19 => SplitReal64,
+            0x1A => SplitIndex32,
+            0x1B => SplitIndex64,
+            0x1C => Real32Trunc,
+            0x1D => Real32Quant,
+            _ => return None,
+        })
+    }
+
+    /// Its name in the specification.
+    pub(crate) fn name(self) -> &'static str {
+        use ColumnType::*;
+        match self {
+            Bit => "Bit",
+            Byte => "Byte",
+            Char => "Char",
+            Int8 => "Int8",
+            UInt8 => "UInt8",
+            Int16 => "Int16",
+            UInt16 => "UInt16",
+            Int32 => "Int32",
+            UInt32 => "UInt32",
+            Int64 => "Int64",
+            UInt64 => "UInt64",
+            Real16 => "Real16",
+            Real32 => "Real32",
+            Real64 => "Real64",
+            Index32 => "Index32",
+            Index64 => "Index64",
+            Switch => "Switch",
+            SplitInt16 => "SplitInt16",
+            SplitUInt16 => "SplitUInt16",
+            SplitInt32 => "SplitInt32",
+            SplitUInt32 => "SplitUInt32",
+            SplitInt64 => "SplitInt64",
+            SplitUInt64 => "SplitUInt64",
+            SplitReal16 => "SplitReal16",
+            SplitReal32 => "SplitReal32",
+            SplitReal64 => "SplitReal64",
+            SplitIndex32 => "SplitIndex32",
+            SplitIndex64 => "SplitIndex64",
+            Real32Trunc => "Real32Trunc",
+            Real32Quant => "Real32Quant",
+        }
+    }
+
+    /// Whether it is a collection's offset column.
+    pub(crate) fn is_index(self) -> bool {
+        use ColumnType::*;
+        matches!(self, Index32 | Index64 | SplitIndex32 | SplitIndex64)
+    }
+
+    /// Whether its values are floating point.
+    pub(crate) fn is_real(self) -> bool {
+        use ColumnType::*;
+        matches!(
+            self,
+            Real16
+                | Real32
+                | Real64
+                | SplitReal16
+                | SplitReal32
+                | SplitReal64
+                | Real32Trunc
+                | Real32Quant
+        )
+    }
+
+    /// Bits per element for the fixed-width types; `None` for the variable ones (the column
+    /// record says) and for `Switch`, which numbers never use.
+    fn fixed_bits(self) -> Option<u32> {
+        use ColumnType::*;
+        Some(match self {
+            Bit => 1,
+            Byte | Char | Int8 | UInt8 => 8,
+            Int16 | UInt16 | Real16 | SplitInt16 | SplitUInt16 | SplitReal16 => 16,
+            Int32 | UInt32 | Real32 | Index32 | SplitInt32 | SplitUInt32 | SplitReal32
+            | SplitIndex32 => 32,
+            Int64 | UInt64 | Real64 | Index64 | SplitInt64 | SplitUInt64 | SplitReal64
+            | SplitIndex64 => 64,
+            Switch | Real32Trunc | Real32Quant => return None,
+        })
+    }
+}
+
+/// How one column's pages decode: its type, bits on storage and, for quantized reals, range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Encoding {
+    pub kind: ColumnType,
+    pub bits: u32,
+    pub range: Option<(f64, f64)>,
+}
+
+impl Encoding {
+    /// Checks the bits on storage against the type (`Real32Trunc`: 10–31, `Real32Quant`:
+    /// 1–32 with a range).
+    pub(crate) fn new(
+        kind: ColumnType,
+        bits: u16,
+        range: Option<(f64, f64)>,
+    ) -> Result<Encoding, String> {
+        let bits = u32::from(bits);
+        match kind {
+            ColumnType::Switch => Err("a Switch column (variants are not read)".into()),
+            ColumnType::Real32Trunc if !(10..=31).contains(&bits) => {
+                Err(format!("Real32Trunc with {bits} bits (10 to 31 are valid)"))
+            }
+            ColumnType::Real32Quant if !(1..=32).contains(&bits) || range.is_none() => {
+                Err(format!("Real32Quant with {bits} bits and no value range"))
+            }
+            k => match k.fixed_bits() {
+                Some(b) if b != bits => Err(format!(
+                    "a {} column stored with {bits} bits (it has {b})",
+                    k.name()
+                )),
+                _ => Ok(Encoding { kind, bits, range }),
+            },
+        }
+    }
+
+    /// Bytes of a page of `n` elements, uncompressed.
+    pub(crate) fn page_bytes(&self, n: usize) -> usize {
+        (n * self.bits as usize).div_ceil(8)
+    }
+}
+
+/// A decoded value: integers exactly, reals as f64 (every f32 and f16 exactly).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Value {
+    Int(i64),
+    UInt(u64),
+    Real(f64),
+}
+
+/// The `width` bytes of element `i` of `n` split (byte-shuffled) elements, in order.
+fn unsplit<const W: usize>(bytes: &[u8], n: usize, i: usize) -> [u8; W] {
+    let mut a = [0u8; W];
+    for (b, x) in a.iter_mut().enumerate() {
+        *x = bytes[b * n + i];
+    }
+    a
+}
+
+fn zigzag(u: u64) -> i64 {
+    (u >> 1) as i64 ^ -((u & 1) as i64)
+}
+
+/// IEEE-754 half precision to f32, exactly.
+fn half(h: u16) -> f32 {
+    let sign = u32::from(h >> 15) << 31;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let man = u32::from(h & 0x3ff);
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, m) => {
+            // Subnormal: m · 2^-24.
+            let v = m as f32 * f32::from_bits(0x3380_0000);
+            return if sign != 0 { -v } else { v };
+        }
+        (0x1f, 0) => sign | 0x7f80_0000,
+        (0x1f, m) => sign | 0x7fc0_0000 | (m << 13),
+        (e, m) => sign | ((e + 112) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Item `i` of a little-endian stream of `bits`-bit items.
+fn packed(bytes: &[u8], bits: u32, i: usize) -> u64 {
+    let start = i * bits as usize;
+    let (byte, shift) = (start / 8, start % 8);
+    let mut w = [0u8; 8];
+    let avail = bytes.len().saturating_sub(byte).min(8);
+    w[..avail].copy_from_slice(&bytes[byte..byte + avail]);
+    let word = u64::from_le_bytes(w) >> shift;
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    word & mask
+}
+
+/// Decodes a page of `n` elements (its bytes uncompressed), appending to `out`.
+pub(crate) fn decode_page(
+    enc: &Encoding,
+    bytes: &[u8],
+    n: usize,
+    out: &mut Vec<Value>,
+) -> Result<(), BufError> {
+    use ColumnType::*;
+    let want = enc.page_bytes(n);
+    if bytes.len() < want {
+        return Err(BufError::Short {
+            at: 0,
+            want,
+            len: bytes.len(),
+        });
+    }
+    out.reserve(n);
+    macro_rules! plain {
+        ($t:ty, $wrap:expr) => {{
+            const W: usize = std::mem::size_of::<$t>();
+            out.extend(bytes[..n * W].chunks_exact(W).map(|c| {
+                let mut a = [0u8; W];
+                a.copy_from_slice(c);
+                $wrap(<$t>::from_le_bytes(a))
+            }));
+        }};
+    }
+    macro_rules! split {
+        ($t:ty, $wrap:expr) => {{
+            const W: usize = std::mem::size_of::<$t>();
+            out.extend((0..n).map(|i| $wrap(<$t>::from_le_bytes(unsplit::<W>(bytes, n, i)))));
+        }};
+    }
+    match enc.kind {
+        Bit => out.extend((0..n).map(|i| Value::UInt(u64::from((bytes[i / 8] >> (i % 8)) & 1)))),
+        Byte | UInt8 => out.extend(bytes[..n].iter().map(|&b| Value::UInt(u64::from(b)))),
+        Char | Int8 => out.extend(bytes[..n].iter().map(|&b| Value::Int(i64::from(b as i8)))),
+        Int16 => plain!(i16, |v| Value::Int(i64::from(v))),
+        UInt16 => plain!(u16, |v| Value::UInt(u64::from(v))),
+        Int32 => plain!(i32, |v| Value::Int(i64::from(v))),
+        UInt32 | Index32 => plain!(u32, |v| Value::UInt(u64::from(v))),
+        Int64 => plain!(i64, Value::Int),
+        UInt64 | Index64 => plain!(u64, Value::UInt),
+        Real16 => plain!(u16, |v| Value::Real(f64::from(half(v)))),
+        Real32 => plain!(f32, |v| Value::Real(f64::from(v))),
+        Real64 => plain!(f64, Value::Real),
+        SplitInt16 => split!(u16, |v| Value::Int(zigzag(u64::from(v)))),
+        SplitUInt16 => split!(u16, |v| Value::UInt(u64::from(v))),
+        SplitInt32 => split!(u32, |v| Value::Int(zigzag(u64::from(v)))),
+        SplitUInt32 => split!(u32, |v| Value::UInt(u64::from(v))),
+        SplitInt64 => split!(u64, |v| Value::Int(zigzag(v))),
+        SplitUInt64 => split!(u64, Value::UInt),
+        SplitReal16 => split!(u16, |v| Value::Real(f64::from(half(v)))),
+        SplitReal32 => split!(f32, |v| Value::Real(f64::from(v))),
+        SplitReal64 => split!(f64, Value::Real),
+        SplitIndex32 | SplitIndex64 => {
+            // Split, then delta: the first element as it is, each next one the step to it.
+            let mut acc = 0u64;
+            for i in 0..n {
+                let d = if enc.kind == SplitIndex32 {
+                    u64::from(u32::from_le_bytes(unsplit::<4>(bytes, n, i)))
+                } else {
+                    u64::from_le_bytes(unsplit::<8>(bytes, n, i))
+                };
+                acc = if i == 0 { d } else { acc.wrapping_add(d) };
+                out.push(Value::UInt(acc));
+            }
+        }
+        Real32Trunc => {
+            let shift = 32 - enc.bits;
+            out.extend((0..n).map(|i| {
+                let v = packed(bytes, enc.bits, i) as u32;
+                Value::Real(f64::from(f32::from_bits(v << shift)))
+            }));
+        }
+        Real32Quant => {
+            let (min, max) = enc.range.unwrap_or((0.0, 0.0));
+            let quant_max = ((1u64 << enc.bits) - 1) as f64;
+            let scale = (max - min) / quant_max;
+            out.extend((0..n).map(|i| {
+                let q = packed(bytes, enc.bits, i) as f64;
+                Value::Real(q * scale + min)
+            }));
+        }
+        Switch => {
+            return Err(BufError::Bad(
+                "a Switch column (variants are not read)".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_floats_convert_exactly() {
+        assert_eq!(half(0x3c00), 1.0);
+        assert_eq!(half(0xc000), -2.0);
+        assert_eq!(half(0x7bff), 65504.0);
+        assert_eq!(half(0x0001), 2f32.powi(-24));
+        assert!(half(0x7e00).is_nan());
+        assert_eq!(half(0xfc00), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn split_delta_and_zigzag_integers() {
+        // Elements 1, -1, 2 as SplitInt32: zigzag 2, 1, 4, bytes shuffled.
+        let bytes = [2, 1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let mut out = Vec::new();
+        let enc = Encoding::new(ColumnType::SplitInt32, 32, None).expect("valid");
+        decode_page(&enc, &bytes, 3, &mut out).expect("decode");
+        assert_eq!(out, vec![Value::Int(1), Value::Int(-1), Value::Int(2)]);
+        // Offsets 3, 3, 7 as SplitIndex32: deltas 3, 0, 4.
+        let enc = Encoding::new(ColumnType::SplitIndex32, 32, None).expect("valid");
+        out.clear();
+        decode_page(
+            &enc,
+            &bytes.map(|b| {
+                if b == 2 {
+                    3
+                } else if b == 1 {
+                    0
+                } else {
+                    b
+                }
+            }),
+            3,
+            &mut out,
+        )
+        .expect("decode");
+        assert_eq!(out, vec![Value::UInt(3), Value::UInt(3), Value::UInt(7)]);
+    }
+
+    #[test]
+    fn packed_items_cross_byte_boundaries() {
+        // Three 5-bit items 0b10101, 0b00011, 0b11111, little-endian bit stream.
+        let stream: u32 = 0b10101 | (0b00011 << 5) | (0b11111 << 10);
+        let bytes = stream.to_le_bytes();
+        assert_eq!(
+            (0..3).map(|i| packed(&bytes, 5, i)).collect::<Vec<_>>(),
+            vec![0b10101, 0b00011, 0b11111]
+        );
+    }
+}

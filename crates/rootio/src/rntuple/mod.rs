@@ -1,0 +1,469 @@
+//! RNTuple, ROOT's columnar successor to TTree (binary format 1.0, ROOT ≥ 6.34), read from
+//! ROOT's specification (`tree/ntuple/doc/BinaryFormatSpecification.md`).
+//!
+//! `meta.rs` reads the anchor and the header, footer and page-list envelopes; `fields.rs` turns
+//! the field tree into the leaves it holds as numbers; `decode.rs` decodes pages. A leaf is read
+//! forward in entry order a cluster at a time ([`FieldCursor`]), into the same
+//! [`BranchData`] a TTree branch gives.
+
+mod decode;
+mod fields;
+mod meta;
+
+use decode::{ColumnType, Encoding, Value, decode_page};
+use meta::ClusterDesc;
+
+pub use fields::NtupleField;
+
+use crate::compress::decompress;
+use crate::error::RootError;
+use crate::file::RootFile;
+use crate::read::{BranchData, Number};
+
+/// The class of an RNTuple's anchor key.
+const ANCHOR_CLASS: &str = "ROOT::RNTuple";
+/// The anchor class of the pre-release format (epoch 0), which is not read.
+const OLD_ANCHOR_CLASS: &str = "ROOT::Experimental::RNTuple";
+
+/// An RNTuple's metadata: its schema, its leaves and where every column's pages are.
+#[derive(Debug, Clone)]
+pub struct NtupleInfo {
+    /// Its key's path in the file.
+    pub path: String,
+    /// Its name as the header gives it.
+    pub name: String,
+    /// Entries.
+    pub entries: u64,
+    /// The format version that wrote it (epoch, major, minor, patch).
+    pub version: (u16, u16, u16, u16),
+    /// Every leaf of its field tree, readable or not.
+    pub fields: Vec<NtupleField>,
+    /// Clusters, in entry order.
+    clusters: Vec<ClusterDesc>,
+    /// Physical columns: how their pages decode, or why they cannot.
+    encodings: Vec<Result<Encoding, String>>,
+    /// The largest payload one key holds.
+    max_key_size: u64,
+}
+
+impl NtupleInfo {
+    /// The leaf named `name`.
+    pub fn field(&self, name: &str) -> Option<&NtupleField> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Number of clusters.
+    pub fn n_clusters(&self) -> usize {
+        self.clusters.len()
+    }
+}
+
+impl RootFile {
+    /// The paths of the RNTuples in the file (current cycles, in file order).
+    pub fn ntuple_paths(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for k in self.keys().iter().filter(|k| k.class == ANCHOR_CLASS) {
+            if !out.contains(&k.path) {
+                out.push(k.path.clone());
+            }
+        }
+        out
+    }
+
+    /// Reads the RNTuple at `path`: anchor, header, footer and page lists.
+    pub fn ntuple(&self, path: &str) -> Result<NtupleInfo, RootError> {
+        let key = self.key(path)?;
+        if key.class == OLD_ANCHOR_CLASS {
+            return Err(RootError::Unsupported {
+                path: self.path().to_owned(),
+                place: format!("RNTuple '{path}'"),
+                what: "the pre-release RNTuple format (ROOT::Experimental::RNTuple, before ROOT 6.34); \
+                       rewrite it with ROOT ≥ 6.34"
+                    .into(),
+            });
+        }
+        if key.class != ANCHOR_CLASS {
+            return Err(RootError::NotFound {
+                path: self.path().to_owned(),
+                what: "RNTuple",
+                name: path.to_owned(),
+                hint: format!(" ('{path}' is a {})", key.class),
+            });
+        }
+        let place = format!("RNTuple '{path}'");
+        let object = self.read_object(key)?;
+        let anchor = meta::anchor(&object.bytes)
+            .map_err(|e| self.corrupt(&format!("{place}, anchor"), e))?;
+        if anchor.version.0 != 1 {
+            return Err(RootError::Unsupported {
+                path: self.path().to_owned(),
+                place,
+                what: format!(
+                    "RNTuple format epoch {} (epoch 1 is read)",
+                    anchor.version.0
+                ),
+            });
+        }
+        let envelope =
+            |link: (meta::Locator, u64), kind: u16, what: &str| -> Result<Vec<u8>, RootError> {
+                let at = format!("{place}, {what}");
+                let bytes = self.read_block(
+                    link.0,
+                    usize::try_from(link.1).unwrap_or(usize::MAX),
+                    anchor.max_key_size,
+                    &at,
+                )?;
+                meta::envelope(&bytes, kind).map_err(|e| self.corrupt(&at, e))?;
+                Ok(bytes)
+            };
+        let header_bytes = envelope(anchor.header, 1, "header")?;
+        let header_payload = &header_bytes[8..header_bytes.len() - 8];
+        let (name, mut schema) = meta::header(header_payload)
+            .map_err(|e| self.corrupt(&format!("{place}, header"), e))?;
+        let header_checksum = meta::envelope_checksum(&header_bytes);
+        let footer_bytes = envelope(anchor.footer, 2, "footer")?;
+        let (footer_for, groups) =
+            meta::footer(&footer_bytes[8..footer_bytes.len() - 8], &mut schema)
+                .map_err(|e| self.corrupt(&format!("{place}, footer"), e))?;
+        if footer_for != header_checksum {
+            return Err(self.corrupt(
+                &format!("{place}, footer"),
+                "the footer belongs to another header (checksums differ)",
+            ));
+        }
+        let mut clusters = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            let what = format!("page list {g}");
+            let bytes = envelope(group.page_list, 3, &what)?;
+            let (for_header, mut cs) = meta::page_list(&bytes[8..bytes.len() - 8])
+                .map_err(|e| self.corrupt(&format!("{place}, {what}"), e))?;
+            if for_header != header_checksum {
+                return Err(self.corrupt(
+                    &format!("{place}, {what}"),
+                    "the page list belongs to another header (checksums differ)",
+                ));
+            }
+            if cs.len() != group.n_clusters as usize {
+                return Err(self.corrupt(
+                    &format!("{place}, {what}"),
+                    format!(
+                        "{} clusters where the footer says {}",
+                        cs.len(),
+                        group.n_clusters
+                    ),
+                ));
+            }
+            clusters.append(&mut cs);
+        }
+        clusters.sort_by_key(|c| c.first_entry);
+        let entries = clusters
+            .iter()
+            .map(|c| c.first_entry + c.entries)
+            .max()
+            .unwrap_or(0);
+        let encodings = schema
+            .columns
+            .iter()
+            .map(|c| {
+                let kind = ColumnType::from_code(c.kind)
+                    .ok_or_else(|| format!("column type {:#x}", c.kind))?;
+                Encoding::new(kind, c.bits, c.range)
+            })
+            .collect();
+        let fields = fields::leaves(&schema);
+        Ok(NtupleInfo {
+            path: path.to_owned(),
+            name,
+            entries,
+            version: anchor.version,
+            fields,
+            clusters,
+            encodings,
+            max_key_size: anchor.max_key_size,
+        })
+    }
+
+    /// The block at `loc`, decompressed to `len` bytes.
+    fn read_block(
+        &self,
+        loc: meta::Locator,
+        len: usize,
+        max_key_size: u64,
+        place: &str,
+    ) -> Result<Vec<u8>, RootError> {
+        if max_key_size > 0 && loc.size > max_key_size {
+            return Err(RootError::Unsupported {
+                path: self.path().to_owned(),
+                place: place.to_owned(),
+                what: format!(
+                    "a payload of {} bytes split over several keys (larger than {max_key_size})",
+                    loc.size
+                ),
+            });
+        }
+        let size = usize::try_from(loc.size).map_err(|_| self.corrupt(place, "block too large"))?;
+        let raw = self.read_at(loc.offset, size, place)?;
+        decompress(&raw, len).map_err(|e| self.corrupt(place, e))
+    }
+
+    /// A cursor over leaf `field` of `ntuple`, at entry `start`.
+    pub fn field_cursor<'f>(
+        &'f self,
+        ntuple: &'f NtupleInfo,
+        field: &'f NtupleField,
+        start: u64,
+    ) -> Result<FieldCursor<'f>, RootError> {
+        let interpretation = field.read.clone().map_err(|why| RootError::Unsupported {
+            path: self.path().to_owned(),
+            place: format!("RNTuple '{}', field '{}'", ntuple.path, field.name),
+            what: why,
+        })?;
+        Ok(FieldCursor {
+            file: self,
+            ntuple,
+            field,
+            number: interpretation.number,
+            interpretation,
+            next: start,
+            loaded: None,
+        })
+    }
+}
+
+/// One cluster of a leaf, decoded: values and where each entry's start.
+struct Loaded {
+    first_entry: u64,
+    /// `[entries + 1]`: entry i's values are `values[bounds[i]..bounds[i + 1]]`.
+    bounds: Vec<usize>,
+    values: Vec<Value>,
+}
+
+/// Reads one leaf of an RNTuple forward, a cluster's pages of it at a time.
+pub struct FieldCursor<'f> {
+    file: &'f RootFile,
+    ntuple: &'f NtupleInfo,
+    field: &'f NtupleField,
+    interpretation: crate::read::Interpretation,
+    number: Number,
+    next: u64,
+    loaded: Option<Loaded>,
+}
+
+impl FieldCursor<'_> {
+    fn place(&self, cluster: usize) -> String {
+        format!(
+            "RNTuple '{}', field '{}', cluster {cluster}",
+            self.ntuple.path, self.field.name
+        )
+    }
+
+    /// The next `n` entries' values (fewer at the end).
+    pub fn take(&mut self, n: usize) -> Result<BranchData, RootError> {
+        let stop = (self.next + n as u64).min(self.ntuple.entries);
+        let wanted = (stop - self.next.min(stop)) as usize;
+        let mut bytes = Vec::with_capacity(wanted * self.number.size());
+        let mut counts = Vec::with_capacity(wanted);
+        while self.next < stop {
+            let loaded = match &self.loaded {
+                Some(l)
+                    if self.next >= l.first_entry
+                        && self.next < l.first_entry + (l.bounds.len() as u64 - 1) =>
+                {
+                    l
+                }
+                _ => {
+                    let k = self
+                        .ntuple
+                        .clusters
+                        .partition_point(|c| c.first_entry + c.entries <= self.next);
+                    if k >= self.ntuple.clusters.len() {
+                        return Err(self.file.corrupt(
+                            &self.place(k),
+                            format!("no cluster holds entry {}", self.next),
+                        ));
+                    }
+                    self.loaded = Some(self.load(k)?);
+                    self.loaded.as_ref().expect("just loaded")
+                }
+            };
+            let end_in = (l_end(loaded)).min(stop);
+            let (a, b) = (
+                (self.next - loaded.first_entry) as usize,
+                (end_in - loaded.first_entry) as usize,
+            );
+            for e in a..b {
+                let (s, t) = (loaded.bounds[e], loaded.bounds[e + 1]);
+                counts.push(u32::try_from(t - s).unwrap_or(u32::MAX));
+                for v in &loaded.values[s..t] {
+                    push_be(&mut bytes, self.number, *v);
+                }
+            }
+            self.next = end_in;
+        }
+        Ok(BranchData {
+            interpretation: self.interpretation,
+            bytes,
+            counts,
+        })
+    }
+
+    /// Decodes cluster `k` of this leaf: its offset columns, then its values.
+    fn load(&self, k: usize) -> Result<Loaded, RootError> {
+        let cluster = &self.ntuple.clusters[k];
+        let n = usize::try_from(cluster.entries)
+            .map_err(|_| self.file.corrupt(&self.place(k), "too many entries"))?;
+        // Each entry's item range, mapped step by step down to the values.
+        let mut bounds: Vec<usize> = (0..=n).collect();
+        for step in &self.field.plan.steps {
+            match step {
+                fields::Step::Repeat(m) => {
+                    let m = usize::try_from(*m).unwrap_or(usize::MAX);
+                    for b in &mut bounds {
+                        *b = b.checked_mul(m).ok_or_else(|| {
+                            self.file.corrupt(&self.place(k), "repetition overflows")
+                        })?;
+                    }
+                }
+                fields::Step::Collection(columns) => {
+                    let items = *bounds.last().unwrap_or(&0);
+                    let offsets = self.column(k, columns, items)?;
+                    let off = |i: usize| -> Result<usize, RootError> {
+                        if i == 0 {
+                            return Ok(0);
+                        }
+                        match offsets[i - 1] {
+                            Value::UInt(u) => usize::try_from(u)
+                                .map_err(|_| self.file.corrupt(&self.place(k), "offset too large")),
+                            _ => Err(self.file.corrupt(&self.place(k), "not an offset column")),
+                        }
+                    };
+                    let mut next = Vec::with_capacity(bounds.len());
+                    for &b in &bounds {
+                        next.push(off(b)?);
+                    }
+                    if next.windows(2).any(|w| w[1] < w[0]) {
+                        return Err(self.file.corrupt(&self.place(k), "offsets decrease"));
+                    }
+                    bounds = next;
+                }
+            }
+        }
+        let total = *bounds.last().unwrap_or(&0);
+        let mut values = self.column(k, &self.field.plan.values, total)?;
+        if self.field.plan.cardinality {
+            // Sizes from the offsets (each relative to the cluster's start).
+            let mut prev = 0u64;
+            for v in &mut values {
+                let Value::UInt(u) = *v else {
+                    return Err(self.file.corrupt(&self.place(k), "not an offset column"));
+                };
+                *v = Value::UInt(u.wrapping_sub(prev));
+                prev = u;
+            }
+        }
+        Ok(Loaded {
+            first_entry: cluster.first_entry,
+            bounds,
+            values,
+        })
+    }
+
+    /// The first `n` elements of the leaf's column in cluster `k`: of the representation not
+    /// suppressed there (zeros where a deferred column has no pages yet).
+    fn column(&self, k: usize, reprs: &[u32], n: usize) -> Result<Vec<Value>, RootError> {
+        let cluster = &self.ntuple.clusters[k];
+        let place = self.place(k);
+        let chosen = reprs
+            .iter()
+            .copied()
+            .find(|&c| {
+                cluster
+                    .columns
+                    .get(c as usize)
+                    .is_some_and(|p| !p.suppressed)
+            })
+            .or_else(|| reprs.first().copied())
+            .ok_or_else(|| self.file.corrupt(&place, "a field without columns"))?;
+        let enc = match self.ntuple.encodings.get(chosen as usize) {
+            Some(Ok(e)) => *e,
+            Some(Err(why)) => {
+                return Err(RootError::Unsupported {
+                    path: self.file.path().to_owned(),
+                    place,
+                    what: why.clone(),
+                });
+            }
+            None => return Err(self.file.corrupt(&place, format!("no column {chosen}"))),
+        };
+        let mut out = Vec::with_capacity(n);
+        let pages = cluster
+            .columns
+            .get(chosen as usize)
+            .map_or(&[][..], |p| &p.pages[..]);
+        for (p, page) in pages.iter().enumerate() {
+            if out.len() >= n {
+                break;
+            }
+            let elements = page.elements as usize;
+            let at = format!("{place}, page {p} of column {chosen} ({})", enc.kind.name());
+            let bytes = self.file.read_block(
+                page.locator,
+                enc.page_bytes(elements),
+                self.ntuple.max_key_size,
+                &at,
+            )?;
+            decode_page(&enc, &bytes, elements, &mut out).map_err(|e| self.file.corrupt(&at, e))?;
+        }
+        if pages.is_empty() && n > 0 {
+            // A deferred column before its first element: zeros.
+            out.resize(n, zero(enc.kind));
+        }
+        if out.len() < n {
+            return Err(self.file.corrupt(
+                &place,
+                format!(
+                    "column {chosen} holds {} elements, {n} are needed",
+                    out.len()
+                ),
+            ));
+        }
+        out.truncate(n);
+        Ok(out)
+    }
+}
+
+fn l_end(l: &Loaded) -> u64 {
+    l.first_entry + (l.bounds.len() as u64 - 1)
+}
+
+fn zero(kind: ColumnType) -> Value {
+    if kind.is_real() {
+        Value::Real(0.0)
+    } else {
+        Value::UInt(0)
+    }
+}
+
+/// Appends `v` as a big-endian `number` (the layout [`BranchData`] holds).
+fn push_be(out: &mut Vec<u8>, number: Number, v: Value) {
+    let (i, u, r) = match v {
+        Value::Int(i) => (i, i as u64, i as f64),
+        Value::UInt(u) => (u as i64, u, u as f64),
+        Value::Real(r) => (r as i64, r as u64, r),
+    };
+    match number {
+        Number::Bool => out.push(u8::from(
+            u != 0 || (matches!(v, Value::Real(_)) && r != 0.0),
+        )),
+        Number::I8 => out.push(i as i8 as u8),
+        Number::U8 => out.push(u as u8),
+        Number::I16 => out.extend_from_slice(&(i as i16).to_be_bytes()),
+        Number::U16 => out.extend_from_slice(&(u as u16).to_be_bytes()),
+        Number::I32 => out.extend_from_slice(&(i as i32).to_be_bytes()),
+        Number::U32 => out.extend_from_slice(&(u as u32).to_be_bytes()),
+        Number::I64 => out.extend_from_slice(&i.to_be_bytes()),
+        Number::U64 => out.extend_from_slice(&u.to_be_bytes()),
+        Number::F32 => out.extend_from_slice(&(r as f32).to_be_bytes()),
+        Number::F64 => out.extend_from_slice(&r.to_be_bytes()),
+    }
+}
