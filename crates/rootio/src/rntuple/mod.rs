@@ -25,6 +25,10 @@ const ANCHOR_CLASS: &str = "ROOT::RNTuple";
 /// The anchor class of the pre-release format (epoch 0), which is not read.
 const OLD_ANCHOR_CLASS: &str = "ROOT::Experimental::RNTuple";
 
+/// More elements than one column of one cluster can hold (a cluster is at most 1280 MiB
+/// unzipped by default; a bit per element).
+const MAX_CLUSTER_ELEMENTS: usize = 1 << 34;
+
 /// An RNTuple's metadata: its schema, its leaves and where every column's pages are.
 #[derive(Debug, Clone)]
 pub struct NtupleInfo {
@@ -395,11 +399,13 @@ impl FieldCursor<'_> {
             }
             None => return Err(self.file.corrupt(&place, format!("no column {chosen}"))),
         };
-        let mut out = Vec::with_capacity(n);
         let pages = cluster
             .columns
             .get(chosen as usize)
             .map_or(&[][..], |p| &p.pages[..]);
+        // Sized by what the pages hold: `n` comes from offsets a damaged page may have garbled.
+        let stored: usize = pages.iter().map(|p| p.elements as usize).sum();
+        let mut out = Vec::with_capacity(n.min(stored));
         for (p, page) in pages.iter().enumerate() {
             if out.len() >= n {
                 break;
@@ -415,7 +421,13 @@ impl FieldCursor<'_> {
             decode_page(&enc, &bytes, elements, &mut out).map_err(|e| self.file.corrupt(&at, e))?;
         }
         if pages.is_empty() && n > 0 {
-            // A deferred column before its first element: zeros.
+            // A deferred column before its first element: zeros (as many as a cluster can
+            // plausibly hold: `n` may come from a damaged page's offsets).
+            if n > MAX_CLUSTER_ELEMENTS {
+                return Err(self
+                    .file
+                    .corrupt(&place, format!("{n} elements asked of an empty column")));
+            }
             out.resize(n, zero(enc.kind));
         }
         if out.len() < n {

@@ -5,7 +5,8 @@ use gnn4c_rootio::RootFile;
 
 use crate::fixtures;
 
-/// Opens `path` and reads every branch of its first tree; the first error, if any.
+/// Opens `path` and reads every branch of its trees and every field of its RNTuples; the first
+/// error, if any.
 fn read_everything(path: &std::path::Path) -> Result<usize, gnn4c_rootio::RootError> {
     let file = RootFile::open(path)?;
     let mut values = 0;
@@ -17,6 +18,15 @@ fn read_everything(path: &std::path::Path) -> Result<usize, gnn4c_rootio::RootEr
             }
         }
     }
+    for name in file.ntuple_paths() {
+        let ntuple = file.ntuple(&name)?;
+        for f in ntuple.fields.iter().filter(|f| f.read.is_ok()) {
+            values += file
+                .field_cursor(&ntuple, f, 0)?
+                .take(usize::MAX / 2)?
+                .len();
+        }
+    }
     Ok(values)
 }
 
@@ -24,7 +34,7 @@ fn read_everything(path: &std::path::Path) -> Result<usize, gnn4c_rootio::RootEr
 fn truncated_and_bit_flipped_copies_fail_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut errors = 0usize;
-    for fx in fixtures::all() {
+    for fx in fixtures::all().into_iter().chain(fixtures::rntuples()) {
         let bytes = std::fs::read(&fx.file).expect("read");
         let n = bytes.len();
         let mut copies: Vec<(String, Vec<u8>)> = [0, 3, 50, n / 10, n / 2, n - 100, n - 1]

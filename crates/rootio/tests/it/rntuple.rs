@@ -105,7 +105,7 @@ fn every_rntuple_field_matches_uproot_bitwise() {
             fields.len()
         ));
     }
-    println!("{}", report.join("\n"));
+    eprintln!("{}", report.join("\n"));
     assert!(
         failures.is_empty(),
         "{}\n{} failures:\n{}",
