@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 
 mod families;
 mod inputs;
+mod rntuple;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gnn4colliders"))
@@ -201,7 +202,7 @@ fn real_files_and_bad_input_from_the_cli() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        err.contains("no tree 'Events'") && err.contains("events"),
+        err.contains("no tree or RNTuple 'Events'") && err.contains("events"),
         "{err}"
     );
 

@@ -1,4 +1,5 @@
-//! `gnn4colliders inspect`: trees, branches, types, entries and matching schemas of ROOT files;
+//! `gnn4colliders inspect`: trees and RNTuples, their branches or fields, types, entries and
+//! matching schemas of ROOT files;
 //! with `--inputs`, an input declaration and the features it gives a file's first events.
 
 use std::io::Write;
@@ -87,7 +88,7 @@ fn inspect_inputs(
     if candidates.is_empty() {
         let names: Vec<&str> = trees.iter().map(|t| t.name.as_str()).collect();
         return Err(ConfigError(format!(
-            "{}: no tree '{}' (trees: {})",
+            "{}: no tree or RNTuple '{}' (there are: {})",
             path.display(),
             args.tree.as_deref().unwrap_or_default(),
             names.join(", ")
@@ -151,7 +152,7 @@ fn inspect_inputs(
         }
     }
     Err(first_error.map_or_else(
-        || anyhow::anyhow!("{}: no tree", path.display()),
+        || anyhow::anyhow!("{}: holds neither a TTree nor an RNTuple", path.display()),
         Into::into,
     ))
 }
@@ -189,6 +190,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             inspect_inputs(&mut out, path, &trees, inputs, args)?;
             continue;
         }
+        if trees.is_empty() {
+            writeln!(out, "  holds neither a TTree nor an RNTuple")?;
+        }
         for t in trees {
             let schemas = match (&t.closest_schema, t.matching_schemas.is_empty()) {
                 (Some((s, gone)), true) => format!(
@@ -200,23 +204,38 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 }
                 _ => t.matching_schemas.join(", "),
             };
-            writeln!(
-                out,
-                "  tree '{}': {} entries, {} branches; schema: {schemas}",
-                t.name,
-                t.entries,
-                t.branches.len()
-            )?;
-            writeln!(out, "    {:<40} {:<24} layout", "branch", "type")?;
+            match t.clusters {
+                Some(clusters) => writeln!(
+                    out,
+                    "  RNTuple '{}': {} entries, {clusters} clusters, {} fields; schema: {schemas}",
+                    t.name,
+                    t.entries,
+                    t.branches.len()
+                )?,
+                None => writeln!(
+                    out,
+                    "  tree '{}': {} entries, {} branches; schema: {schemas}",
+                    t.name,
+                    t.entries,
+                    t.branches.len()
+                )?,
+            }
+            let what = if t.clusters.is_some() {
+                "field"
+            } else {
+                "branch"
+            };
+            writeln!(out, "    {what:<40} {:<24} layout", "type")?;
             for b in &t.branches {
                 if args.filter.as_deref().is_some_and(|f| !b.name.contains(f)) {
                     continue;
                 }
-                let layout = match b.kind {
-                    BranchKind::Scalar(_) => "scalar",
-                    BranchKind::Array(_) => "leaf-count array",
-                    BranchKind::Vector(_) => "std::vector",
-                    BranchKind::Other => "not readable as a column",
+                let layout = match (b.kind, t.clusters.is_some()) {
+                    (BranchKind::Scalar(_), _) => "scalar",
+                    (BranchKind::Array(_), _) => "leaf-count array",
+                    (BranchKind::Vector(_), false) => "std::vector",
+                    (BranchKind::Vector(_), true) => "collection",
+                    (BranchKind::Other, _) => "not readable as a column",
                 };
                 writeln!(out, "    {:<40} {:<24} {layout}", b.name, b.type_name)?;
             }

@@ -30,16 +30,13 @@ pub enum DataError {
         limit: String,
     },
     /// The tree is not in the file.
-    #[error(
-        "{path}: no tree '{tree}'{}",
-        did_you_mean(closest, "trees in the file")
-    )]
+    #[error("{path}: no tree or RNTuple '{tree}'{}", trees_hint(closest))]
     TreeNotFound {
         /// The file.
         path: PathBuf,
         /// The tree asked for.
         tree: String,
-        /// The trees the file has, closest first.
+        /// The trees and RNTuples the file has, closest first.
         closest: Vec<String>,
     },
     /// A branch the schema needs is not in the tree.
@@ -123,6 +120,14 @@ pub enum DataError {
         /// The underlying message.
         message: String,
     },
+}
+
+fn trees_hint(closest: &[String]) -> String {
+    if closest.is_empty() {
+        "; the file holds neither a TTree nor an RNTuple".to_owned()
+    } else {
+        did_you_mean(closest, "trees and RNTuples in the file")
+    }
 }
 
 fn did_you_mean(closest: &[String], what: &str) -> String {

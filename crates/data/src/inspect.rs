@@ -1,4 +1,4 @@
-//! `inspect`: what a ROOT file holds, and which built-in schema would read it.
+//! `inspect`: the trees and RNTuples a ROOT file holds, and which built-in schema would read them.
 
 use std::path::Path;
 
@@ -12,6 +12,8 @@ pub struct TreeInspection {
     pub name: String,
     /// Entries.
     pub entries: u64,
+    /// An RNTuple's clusters; `None` for a TTree.
+    pub clusters: Option<usize>,
     /// Branches, nested ones included.
     pub branches: Vec<BranchInfo>,
     /// Built-in schemas whose every required branch is present.
@@ -20,7 +22,8 @@ pub struct TreeInspection {
     pub closest_schema: Option<(&'static str, Vec<String>)>,
 }
 
-/// Lists the trees of `path` with their branches, types, entries and matching schemas.
+/// Lists the trees and RNTuples of `path` with their branches (an RNTuple's leaves), types,
+/// entries, clusters and matching schemas.
 pub fn inspect_file(path: &Path) -> Result<Vec<TreeInspection>, DataError> {
     let mut out = Vec::new();
     for (name, entries) in list_trees(path)? {
@@ -52,6 +55,7 @@ pub fn inspect_file(path: &Path) -> Result<Vec<TreeInspection>, DataError> {
         out.push(TreeInspection {
             name,
             entries,
+            clusters: reader.clusters(),
             branches,
             matching_schemas,
             closest_schema,

@@ -226,6 +226,10 @@ pub trait TreeReader {
     fn tree_name(&self) -> &str;
     /// Number of entries.
     fn entries(&self) -> u64;
+    /// An RNTuple's clusters; `None` for a TTree.
+    fn clusters(&self) -> Option<usize> {
+        None
+    }
     /// Every branch, nested ones included.
     fn branches(&self) -> &[BranchInfo];
     /// Streams `columns` over `range`, calling `on_chunk` for each chunk in entry order.

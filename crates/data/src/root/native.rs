@@ -1,11 +1,13 @@
-//! The project's own ROOT reader (`gnn4c-rootio`) behind [`TreeReader`]: every file ROOT 5 to
-//! 6.36 and uproot write with zlib, LZMA, LZ4, zstd or no compression, split collections
-//! (Delphes) and offset-map branches included.
+//! The project's own ROOT reader (`gnn4c-rootio`) behind [`TreeReader`]: the TTrees of every
+//! file ROOT 5 to 6.40 and uproot write with zlib, LZMA, LZ4, zstd or no compression, split
+//! collections (Delphes) and offset-map branches included, and RNTuples (format 1.0), whose
+//! leaves read as branches: a collection of numbers as a `Vector` column (its offsets are its
+//! own; a cardinality field like `nJet` reads as an integer scalar).
 //!
-//! Each requested column is read forward one basket at a time (`BranchCursor`), so memory holds
-//! a chunk of entries and one basket per column, never a whole branch; the columns' baskets are
-//! decompressed and decoded on as many threads as the machine has cores (results do not depend
-//! on the count).
+//! Each requested column is read forward one basket (TTree) or one cluster (RNTuple) at a time,
+//! so memory holds a chunk of entries and one basket or cluster per column, never a whole
+//! branch; the columns are decompressed and decoded on as many threads as the machine has cores
+//! (results do not depend on the count).
 
 use std::path::Path;
 
@@ -19,12 +21,35 @@ use gnn4c_features::closest_names;
 
 use crate::DataError;
 
-/// A tree opened with the project's reader.
+/// What a [`NativeTree`] reads: a TTree, or an RNTuple.
+enum Source {
+    Tree(rio::TreeInfo),
+    Ntuple(rio::NtupleInfo),
+}
+
+/// A tree (or RNTuple) opened with the project's reader.
 struct NativeTree {
     file: rio::RootFile,
-    tree: rio::TreeInfo,
+    source: Source,
     name: String,
     branches: Vec<BranchInfo>,
+}
+
+/// A column read forward: a TTree branch's cursor or an RNTuple field's.
+trait Forward: Send {
+    fn take(&mut self, n: usize) -> Result<rio::BranchData, rio::RootError>;
+}
+
+impl Forward for rio::BranchCursor<'_> {
+    fn take(&mut self, n: usize) -> Result<rio::BranchData, rio::RootError> {
+        rio::BranchCursor::take(self, n)
+    }
+}
+
+impl Forward for rio::FieldCursor<'_> {
+    fn take(&mut self, n: usize) -> Result<rio::BranchData, rio::RootError> {
+        rio::FieldCursor::take(self, n)
+    }
 }
 
 /// The reader's error as a [`DataError`] (the file and the place in it are in both).
@@ -72,37 +97,74 @@ fn open_file(path: &Path) -> Result<rio::RootFile, DataError> {
     rio::RootFile::open(path).map_err(data_error)
 }
 
-/// The trees of a ROOT file, as `(name, entries)`.
+/// The trees and RNTuples of a ROOT file, as `(name, entries)`: trees first, in file order.
 pub fn list_trees(path: &Path) -> Result<Vec<(String, u64)>, DataError> {
     let file = open_file(path)?;
-    file.tree_paths()
-        .into_iter()
-        .map(|name| {
-            let tree = file.tree(&name).map_err(data_error)?;
-            Ok((name, tree.entries.max(0) as u64))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for name in file.tree_paths() {
+        let tree = file.tree(&name).map_err(data_error)?;
+        out.push((name, tree.entries.max(0) as u64));
+    }
+    for name in file.ntuple_paths() {
+        let ntuple = file.ntuple(&name).map_err(data_error)?;
+        out.push((name, ntuple.entries));
+    }
+    Ok(out)
 }
 
-/// Opens tree `tree` of the ROOT file at `path`.
+/// Opens tree (or RNTuple) `tree` of the ROOT file at `path`.
 pub fn open_tree(path: &Path, tree: &str) -> Result<Box<dyn TreeReader>, DataError> {
     let file = open_file(path)?;
-    let names = file.tree_paths();
-    if !names.iter().any(|n| n == tree) {
+    let trees = file.tree_paths();
+    let ntuples = file.ntuple_paths();
+    let (source, branches) = if trees.iter().any(|n| n == tree) {
+        let info = file.tree(tree).map_err(data_error)?;
+        let branches = info.all_branches().into_iter().map(describe).collect();
+        (Source::Tree(info), branches)
+    } else if ntuples.iter().any(|n| n == tree) {
+        let info = file.ntuple(tree).map_err(data_error)?;
+        let branches = info
+            .fields
+            .iter()
+            .map(|f| describe_field(f, &info))
+            .collect();
+        (Source::Ntuple(info), branches)
+    } else {
+        let names = trees.iter().chain(&ntuples).map(String::as_str);
         return Err(DataError::TreeNotFound {
             path: path.to_owned(),
             tree: tree.to_owned(),
-            closest: closest_names(tree, names.iter().map(String::as_str), 5),
+            closest: closest_names(tree, names, 5),
         });
-    }
-    let info = file.tree(tree).map_err(data_error)?;
-    let branches = info.all_branches().into_iter().map(describe).collect();
+    };
     Ok(Box::new(NativeTree {
         file,
-        tree: info,
+        source,
         name: tree.to_owned(),
         branches,
     }))
+}
+
+/// An RNTuple leaf as the data layer sees it: a scalar, a collection of numbers (`Vector`: its
+/// offsets are its own), or not readable, with its C++ type.
+fn describe_field(f: &rio::NtupleField, ntuple: &rio::NtupleInfo) -> BranchInfo {
+    let (kind, type_name) = match &f.read {
+        Ok(rio::Interpretation { number, layout }) => {
+            let t = ElemType::from(*number);
+            match layout {
+                rio::Layout::Fixed(1) => (BranchKind::Scalar(t), f.type_name.clone()),
+                rio::Layout::Fixed(n) => (BranchKind::Other, format!("{}[{n}]", f.type_name)),
+                _ => (BranchKind::Vector(t), format!("{}[]", f.type_name)),
+            }
+        }
+        Err(why) => (BranchKind::Other, format!("{} ({why})", f.type_name)),
+    };
+    BranchInfo {
+        name: f.name.clone(),
+        type_name,
+        kind,
+        entries: ntuple.entries,
+    }
 }
 
 /// A branch as the data layer sees it: its layout and a C++ type name.
@@ -158,8 +220,26 @@ impl NativeTree {
         }
     }
 
-    fn rio_branch(&self, name: &str) -> Result<&rio::BranchInfo, DataError> {
-        self.tree.branch(name).ok_or_else(|| self.missing(name))
+    /// A cursor over column `name` from entry `start`.
+    fn cursor(&self, name: &str, start: u64) -> Result<Box<dyn Forward + '_>, DataError> {
+        match &self.source {
+            Source::Tree(tree) => {
+                let b = tree.branch(name).ok_or_else(|| self.missing(name))?;
+                let c = self
+                    .file
+                    .branch_cursor(tree, b, start)
+                    .map_err(data_error)?;
+                Ok(Box::new(c))
+            }
+            Source::Ntuple(ntuple) => {
+                let f = ntuple.field(name).ok_or_else(|| self.missing(name))?;
+                let c = self
+                    .file
+                    .field_cursor(ntuple, f, start)
+                    .map_err(data_error)?;
+                Ok(Box::new(c))
+            }
+        }
     }
 
     fn info(&self, name: &str) -> Option<&BranchInfo> {
@@ -222,11 +302,21 @@ impl TreeReader for NativeTree {
     }
 
     fn entries(&self) -> u64 {
-        self.tree.entries.max(0) as u64
+        match &self.source {
+            Source::Tree(tree) => tree.entries.max(0) as u64,
+            Source::Ntuple(ntuple) => ntuple.entries,
+        }
     }
 
     fn branches(&self) -> &[BranchInfo] {
         &self.branches
+    }
+
+    fn clusters(&self) -> Option<usize> {
+        match &self.source {
+            Source::Tree(_) => None,
+            Source::Ntuple(ntuple) => Some(ntuple.n_clusters()),
+        }
     }
 
     fn read(
@@ -242,18 +332,10 @@ impl TreeReader for NativeTree {
         let mut cursors = Vec::with_capacity(columns.len());
         for request in columns {
             let (kind, counter) = self.check(request)?;
-            let b = self.rio_branch(&request.branch)?;
-            let cursor = self
-                .file
-                .branch_cursor(&self.tree, b, start)
-                .map_err(data_error)?;
+            let cursor = self.cursor(&request.branch, start)?;
             let counter = match counter {
                 Some(c) => {
-                    let cb = self.rio_branch(&c)?;
-                    let cc = self
-                        .file
-                        .branch_cursor(&self.tree, cb, start)
-                        .map_err(data_error)?;
+                    let cc = self.cursor(&c, start)?;
                     Some((c, cc))
                 }
                 None => None,
@@ -324,8 +406,8 @@ impl TreeReader for NativeTree {
 /// One requested column being read: its layout, its cursor and its named counter's.
 struct ColumnCursor<'f> {
     kind: BranchKind,
-    cursor: rio::BranchCursor<'f>,
-    counter: Option<(String, rio::BranchCursor<'f>)>,
+    cursor: Box<dyn Forward + 'f>,
+    counter: Option<(String, Box<dyn Forward + 'f>)>,
 }
 
 /// A column's next entries, and its counter's.

@@ -152,3 +152,29 @@ fn builtin_schemas_translate_to_the_shipped_declarations() {
         Inputs::new(&shipped).expect("valid");
     }
 }
+
+#[test]
+fn rntuple_twins_give_their_ttrees_features_bit_for_bit() {
+    // ROOT's RNTupleImporter wrote these RNTuples from the TTrees: the same declaration reads
+    // the same events with the same features from both.
+    let twins = [
+        (
+            "data/rntuple/nano_rntuple_zstd.root",
+            "data/generated/nano_zlib1.root",
+            "Events",
+            "nanoaod",
+        ),
+        (
+            "data/rntuple/nano_rntuple_zlib.root",
+            "data/generated/nano_zlib1.root",
+            "Events",
+            "nanoaod",
+        ),
+    ];
+    for (ntuple, tree, name, schema) in twins {
+        let from_ntuple = by_declaration(&shared(ntuple), name, schema).expect(ntuple);
+        let from_tree = by_declaration(&shared(tree), name, schema).expect(tree);
+        assert!(from_tree.len() > 1000, "{tree}: {} events", from_tree.len());
+        assert_eq!(from_ntuple, from_tree, "{ntuple} against {tree}");
+    }
+}

@@ -86,7 +86,7 @@ fn missing_file_tree_and_branch_name_the_closest() {
     let err = read_err(&hzz, "Events", &spec);
     let msg = err.to_string();
     assert!(
-        msg.contains("no tree 'Events'") && msg.contains("events"),
+        msg.contains("no tree or RNTuple 'Events'") && msg.contains("events"),
         "{msg}"
     );
 
