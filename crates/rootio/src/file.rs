@@ -52,6 +52,8 @@ pub struct RootFile {
     /// ROOT version that wrote it (`63606` is 6.36/06).
     version: i32,
     keys: Vec<Key>,
+    /// Where the streamer-info record (`TList` of `TStreamerInfo`) is: offset and bytes.
+    info: Option<(u64, usize)>,
 }
 
 impl RootFile {
@@ -74,6 +76,7 @@ impl RootFile {
             len,
             version: 0,
             keys: Vec::new(),
+            info: None,
         };
         let head = f.read_at(0, len.min(100) as usize, "file header")?;
         let mut c = Cursor::new(&head);
@@ -84,17 +87,26 @@ impl RootFile {
                 BufError::Bad("not a ROOT file (no 'root' magic)".into()),
             ));
         }
-        let header = (|| -> Result<(i32, u64, u64), BufError> {
+        type Header = (i32, u64, u64, Option<(u64, usize)>);
+        let header = (|| -> Result<Header, BufError> {
             let version = c.i32()?;
             let begin = u64::try_from(c.i32()?).map_err(|_| BufError::Bad("fBEGIN < 0".into()))?;
             let large = version >= LARGE;
             c.skip(if large { 8 + 8 + 4 + 4 } else { 4 * 4 })?; // fEND, fSeekFree, fNbytesFree, nfree
             let nbytes_name =
                 u64::try_from(c.i32()?).map_err(|_| BufError::Bad("fNbytesName < 0".into()))?;
-            Ok((version, begin, begin + nbytes_name))
+            c.skip(1 + 4)?; // fUnits, fCompress
+            let seek_info = if large { c.i64()? } else { i64::from(c.i32()?) };
+            let nbytes_info = c.i32()?;
+            let info = match (u64::try_from(seek_info), usize::try_from(nbytes_info)) {
+                (Ok(s), Ok(n)) if s > 0 && n > 0 => Some((s, n)),
+                _ => None,
+            };
+            Ok((version, begin, begin + nbytes_name, info))
         })()
         .map_err(|e| f.corrupt("file header", e))?;
         f.version = header.0;
+        f.info = header.3;
         let mut keys = Vec::new();
         f.read_directory(header.2, "", 0, &mut keys)?;
         f.keys = keys;
@@ -142,6 +154,23 @@ impl RootFile {
             }
         }
         out
+    }
+
+    /// The streamer-info record's object bytes (a `TList` of `TStreamerInfo`), if the file has one.
+    pub(crate) fn streamer_info_bytes(&self) -> Result<Option<ObjectBytes>, RootError> {
+        let Some((seek, nbytes)) = self.info else {
+            return Ok(None);
+        };
+        let place = "streamer info record";
+        let raw = self.read_at(
+            seek,
+            nbytes.min((self.len - seek.min(self.len)) as usize),
+            place,
+        )?;
+        let mut c = Cursor::new(&raw);
+        let mut key = read_key(&mut c, "").map_err(|e| self.corrupt(place, e))?;
+        key.seek = seek;
+        self.read_object(&key).map(Some)
     }
 
     /// `len` bytes at `offset`.

@@ -63,6 +63,31 @@ pub struct ElementInfo {
     pub streamer_type: i32,
     /// The branch holding this branch's collection count.
     pub count_branch: Option<String>,
+    /// The member's C++ type and title from the class's streamer info (`vector<short>`,
+    /// `[0, 10, 12]`), looked up for the members whose branch alone does not say what they
+    /// hold (STL containers, `Double32_t`, `Float16_t`).
+    pub member: Option<(String, String)>,
+}
+
+/// One member of a class, as the file's streamer info describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MemberInfo {
+    pub name: String,
+    pub title: String,
+    pub type_name: String,
+}
+
+/// A class's streamer info: its name and members in order (base classes included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClassInfo {
+    pub name: String,
+    pub members: Vec<MemberInfo>,
+}
+
+/// Whether a member of streamer type `t` needs its streamer info to be read: STL containers
+/// (their element type) and packed reals (their range).
+fn needs_member_info(t: i32) -> bool {
+    t == 300 || t == 500 || (0..60).contains(&t) && matches!(t % 20, 9 | 19)
 }
 
 /// A basket kept inside the tree's header instead of in a key of its own (small, recent
@@ -164,13 +189,78 @@ impl RootFile {
             depth: 0,
         };
         let place = format!("tree '{path}'");
-        let (version, entries, branches) = r.ttree().map_err(|e| self.corrupt(&place, e))?;
+        let (version, entries, mut branches) = r.ttree().map_err(|e| self.corrupt(&place, e))?;
+        self.resolve_members(&mut branches)?;
         Ok(TreeInfo {
             path: path.to_owned(),
             version,
             entries,
             branches,
         })
+    }
+}
+
+impl RootFile {
+    /// The classes the file's streamer info describes (empty when it has none).
+    pub(crate) fn classes(&self) -> Result<Vec<ClassInfo>, RootError> {
+        let Some(ObjectBytes { bytes, keylen }) = self.streamer_info_bytes()? else {
+            return Ok(Vec::new());
+        };
+        let mut r = Reader {
+            c: Cursor::new(&bytes),
+            keylen: keylen as u64,
+            refs: HashMap::new(),
+            depth: 0,
+        };
+        let items = r
+            .tlist()
+            .map_err(|e| self.corrupt("streamer info record", e))?;
+        Ok(items
+            .into_iter()
+            .filter_map(|a| match a {
+                Any::Class(c) => Some(c),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Looks up, in the streamer info, the members whose branch does not say what they hold.
+    fn resolve_members(&self, branches: &mut [BranchInfo]) -> Result<(), RootError> {
+        fn wanted(bs: &[BranchInfo]) -> bool {
+            bs.iter().any(|b| {
+                b.element
+                    .as_ref()
+                    .is_some_and(|e| e.id >= 0 && needs_member_info(e.streamer_type))
+                    || wanted(&b.branches)
+            })
+        }
+        fn fill(bs: &mut [BranchInfo], classes: &[ClassInfo]) {
+            for b in bs {
+                if let Some(e) = &mut b.element
+                    && e.id >= 0
+                    && needs_member_info(e.streamer_type)
+                {
+                    let class = if e.kind == 31 || e.kind == 41 {
+                        &e.clones_name
+                    } else {
+                        &e.class_name
+                    };
+                    e.member = classes
+                        .iter()
+                        .filter(|c| &c.name == class)
+                        .find_map(|c| c.members.get(e.id as usize))
+                        .map(|m| (m.type_name.clone(), m.title.clone()));
+                }
+                fill(&mut b.branches, classes);
+            }
+        }
+        if !wanted(branches) {
+            return Ok(());
+        }
+        // A damaged record leaves the members unresolved (they are then refused by name).
+        let classes = self.classes().unwrap_or_default();
+        fill(branches, &classes);
+        Ok(())
     }
 }
 
@@ -188,6 +278,10 @@ enum Any {
     Branch(Box<BranchInfo>),
     Leaf(LeafInfo),
     Basket(EmbeddedBasket),
+    /// A `TList` or `TObjArray`'s objects.
+    List(Vec<Any>),
+    Class(ClassInfo),
+    Member(MemberInfo),
     /// A reference to an object read before (its name, when it has one), or a skipped object.
     Named(Option<String>),
 }
@@ -411,6 +505,18 @@ impl Reader<'_> {
             }
             c if c.starts_with("TLeaf") => Any::Leaf(self.leaf(class)?),
             "TBasket" => Any::Basket(self.embedded_basket()?),
+            "TList" => Any::List(self.tlist()?),
+            "TObjArray" => {
+                let (v, n) = self.objarray_header()?;
+                let mut items = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    items.push(self.object_any()?);
+                }
+                self.c.finish(v)?;
+                Any::List(items)
+            }
+            "TStreamerInfo" => Any::Class(self.streamer_info()?),
+            c if c.starts_with("TStreamer") => Any::Member(self.streamer_element(c)?),
             other => match end {
                 Some(end) => {
                     self.c.seek(end)?;
@@ -422,6 +528,75 @@ impl Reader<'_> {
                     )));
                 }
             },
+        })
+    }
+
+    /// `TList`: its objects (each followed by an option string).
+    fn tlist(&mut self) -> Result<Vec<Any>, BufError> {
+        let v = self.c.versioned()?;
+        if v.version > 3 {
+            self.tobject()?;
+        }
+        self.c.tstring()?; // fName
+        let n = self.c.len32("TList size")?;
+        let mut out = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            out.push(self.object_any()?);
+            self.c.tstring()?; // the object's option
+        }
+        self.c.finish(v)?;
+        Ok(out)
+    }
+
+    /// `TStreamerInfo`: the class's name and its members.
+    fn streamer_info(&mut self) -> Result<ClassInfo, BufError> {
+        let v = self.c.versioned()?;
+        let (name, _) = self.tnamed()?;
+        self.c.skip(4 + 4)?; // fCheckSum, fClassVersion
+        let members = match self.object_any()? {
+            Any::List(items) => items
+                .into_iter()
+                .filter_map(|a| match a {
+                    Any::Member(m) => Some(m),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        self.c.finish(v)?;
+        Ok(ClassInfo { name, members })
+    }
+
+    /// Any `TStreamerElement` subclass of class `class`: the element's name, title and type
+    /// name (the subclass's own members are skipped).
+    fn streamer_element(&mut self, class: &str) -> Result<MemberInfo, BufError> {
+        let outer = self.c.versioned()?;
+        if class == "TStreamerSTLstring" {
+            // Its base `TStreamerSTL` comes between it and `TStreamerElement`.
+            self.c.versioned()?;
+        }
+        let inner = self.c.versioned()?;
+        let (name, title) = self.tnamed()?;
+        self.c.skip(4 * 4)?; // fType, fSize, fArrayLength, fArrayDim
+        if inner.version == 1 {
+            let n = self.c.len32("fMaxIndex")?;
+            self.c
+                .skip(n.checked_mul(4).ok_or(BufError::Bad("fMaxIndex".into()))?)?;
+        } else {
+            self.c.skip(5 * 4)?;
+        }
+        let type_name = self.c.tstring()?;
+        self.c.finish(inner)?;
+        if outer.end.is_none() {
+            return Err(BufError::Bad(
+                "a streamer element without a byte count".into(),
+            ));
+        }
+        self.c.finish(outer)?;
+        Ok(MemberInfo {
+            name,
+            title,
+            type_name,
         })
     }
 
@@ -528,6 +703,7 @@ impl Reader<'_> {
             kind,
             streamer_type,
             count_branch,
+            member: None,
         })
     }
 

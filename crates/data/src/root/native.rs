@@ -149,7 +149,7 @@ pub fn open_tree(path: &Path, tree: &str) -> Result<Box<dyn TreeReader>, DataErr
 /// offsets are its own), or not readable, with its C++ type.
 fn describe_field(f: &rio::NtupleField, ntuple: &rio::NtupleInfo) -> BranchInfo {
     let (kind, type_name) = match &f.read {
-        Ok(rio::Interpretation { number, layout }) => {
+        Ok(rio::Interpretation { number, layout, .. }) => {
             let t = ElemType::from(*number);
             match layout {
                 rio::Layout::Fixed(1) => (BranchKind::Scalar(t), f.type_name.clone()),
@@ -170,13 +170,13 @@ fn describe_field(f: &rio::NtupleField, ntuple: &rio::NtupleInfo) -> BranchInfo 
 /// A branch as the data layer sees it: its layout and a C++ type name.
 fn describe(b: &rio::BranchInfo) -> BranchInfo {
     let (kind, type_name) = match rio::interpret(b) {
-        Ok(rio::Interpretation { number, layout }) => {
+        Ok(rio::Interpretation { number, layout, .. }) => {
             let t = ElemType::from(number);
             let cpp = number.cpp();
             match layout {
                 rio::Layout::Fixed(1) => (BranchKind::Scalar(t), cpp.to_owned()),
                 rio::Layout::Fixed(n) => (BranchKind::Other, format!("{cpp}[{n}]")),
-                rio::Layout::Jagged | rio::Layout::JaggedBits => {
+                rio::Layout::Jagged | rio::Layout::JaggedBits | rio::Layout::Pointer => {
                     (BranchKind::Array(t), format!("{cpp}[]"))
                 }
                 rio::Layout::Vector => (BranchKind::Vector(t), format!("vector<{cpp}>")),

@@ -271,7 +271,7 @@ impl Walk<'_> {
         self.out.push(NtupleField {
             name,
             type_name,
-            read: Ok(Interpretation { number, layout }),
+            read: Ok(Interpretation::plain(number, layout)),
             column_types,
             plan: Plan {
                 steps,

@@ -53,6 +53,11 @@ pub(crate) fn all() -> Vec<Fixture> {
     from("fixtures/rootio", "tree", "branches", "typename")
 }
 
+/// Every fixture archive of `fixtures/rootio-types` (branch types beyond plain numbers).
+pub(crate) fn types() -> Vec<Fixture> {
+    from("fixtures/rootio-types", "tree", "branches", "typename")
+}
+
 /// Every fixture archive of `fixtures/rntuple` with its ROOT file, in name order: `tree` is the
 /// RNTuple's name and `branches` its fields.
 pub(crate) fn rntuples() -> Vec<Fixture> {
