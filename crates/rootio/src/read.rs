@@ -629,6 +629,20 @@ impl BranchCursor<'_> {
         let k = self.next_basket;
         let (place, basket) = if k < branch.write_basket {
             let place = format!("basket {k} of branch '{}'", branch.name);
+            if branch.basket_bytes.get(k) == Some(&0) {
+                // A basket of no bytes (written for no entries): nothing to decode, unless
+                // the branch says entries are in it.
+                let start = branch.basket_entry.get(k).copied().unwrap_or(0);
+                let stop = branch.basket_entry.get(k + 1).copied().unwrap_or(start);
+                if stop > start {
+                    return Err(file.corrupt(
+                        &place,
+                        format!("a basket of 0 bytes said to hold entries {start} to {stop}"),
+                    ));
+                }
+                self.next_basket += 1;
+                return Ok(true);
+            }
             let b = file.basket(branch, k, &place)?;
             (place, b)
         } else if let Some(b) = branch.embedded.get(k - branch.write_basket) {
