@@ -1,10 +1,12 @@
 """uproot's side of `benchmark_io --files`: the same branches of the same files, side by side.
 
 Usage: python uproot_io.py SHARED_DIR LIST.json REPS
-Writes LIST.json (every file of SHARED_DIR/data with its first tree and the branches uproot reads
-as numbers, from the fixtures in SHARED_DIR/fixtures/rootio), then times
-`tree.arrays(branches)` on 1 and 2 decompression/interpretation threads; prints one JSON line
-per (file, threads) with the median seconds over REPS, opening the file each time.
+       python uproot_io.py --files LIST.json REPS
+The first writes LIST.json (every file of SHARED_DIR/data with its first tree and the branches
+uproot reads as numbers, from the fixtures in SHARED_DIR/fixtures/rootio); the second reads an
+existing listing, whose entries name a `tree` or an `ntuple` (RNTuple; `nano_like.py` writes
+one). Both time `arrays(branches)` on 1 and 2 decompression/interpretation threads and print one
+JSON line per (file, threads) with the median seconds over REPS, opening the file each time.
 """
 
 import concurrent.futures
@@ -39,9 +41,12 @@ def fixtures(shared):
 
 
 def main():
-    shared, listing, reps = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    files = fixtures(shared)
-    pathlib.Path(listing).write_text(json.dumps(files))
+    if sys.argv[1] == "--files":
+        files, reps = json.loads(pathlib.Path(sys.argv[2]).read_text()), int(sys.argv[3])
+    else:
+        shared, listing, reps = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+        files = fixtures(shared)
+        pathlib.Path(listing).write_text(json.dumps(files))
     for threads in (1, 2):
         for f in files:
             times = []
@@ -52,7 +57,7 @@ def main():
                 else:
                     ex = concurrent.futures.ThreadPoolExecutor(threads)
                 with uproot.open(f["file"]) as root:
-                    root[f["tree"]].arrays(
+                    root[f.get("tree") or f["ntuple"]].arrays(
                         f["branches"],
                         decompression_executor=ex,
                         interpretation_executor=ex,

@@ -4,9 +4,10 @@
 //! Prints one JSON line per measurement, then a table. Fixed seed 42; 14 files (12 + 2 processes).
 //!
 //! `benchmark_io --files LIST.json [REPS]`: the project's ROOT reader on the files and branches
-//! that `reference/uproot_io.py` lists (and times with uproot), on 1 and 2 threads (branches
-//! split between the threads); one JSON line per (file, threads) on stderr, median over REPS,
-//! opening the file each time.
+//! that `reference/uproot_io.py` lists (and times with uproot), TTrees and RNTuples (entries
+//! with `ntuple`, as `reference/nano_like.py` writes them), on 1 and 2 threads (branches split
+//! between the threads); one JSON line per (file, threads) on stderr, median over REPS, opening
+//! the file each time.
 
 use std::path::Path;
 
@@ -107,8 +108,36 @@ fn println_table(cpu: &str, cores: usize, n: usize, total: usize, rows: &[(Strin
     }
 }
 
-/// Reads every listed branch of every listed file with the project's reader; see the module
-/// documentation.
+/// What a listed file holds: a tree, or an RNTuple.
+enum Source {
+    Tree(gnn4c_rootio::TreeInfo),
+    Ntuple(gnn4c_rootio::NtupleInfo),
+}
+
+impl Source {
+    /// Every value of branch (or field) `name`; how many.
+    fn read(&self, file: &gnn4c_rootio::RootFile, name: &str) -> anyhow::Result<usize> {
+        Ok(match self {
+            Source::Tree(tree) => {
+                let info = tree
+                    .branch(name)
+                    .ok_or_else(|| anyhow::anyhow!("no branch {name}"))?;
+                file.read_branch(tree, info)?.len()
+            }
+            Source::Ntuple(ntuple) => {
+                let field = ntuple
+                    .field(name)
+                    .ok_or_else(|| anyhow::anyhow!("no field {name}"))?;
+                file.field_cursor(ntuple, field, 0)?
+                    .take(usize::MAX / 2)?
+                    .len()
+            }
+        })
+    }
+}
+
+/// Reads every listed branch (or RNTuple field) of every listed file with the project's
+/// reader; see the module documentation.
 fn read_listed_files(list: &Path, reps: usize) -> anyhow::Result<()> {
     let files: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(list)?)?;
     let (cpu, cores) = machine();
@@ -125,22 +154,24 @@ fn read_listed_files(list: &Path, reps: usize) -> anyhow::Result<()> {
                         .collect()
                 })
                 .unwrap_or_default();
+            let ntuple_name = f["ntuple"].as_str().map(str::to_owned);
             let read = || -> anyhow::Result<usize> {
                 let file = gnn4c_rootio::RootFile::open(&path)?;
-                let tree = file.tree(&tree_name)?;
                 let per = branches.len().div_ceil(threads).max(1);
+                // An RNTuple's fields, or a tree's branches, split among the threads.
+                let source = match &ntuple_name {
+                    Some(name) => Source::Ntuple(file.ntuple(name)?),
+                    None => Source::Tree(file.tree(&tree_name)?),
+                };
                 std::thread::scope(|s| {
                     let parts: Vec<_> = branches
                         .chunks(per)
                         .map(|part| {
-                            let (file, tree) = (&file, &tree);
+                            let (file, source) = (&file, &source);
                             s.spawn(move || -> anyhow::Result<usize> {
                                 let mut n = 0;
                                 for b in part {
-                                    let info = tree
-                                        .branch(b)
-                                        .ok_or_else(|| anyhow::anyhow!("no branch {b}"))?;
-                                    n += file.read_branch(tree, info)?.len();
+                                    n += source.read(file, b)?;
                                 }
                                 Ok(n)
                             })

@@ -921,6 +921,42 @@ fn decode(
         Ok(())
     };
     match (&basket.offsets, it.layout) {
+        (Some(o), Layout::Jagged) if it.packing.is_none() => {
+            // Plain values with entry offsets: one copy of the basket's values, counts from
+            // the offsets (each entry a whole number of values, in order, inside the data).
+            if o.len() != basket.entries + 1 {
+                return Err(BufError::Bad(
+                    "entry offsets do not match the entries".into(),
+                ));
+            }
+            out.counts.reserve(basket.entries);
+            for w in o.windows(2) {
+                if w[1] < w[0] || w[1] > data.len() || !(w[1] - w[0]).is_multiple_of(size) {
+                    return Err(BufError::Bad(format!(
+                        "entry offsets {}..{}: not whole {} values inside the basket's {} bytes",
+                        w[0],
+                        w[1],
+                        it.number.cpp(),
+                        data.len()
+                    )));
+                }
+                out.counts.push(((w[1] - w[0]) / size) as u32);
+            }
+            out.bytes.extend_from_slice(&data[o[0]..o[basket.entries]]);
+        }
+        (None, Layout::Fixed(len)) if it.packing.is_none() => {
+            let per = len * size;
+            if data.len() != per * basket.entries {
+                return Err(BufError::Bad(format!(
+                    "{} bytes for {} entries of {per} bytes",
+                    data.len(),
+                    basket.entries
+                )));
+            }
+            out.bytes.extend_from_slice(data);
+            out.counts
+                .extend(std::iter::repeat_n(len as u32, basket.entries));
+        }
         (Some(o), _) => {
             if o.len() != basket.entries + 1 {
                 return Err(BufError::Bad(

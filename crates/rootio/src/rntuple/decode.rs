@@ -3,6 +3,7 @@
 //! floats.
 
 use crate::error::BufError;
+use crate::read::Number;
 
 /// A column type of the specification (§ Column Description).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,6 +341,105 @@ pub(crate) fn decode_page(
                 "a Switch column (variants are not read)".into(),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Appends `v` as a big-endian `number` (the layout [`BranchData`] holds).
+pub(crate) fn push_be(out: &mut Vec<u8>, number: Number, v: Value) {
+    let (i, u, r) = match v {
+        Value::Int(i) => (i, i as u64, i as f64),
+        Value::UInt(u) => (u as i64, u, u as f64),
+        Value::Real(r) => (r as i64, r as u64, r),
+    };
+    match number {
+        Number::Bool => out.push(u8::from(
+            u != 0 || (matches!(v, Value::Real(_)) && r != 0.0),
+        )),
+        Number::I8 => out.push(i as i8 as u8),
+        Number::U8 => out.push(u as u8),
+        Number::I16 => out.extend_from_slice(&(i as i16).to_be_bytes()),
+        Number::U16 => out.extend_from_slice(&(u as u16).to_be_bytes()),
+        Number::I32 => out.extend_from_slice(&(i as i32).to_be_bytes()),
+        Number::U32 => out.extend_from_slice(&(u as u32).to_be_bytes()),
+        Number::I64 => out.extend_from_slice(&i.to_be_bytes()),
+        Number::U64 => out.extend_from_slice(&u.to_be_bytes()),
+        Number::F32 => out.extend_from_slice(&(r as f32).to_be_bytes()),
+        Number::F64 => out.extend_from_slice(&r.to_be_bytes()),
+    }
+}
+
+/// Decodes a page of `n` elements straight into big-endian `number`s (what [`BranchData`]
+/// holds): the common pairings without an intermediate value, the rest through [`Value`].
+///
+/// [`BranchData`]: crate::read::BranchData
+pub(crate) fn decode_page_be(
+    enc: &Encoding,
+    bytes: &[u8],
+    n: usize,
+    number: Number,
+    out: &mut Vec<u8>,
+) -> Result<(), BufError> {
+    use ColumnType::*;
+    let want = enc.page_bytes(n);
+    if bytes.len() < want {
+        return Err(BufError::Short {
+            at: 0,
+            want,
+            len: bytes.len(),
+        });
+    }
+    // Same width, same bits: plain little-endian values reversed, split ones gathered.
+    let plain = matches!(
+        enc.kind,
+        Real32
+            | Real64
+            | Byte
+            | Char
+            | Int8
+            | UInt8
+            | Int16
+            | UInt16
+            | Int32
+            | UInt32
+            | Int64
+            | UInt64
+    );
+    let split = matches!(
+        enc.kind,
+        SplitReal32 | SplitReal64 | SplitUInt16 | SplitUInt32 | SplitUInt64
+    );
+    let reals = matches!(enc.kind, Real32 | Real64 | SplitReal32 | SplitReal64);
+    let same = (plain || split)
+        && reals == matches!(number, Number::F32 | Number::F64)
+        && number != Number::Bool;
+    let w = number.size();
+    if same && enc.bits as usize == 8 * w {
+        let start = out.len();
+        out.resize(start + n * w, 0);
+        let dst = &mut out[start..];
+        if split {
+            // Byte b of element i is at b·n + i; big-endian puts it at i·w + (w − 1 − b).
+            for b in 0..w {
+                let src = &bytes[b * n..(b + 1) * n];
+                for (i, &x) in src.iter().enumerate() {
+                    dst[i * w + (w - 1 - b)] = x;
+                }
+            }
+        } else {
+            for (d, s) in dst.chunks_exact_mut(w).zip(bytes[..n * w].chunks_exact(w)) {
+                for b in 0..w {
+                    d[b] = s[w - 1 - b];
+                }
+            }
+        }
+        return Ok(());
+    }
+    let mut values = Vec::with_capacity(n);
+    decode_page(enc, bytes, n, &mut values)?;
+    out.reserve(n * w);
+    for v in values {
+        push_be(out, number, v);
     }
     Ok(())
 }

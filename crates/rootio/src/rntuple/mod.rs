@@ -10,7 +10,7 @@ mod decode;
 mod fields;
 mod meta;
 
-use decode::{ColumnType, Encoding, Value, decode_page};
+use decode::{ColumnType, Encoding, Value, decode_page, decode_page_be, push_be};
 use meta::ClusterDesc;
 
 pub use fields::NtupleField;
@@ -234,12 +234,16 @@ impl RootFile {
     }
 }
 
-/// One cluster of a leaf, decoded: values and where each entry's start.
+/// Decodes one page's bytes (uncompressed) holding a number of elements.
+type PageDecoder<'a> = dyn FnMut(&[u8], usize) -> Result<(), crate::error::BufError> + 'a;
+
+/// One cluster of a leaf, decoded: values (big-endian, as [`BranchData`] holds them) and where
+/// each entry's start.
 struct Loaded {
     first_entry: u64,
-    /// `[entries + 1]`: entry i's values are `values[bounds[i]..bounds[i + 1]]`.
+    /// `[entries + 1]`: entry i's values are values `bounds[i]..bounds[i + 1]`.
     bounds: Vec<usize>,
-    values: Vec<Value>,
+    bytes: Vec<u8>,
 }
 
 /// Reads one leaf of an RNTuple forward, a cluster's pages of it at a time.
@@ -295,13 +299,14 @@ impl FieldCursor<'_> {
                 (self.next - loaded.first_entry) as usize,
                 (end_in - loaded.first_entry) as usize,
             );
-            for e in a..b {
-                let (s, t) = (loaded.bounds[e], loaded.bounds[e + 1]);
-                counts.push(u32::try_from(t - s).unwrap_or(u32::MAX));
-                for v in &loaded.values[s..t] {
-                    push_be(&mut bytes, self.number, *v);
-                }
-            }
+            counts.extend(
+                loaded.bounds[a..=b]
+                    .windows(2)
+                    .map(|w| u32::try_from(w[1] - w[0]).unwrap_or(u32::MAX)),
+            );
+            let size = self.number.size();
+            bytes
+                .extend_from_slice(&loaded.bytes[loaded.bounds[a] * size..loaded.bounds[b] * size]);
             self.next = end_in;
         }
         Ok(BranchData {
@@ -353,28 +358,36 @@ impl FieldCursor<'_> {
             }
         }
         let total = *bounds.last().unwrap_or(&0);
-        let mut values = self.column(k, &self.field.plan.values, total)?;
-        if self.field.plan.cardinality {
+        let bytes = if self.field.plan.cardinality {
             // Sizes from the offsets (each relative to the cluster's start).
+            let offsets = self.column(k, &self.field.plan.values, total)?;
+            let mut out = Vec::with_capacity(total * self.number.size());
             let mut prev = 0u64;
-            for v in &mut values {
-                let Value::UInt(u) = *v else {
+            for v in offsets {
+                let Value::UInt(u) = v else {
                     return Err(self.file.corrupt(&self.place(k), "not an offset column"));
                 };
-                *v = Value::UInt(u.wrapping_sub(prev));
+                push_be(&mut out, self.number, Value::UInt(u.wrapping_sub(prev)));
                 prev = u;
             }
-        }
+            out
+        } else {
+            self.column_bytes(k, &self.field.plan.values, total)?
+        };
         Ok(Loaded {
             first_entry: cluster.first_entry,
             bounds,
-            values,
+            bytes,
         })
     }
 
-    /// The first `n` elements of the leaf's column in cluster `k`: of the representation not
-    /// suppressed there (zeros where a deferred column has no pages yet).
-    fn column(&self, k: usize, reprs: &[u32], n: usize) -> Result<Vec<Value>, RootError> {
+    /// The column of representation `reprs` not suppressed in cluster `k`, its encoding and
+    /// pages.
+    fn chosen(
+        &self,
+        k: usize,
+        reprs: &[u32],
+    ) -> Result<(u32, Encoding, &[meta::PageDesc]), RootError> {
         let cluster = &self.ntuple.clusters[k];
         let place = self.place(k);
         let chosen = reprs
@@ -403,11 +416,24 @@ impl FieldCursor<'_> {
             .columns
             .get(chosen as usize)
             .map_or(&[][..], |p| &p.pages[..]);
-        // Sized by what the pages hold: `n` comes from offsets a damaged page may have garbled.
-        let stored: usize = pages.iter().map(|p| p.elements as usize).sum();
-        let mut out = Vec::with_capacity(n.min(stored));
+        Ok((chosen, enc, pages))
+    }
+
+    /// Reads and decompresses the pages of column `chosen` in cluster `k` until `n` elements
+    /// are decoded by `decode` (page bytes, elements); the elements decoded.
+    fn pages(
+        &self,
+        k: usize,
+        chosen: u32,
+        enc: &Encoding,
+        pages: &[meta::PageDesc],
+        n: usize,
+        decode: &mut PageDecoder<'_>,
+    ) -> Result<usize, RootError> {
+        let place = self.place(k);
+        let mut done = 0usize;
         for (p, page) in pages.iter().enumerate() {
-            if out.len() >= n {
+            if done >= n {
                 break;
             }
             let elements = page.elements as usize;
@@ -418,28 +444,54 @@ impl FieldCursor<'_> {
                 self.ntuple.max_key_size,
                 &at,
             )?;
-            decode_page(&enc, &bytes, elements, &mut out).map_err(|e| self.file.corrupt(&at, e))?;
+            decode(&bytes, elements).map_err(|e| self.file.corrupt(&at, e))?;
+            done += elements;
         }
-        if pages.is_empty() && n > 0 {
-            // A deferred column before its first element: zeros (as many as a cluster can
-            // plausibly hold: `n` may come from a damaged page's offsets).
-            if n > MAX_CLUSTER_ELEMENTS {
-                return Err(self
-                    .file
-                    .corrupt(&place, format!("{n} elements asked of an empty column")));
-            }
-            out.resize(n, zero(enc.kind));
+        if pages.is_empty() && n > MAX_CLUSTER_ELEMENTS {
+            return Err(self
+                .file
+                .corrupt(&place, format!("{n} elements asked of an empty column")));
         }
-        if out.len() < n {
+        if !pages.is_empty() && done < n {
             return Err(self.file.corrupt(
                 &place,
-                format!(
-                    "column {chosen} holds {} elements, {n} are needed",
-                    out.len()
-                ),
+                format!("column {chosen} holds {done} elements, {n} are needed"),
             ));
         }
+        Ok(done)
+    }
+
+    /// The first `n` elements of the leaf's column in cluster `k` as values: of the
+    /// representation not suppressed there (zeros where a deferred column has no pages yet).
+    fn column(&self, k: usize, reprs: &[u32], n: usize) -> Result<Vec<Value>, RootError> {
+        let (chosen, enc, pages) = self.chosen(k, reprs)?;
+        // Sized by what the pages hold: `n` comes from offsets a damaged page may have garbled.
+        let stored: usize = pages.iter().map(|p| p.elements as usize).sum();
+        let mut out = Vec::with_capacity(n.min(stored));
+        self.pages(k, chosen, &enc, pages, n, &mut |bytes, elements| {
+            decode_page(&enc, bytes, elements, &mut out)
+        })?;
+        if pages.is_empty() {
+            // A deferred column before its first element: zeros.
+            out.resize(n, zero(enc.kind));
+        }
         out.truncate(n);
+        Ok(out)
+    }
+
+    /// Like [`FieldCursor::column`], as the leaf's big-endian numbers.
+    fn column_bytes(&self, k: usize, reprs: &[u32], n: usize) -> Result<Vec<u8>, RootError> {
+        let (chosen, enc, pages) = self.chosen(k, reprs)?;
+        let size = self.number.size();
+        let stored: usize = pages.iter().map(|p| p.elements as usize).sum();
+        let mut out = Vec::with_capacity(n.min(stored) * size);
+        self.pages(k, chosen, &enc, pages, n, &mut |bytes, elements| {
+            decode_page_be(&enc, bytes, elements, self.number, &mut out)
+        })?;
+        if pages.is_empty() {
+            out.resize(n * size, 0);
+        }
+        out.truncate(n * size);
         Ok(out)
     }
 }
@@ -453,29 +505,5 @@ fn zero(kind: ColumnType) -> Value {
         Value::Real(0.0)
     } else {
         Value::UInt(0)
-    }
-}
-
-/// Appends `v` as a big-endian `number` (the layout [`BranchData`] holds).
-fn push_be(out: &mut Vec<u8>, number: Number, v: Value) {
-    let (i, u, r) = match v {
-        Value::Int(i) => (i, i as u64, i as f64),
-        Value::UInt(u) => (u as i64, u, u as f64),
-        Value::Real(r) => (r as i64, r as u64, r),
-    };
-    match number {
-        Number::Bool => out.push(u8::from(
-            u != 0 || (matches!(v, Value::Real(_)) && r != 0.0),
-        )),
-        Number::I8 => out.push(i as i8 as u8),
-        Number::U8 => out.push(u as u8),
-        Number::I16 => out.extend_from_slice(&(i as i16).to_be_bytes()),
-        Number::U16 => out.extend_from_slice(&(u as u16).to_be_bytes()),
-        Number::I32 => out.extend_from_slice(&(i as i32).to_be_bytes()),
-        Number::U32 => out.extend_from_slice(&(u as u32).to_be_bytes()),
-        Number::I64 => out.extend_from_slice(&i.to_be_bytes()),
-        Number::U64 => out.extend_from_slice(&u.to_be_bytes()),
-        Number::F32 => out.extend_from_slice(&(r as f32).to_be_bytes()),
-        Number::F64 => out.extend_from_slice(&r.to_be_bytes()),
     }
 }
