@@ -46,6 +46,9 @@ pub struct NtupleInfo {
     clusters: Vec<ClusterDesc>,
     /// Physical columns: how their pages decode, or why they cannot.
     encodings: Vec<Result<Encoding, String>>,
+    /// Physical columns: whether they are deferred (added by a schema extension: the elements
+    /// before their first are zeros, with no pages).
+    deferred: Vec<bool>,
     /// The largest payload one key holds.
     max_key_size: u64,
 }
@@ -175,6 +178,7 @@ impl RootFile {
             })
             .collect();
         let fields = fields::leaves(&schema);
+        let deferred = schema.columns.iter().map(|c| c.first_element > 0).collect();
         Ok(NtupleInfo {
             path: path.to_owned(),
             name,
@@ -183,6 +187,7 @@ impl RootFile {
             fields,
             clusters,
             encodings,
+            deferred,
             max_key_size: anchor.max_key_size,
         })
     }
@@ -447,12 +452,14 @@ impl FieldCursor<'_> {
             decode(&bytes, elements).map_err(|e| self.file.corrupt(&at, e))?;
             done += elements;
         }
-        if pages.is_empty() && n > MAX_CLUSTER_ELEMENTS {
-            return Err(self
-                .file
-                .corrupt(&place, format!("{n} elements asked of an empty column")));
+        let deferred = self.ntuple.deferred.get(chosen as usize) == Some(&true);
+        if (pages.is_empty() || deferred) && n.saturating_sub(done) > MAX_CLUSTER_ELEMENTS {
+            return Err(self.file.corrupt(
+                &place,
+                format!("{n} elements asked of a column holding {done}"),
+            ));
         }
-        if !pages.is_empty() && done < n {
+        if !pages.is_empty() && !deferred && done < n {
             return Err(self.file.corrupt(
                 &place,
                 format!("column {chosen} holds {done} elements, {n} are needed"),
@@ -462,7 +469,7 @@ impl FieldCursor<'_> {
     }
 
     /// The first `n` elements of the leaf's column in cluster `k` as values: of the
-    /// representation not suppressed there (zeros where a deferred column has no pages yet).
+    /// representation not suppressed there (zeros before a deferred column's first element).
     fn column(&self, k: usize, reprs: &[u32], n: usize) -> Result<Vec<Value>, RootError> {
         let (chosen, enc, pages) = self.chosen(k, reprs)?;
         // Sized by what the pages hold: `n` comes from offsets a damaged page may have garbled.
@@ -471,9 +478,11 @@ impl FieldCursor<'_> {
         self.pages(k, chosen, &enc, pages, n, &mut |bytes, elements| {
             decode_page(&enc, bytes, elements, &mut out)
         })?;
-        if pages.is_empty() {
-            // A deferred column before its first element: zeros.
-            out.resize(n, zero(enc.kind));
+        if out.len() < n {
+            // A deferred column: zeros for the entries before its first element.
+            let mut zeros = vec![zero(enc.kind); n - out.len()];
+            zeros.append(&mut out);
+            out = zeros;
         }
         out.truncate(n);
         Ok(out)
@@ -488,8 +497,11 @@ impl FieldCursor<'_> {
         self.pages(k, chosen, &enc, pages, n, &mut |bytes, elements| {
             decode_page_be(&enc, bytes, elements, self.number, &mut out)
         })?;
-        if pages.is_empty() {
-            out.resize(n * size, 0);
+        if out.len() < n * size {
+            // A deferred column: zeros for the entries before its first element.
+            let mut zeros = vec![0u8; n * size - out.len()];
+            zeros.append(&mut out);
+            out = zeros;
         }
         out.truncate(n * size);
         Ok(out)

@@ -34,7 +34,12 @@ fn read_everything(path: &std::path::Path) -> Result<usize, gnn4c_rootio::RootEr
 fn truncated_and_bit_flipped_copies_fail_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut errors = 0usize;
-    for fx in fixtures::all().into_iter().chain(fixtures::rntuples()) {
+    for fx in fixtures::all()
+        .into_iter()
+        .chain(fixtures::rntuples())
+        .chain(fixtures::local_trees())
+        .chain(fixtures::local_ntuples())
+    {
         let bytes = std::fs::read(&fx.file).expect("read");
         let n = bytes.len();
         let mut copies: Vec<(String, Vec<u8>)> = [0, 3, 50, n / 10, n / 2, n - 100, n - 1]

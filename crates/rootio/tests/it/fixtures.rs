@@ -64,9 +64,41 @@ pub(crate) fn rntuples() -> Vec<Fixture> {
     from("fixtures/rntuple", "ntuple", "fields", "type")
 }
 
+/// The crate's own test files written by ROOT 6.40 (`tests/data`, see its README): those
+/// holding a tree.
+pub(crate) fn local_trees() -> Vec<Fixture> {
+    local("tree", "branches", "typename")
+}
+
+/// The crate's own RNTuple test files (`tests/data`).
+pub(crate) fn local_ntuples() -> Vec<Fixture> {
+    local("ntuple", "fields", "type")
+}
+
+fn local(tree_key: &str, fields_key: &str, type_key: &str) -> Vec<Fixture> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    archives(&dir, tree_key, fields_key, type_key, &|_, file| {
+        dir.join(format!("{file}.root"))
+    })
+}
+
 /// The archives of folder `folder` of the shared data, their metadata read with these keys.
 fn from(folder: &str, tree_key: &str, fields_key: &str, type_key: &str) -> Vec<Fixture> {
     let dir = gnn4c_testkit::shared(folder);
+    archives(&dir, tree_key, fields_key, type_key, &|d, file| {
+        gnn4c_testkit::shared(&format!("data/{d}/{file}.root"))
+    })
+}
+
+/// The `<dir>__<file>.npz` archives in `dir` whose metadata has `tree_key`, with the ROOT file
+/// `root_file(dir, file)` names.
+fn archives(
+    dir: &std::path::Path,
+    tree_key: &str,
+    fields_key: &str,
+    type_key: &str,
+    root_file: &dyn Fn(&str, &str) -> PathBuf,
+) -> Vec<Fixture> {
     let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("fixtures folder")
         .flatten()
@@ -76,7 +108,7 @@ fn from(folder: &str, tree_key: &str, fields_key: &str, type_key: &str) -> Vec<F
     names.sort();
     names
         .into_iter()
-        .map(|npz| {
+        .filter_map(|npz| {
             let stem = npz
                 .file_stem()
                 .and_then(|s| s.to_str())
@@ -88,20 +120,21 @@ fn from(folder: &str, tree_key: &str, fields_key: &str, type_key: &str) -> Vec<F
             let meta: Array1<u8> = array(&mut archive, "_meta").expect("_meta");
             let meta: serde_json::Value =
                 serde_json::from_slice(meta.as_slice().expect("contiguous")).expect("json");
+            let tree = meta[tree_key].as_str()?.to_owned();
             let branches = meta[fields_key]
                 .as_object()
                 .expect("fields")
                 .iter()
                 .map(|(k, v)| (k.clone(), v[type_key].as_str().unwrap_or("").to_owned()))
                 .collect();
-            Fixture {
-                file: gnn4c_testkit::shared(&format!("data/{rel}")),
+            Some(Fixture {
+                file: root_file(dir, file),
                 rel,
-                tree: meta[tree_key].as_str().expect("name").to_owned(),
+                tree,
                 entries: meta["entries"].as_i64().expect("entries"),
                 branches,
                 archive,
-            }
+            })
         })
         .collect()
 }

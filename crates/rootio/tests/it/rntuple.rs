@@ -9,7 +9,10 @@ use crate::fixtures;
 fn every_rntuple_field_matches_uproot_bitwise() {
     let mut failures = Vec::new();
     let mut report = Vec::new();
-    for mut fx in fixtures::rntuples() {
+    for mut fx in fixtures::rntuples()
+        .into_iter()
+        .chain(fixtures::local_ntuples())
+    {
         let file = match RootFile::open(&fx.file) {
             Ok(f) => f,
             Err(e) => {

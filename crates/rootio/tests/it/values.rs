@@ -12,7 +12,11 @@ fn every_branch_matches_uproot_bitwise() {
     let mut failures = Vec::new();
     let mut checked = 0usize;
     let mut report = Vec::new();
-    for mut fx in fixtures::all().into_iter().chain(fixtures::types()) {
+    for mut fx in fixtures::all()
+        .into_iter()
+        .chain(fixtures::types())
+        .chain(fixtures::local_trees())
+    {
         let before = checked;
         let Ok(file) = RootFile::open(&fx.file) else {
             failures.push(format!("{}: does not open", fx.rel));

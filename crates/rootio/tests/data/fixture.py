@@ -1,0 +1,41 @@
+"""uproot's values of every numeric branch (TTree) or field (RNTuple) of a file, in the layout
+of ../shared/fixtures: `F:values`, `F:counts`, `_meta`."""
+import json, sys
+import awkward as ak
+import numpy as np
+import uproot
+
+path, out = sys.argv[1], sys.argv[2]
+f = uproot.open(path)
+name, obj = next(iter(f.items(cycle=False)))
+arrays, meta = {}, {"entries": int(obj.num_entries), "uproot": uproot.__version__}
+is_tree = isinstance(obj, uproot.behaviors.TTree.TTree)
+meta["tree" if is_tree else "ntuple"] = name
+listing = {}
+keys = [k for k in obj.keys(recursive=True)] if is_tree else list(obj.keys())
+for k in keys:
+    try:
+        a = obj[k].array(library="ak") if is_tree else obj.arrays([k])[k]
+    except Exception:
+        continue
+    t = ak.type(a).content
+    flat = a
+    counts = np.ones(len(a), np.int64)
+    depth = 0
+    while isinstance(t, (ak.types.ListType, ak.types.RegularType)):
+        depth += 1
+        if depth > 1:
+            break
+        counts = ak.to_numpy(ak.num(flat, axis=1)).astype(np.int64)
+        flat = ak.flatten(flat)
+        t = t.content
+    if depth > 1 or not isinstance(t, ak.types.NumpyType):
+        continue
+    short = k.split("/")[-1]
+    arrays[f"{short}:values"] = ak.to_numpy(flat)
+    arrays[f"{short}:counts"] = counts
+    listing[short] = {"typename": obj[k].typename if is_tree else str(ak.type(a).content), "type": str(ak.type(a).content)}
+meta["branches" if is_tree else "fields"] = listing
+arrays["_meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+np.savez_compressed(out, **arrays)
+print(out, sorted(listing))
