@@ -80,6 +80,9 @@ fn number_of(type_name: &str) -> Option<Number> {
     if t == "std::byte" {
         return Some(Number::U8);
     }
+    if t.starts_with("std::bitset<") {
+        return Some(Number::Bool);
+    }
     Number::from_cpp(t.strip_prefix("std::").unwrap_or(t))
 }
 

@@ -32,7 +32,10 @@ for k in keys:
     if depth > 1 or not isinstance(t, ak.types.NumpyType):
         continue
     short = k.split("/")[-1]
-    arrays[f"{short}:values"] = ak.to_numpy(flat)
+    values = ak.to_numpy(flat)
+    if values.dtype == np.bool_:
+        values = values.astype(np.uint8)  # as ../shared/fixtures store bools
+    arrays[f"{short}:values"] = values
     arrays[f"{short}:counts"] = counts
     listing[short] = {"typename": obj[k].typename if is_tree else str(ak.type(a).content), "type": str(ak.type(a).content)}
 meta["branches" if is_tree else "fields"] = listing
