@@ -452,11 +452,15 @@ fn streamer_type_name(t: i32) -> String {
 
 fn vector_inner(title: &str) -> Option<Number> {
     // Sequential containers of numbers share `std::vector`'s on-disk form (byte count,
-    // version, size, values), RVec and the sets included.
+    // version, size, values), RVec, the sets and `std::bitset` included.
     let t = title.trim();
     let t = t.strip_prefix("std::").unwrap_or(t);
     let t = t.strip_prefix("ROOT::VecOps::").unwrap_or(t);
     let t = t.strip_prefix("ROOT::").unwrap_or(t);
+    // `std::bitset<N>` is written like a `std::vector<bool>` of its N bits.
+    if let Some(n) = t.strip_prefix("bitset<").and_then(|r| r.strip_suffix('>')) {
+        return n.trim().parse::<u64>().ok().map(|_| Number::Bool);
+    }
     let inner = [
         "vector<",
         "RVec<",
