@@ -949,14 +949,7 @@ fn decode(
             out.bytes.extend_from_slice(&data[o[0]..o[basket.entries]]);
         }
         (None, Layout::Fixed(len)) if it.packing.is_none() => {
-            let per = len * size;
-            if data.len() != per * basket.entries {
-                return Err(BufError::Bad(format!(
-                    "{} bytes for {} entries of {per} bytes",
-                    data.len(),
-                    basket.entries
-                )));
-            }
+            fixed_entries(data, len * size, basket.entries)?;
             out.bytes.extend_from_slice(data);
             out.counts
                 .extend(std::iter::repeat_n(len as u32, basket.entries));
@@ -978,14 +971,7 @@ fn decode(
             }
         }
         (None, Layout::Fixed(len)) => {
-            let per = len * size;
-            if data.len() != per * basket.entries {
-                return Err(BufError::Bad(format!(
-                    "{} bytes for {} entries of {per} bytes",
-                    data.len(),
-                    basket.entries
-                )));
-            }
+            let per = fixed_entries(data, len * size, basket.entries)?;
             for (k, b) in data.chunks_exact(per).enumerate() {
                 entry(k, b, out)?;
             }
@@ -1032,6 +1018,17 @@ fn decode(
         }
     }
     Ok(())
+}
+
+/// Checks `data` holds `entries` entries of `per` bytes each; returns `per`.
+fn fixed_entries(data: &[u8], per: usize, entries: usize) -> Result<usize, BufError> {
+    if data.len() != per * entries {
+        return Err(BufError::Bad(format!(
+            "{} bytes for {entries} entries of {per} bytes",
+            data.len()
+        )));
+    }
+    Ok(per)
 }
 
 /// The `fBits` of `n` objects: each a `u32`, followed by a 2-byte process id when the object

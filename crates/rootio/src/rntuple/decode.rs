@@ -194,6 +194,19 @@ impl Encoding {
     pub(crate) fn page_bytes(&self, n: usize) -> usize {
         (n * self.bits as usize).div_ceil(8)
     }
+
+    /// Checks `bytes` hold a page of `n` elements.
+    fn check_page(&self, bytes: &[u8], n: usize) -> Result<(), BufError> {
+        let want = self.page_bytes(n);
+        if bytes.len() < want {
+            return Err(BufError::Short {
+                at: 0,
+                want,
+                len: bytes.len(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A decoded value: integers exactly, reals as f64 (every f32 and f16 exactly).
@@ -260,14 +273,7 @@ pub(crate) fn decode_page(
     out: &mut Vec<Value>,
 ) -> Result<(), BufError> {
     use ColumnType::*;
-    let want = enc.page_bytes(n);
-    if bytes.len() < want {
-        return Err(BufError::Short {
-            at: 0,
-            want,
-            len: bytes.len(),
-        });
-    }
+    enc.check_page(bytes, n)?;
     out.reserve(n);
     macro_rules! plain {
         ($t:ty, $wrap:expr) => {{
@@ -381,14 +387,7 @@ pub(crate) fn decode_page_be(
     out: &mut Vec<u8>,
 ) -> Result<(), BufError> {
     use ColumnType::*;
-    let want = enc.page_bytes(n);
-    if bytes.len() < want {
-        return Err(BufError::Short {
-            at: 0,
-            want,
-            len: bytes.len(),
-        });
-    }
+    enc.check_page(bytes, n)?;
     // Same width, same bits: plain little-endian values reversed, split ones gathered.
     let plain = matches!(
         enc.kind,

@@ -138,3 +138,24 @@ fn archives(
         })
         .collect()
 }
+
+/// Reads a column again in chunks of 7 entries (`take` gives the next chunk, empty at the
+/// end), as the streaming loader reads, and checks the result equals `whole` from entry 5 on
+/// (where the chunked cursor started).
+pub(crate) fn chunks_agree(
+    whole: &gnn4c_rootio::BranchData,
+    take: &mut dyn FnMut(usize) -> gnn4c_rootio::BranchData,
+) -> bool {
+    let (mut bytes, mut counts) = (Vec::new(), Vec::new());
+    loop {
+        let part = take(7);
+        if part.counts.is_empty() {
+            break;
+        }
+        bytes.extend_from_slice(&part.bytes);
+        counts.extend_from_slice(&part.counts);
+    }
+    let skip: usize = whole.counts.iter().take(5).map(|&c| c as usize).sum();
+    let size = whole.interpretation.number.size();
+    counts == whole.counts[5.min(whole.counts.len())..] && bytes == whole.bytes[skip * size..]
+}

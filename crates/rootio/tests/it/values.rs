@@ -73,22 +73,8 @@ fn every_branch_matches_uproot_bitwise() {
                 failures.push(format!("{}: {name}: values differ", fx.rel));
                 continue;
             }
-            // Read again in chunks of 7 from entry 5, as a streaming reader does.
             let mut cursor = file.branch_cursor(&tree, branch, 5).expect("cursor");
-            let (mut bytes, mut chunks) = (Vec::new(), Vec::new());
-            loop {
-                let part = cursor.take(7).expect("chunk");
-                if part.counts.is_empty() {
-                    break;
-                }
-                bytes.extend_from_slice(&part.bytes);
-                chunks.extend_from_slice(&part.counts);
-            }
-            let skip: usize = data.counts.iter().take(5).map(|&c| c as usize).sum();
-            let size = data.interpretation.number.size();
-            if chunks != data.counts[5.min(data.counts.len())..]
-                || bytes != data.bytes[skip * size..]
-            {
+            if !fixtures::chunks_agree(&data, &mut |n| cursor.take(n).expect("chunk")) {
                 failures.push(format!("{}: {name}: chunked reading differs", fx.rel));
                 continue;
             }
