@@ -99,7 +99,7 @@ fn archives(
     type_key: &str,
     root_file: &dyn Fn(&str, &str) -> PathBuf,
 ) -> Vec<Fixture> {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("fixtures folder")
         .flatten()
         .map(|e| e.path())
