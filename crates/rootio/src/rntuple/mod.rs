@@ -66,10 +66,15 @@ impl NtupleInfo {
 }
 
 impl RootFile {
-    /// The paths of the RNTuples in the file (current cycles, in file order).
+    /// The paths of the RNTuples in the file (current cycles, in file order; those of the
+    /// pre-release format too, which [`RootFile::ntuple`] then refuses by name).
     pub fn ntuple_paths(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for k in self.keys().iter().filter(|k| k.class == ANCHOR_CLASS) {
+        for k in self
+            .keys()
+            .iter()
+            .filter(|k| k.class == ANCHOR_CLASS || k.class == OLD_ANCHOR_CLASS)
+        {
             if !out.contains(&k.path) {
                 out.push(k.path.clone());
             }
