@@ -231,7 +231,7 @@ fn main() -> anyhow::Result<()> {
         &[Split::Train],
         None,
         &EdgeNetworkConfig::new(12),
-        // Declared `auto` features are read raw here: the loader's cost without their scaling.
+        // The demo's declaration has no `auto` features.
         &Standardization::default(),
     )?;
     for threads in [1, 2] {
