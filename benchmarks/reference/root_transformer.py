@@ -14,9 +14,10 @@ parameter). Dropout is 0 and the layers run in training mode, so no fused fast p
 Needs torch and numpy only (safetensors is written by hand: an 8-byte header length, a JSON
 header, the little-endian tensors).
 
-    python benchmarks/reference/root_transformer.py --time BATCH.npz [REPS]
+    python benchmarks/reference/root_transformer.py --time BATCH.npz [REPS] [default|part]
 
-times the default model (d_model 64, 4 heads, 4 layers, pair bias, 12 outputs) on a batch that
+times the default model (d_model 64, 4 heads, 4 layers, pair bias, 12 outputs), or with `part` the
+ParT-like size (d_model 128, 8 heads, 8 layers), on a batch that
 `benchmark_transformer --dump-batch` wrote: inference (eval mode, no autograd) and a training step
 (forward, weighted loss, backward, Adam with eps 1e-8), medians of REPS (default 10) after 2
 warm-up runs, with torch's default threads, and the peak RSS.
@@ -155,7 +156,10 @@ def main():
                   f"|logits - logits_f64| max {np.abs(logits.detach().numpy() - logits64.numpy()).max():.2e}")
 
 
-def time_batch(path, reps):
+SIZES = {"default": (64, 4, 4), "part": (128, 8, 8)}
+
+
+def time_batch(path, reps, size="default"):
     import resource
     import statistics
     import time
@@ -165,7 +169,8 @@ def time_batch(path, reps):
     w = torch.tensor(z["weights"])
     n = len(labels)
     torch.manual_seed(1)
-    model = RootTransformer(12, d_model=64, n_heads=4, n_layers=4, pair_hidden=16)
+    d_model, n_heads, n_layers = SIZES[size]
+    model = RootTransformer(12, d_model=d_model, n_heads=n_heads, n_layers=n_layers, pair_hidden=16)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, eps=1e-8)
 
     def infer():
@@ -190,7 +195,7 @@ def time_batch(path, reps):
             f()
             times.append(time.perf_counter() - t)
         med = statistics.median(times)
-        print(json.dumps({"measure": name, "median_s": med, "events_per_s": n / med,
+        print(json.dumps({"measure": name, "size": size, "median_s": med, "events_per_s": n / med,
                           "torch": torch.__version__, "threads": torch.get_num_threads()}))
         print(f"| {name} | {med:.4f} | {n / med:.0f} |")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
@@ -198,6 +203,7 @@ def time_batch(path, reps):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--time":
-        time_batch(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 10)
+        time_batch(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 10,
+                   sys.argv[4] if len(sys.argv) > 4 else "default")
     else:
         main()

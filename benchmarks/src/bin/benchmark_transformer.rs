@@ -1,19 +1,27 @@
 //! The ROOT-Transformer on the CPU: inference and a training step per batch of demo events.
 //!
 //! `cargo run --release -p gnn4c-benchmarks --bin benchmark_transformer -- [BATCH] [REPS]
-//! [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]`. The default model (d 64, 4 heads,
-//! 4 layers, pair bias; docs/root-transformer.md), 12 outputs, on BATCH (default 512) events of
-//! the same batch `benchmark_training` uses: the forward without autodiff, and a training step
-//! (forward, weighted loss, backward, Adam step). `--dump-batch` writes the batch for the PyTorch
-//! reference (`python benchmarks/reference/root_transformer.py --time FILE.npz REPS`), so both
-//! time the same events. Medians of REPS (default 10) after 2 warm-up runs; peak RSS at the end.
+//! [default|part|both] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]`. The default
+//! model (d 64, 4 heads, 4 layers, pair bias; docs/root-transformer.md) and the ParT-like size
+//! (d 128, 8 heads, 8 layers), 12 outputs, on BATCH (default 512) events of the same batch
+//! `benchmark_training` uses: the forward without autodiff, and a training step (forward and
+//! weighted loss, backward, Adam step, each timed), with the GFLOP/s of their matrix products
+//! (`transformer_matmul_flops`; a training step counted as 3 forwards) against this machine's
+//! 1024³ GEMM rate. `--dump-batch` writes the batch for the PyTorch reference
+//! (`python benchmarks/reference/root_transformer.py --time FILE.npz REPS [default|part]`), so
+//! both time the same events. Medians of REPS (default 10) after 2 warm-up runs; peak RSS at the
+//! end.
 
 use std::io::Write;
 
 use burn::backend::{Autodiff, Flex};
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
-use gnn4c_benchmarks::{Events, Meta, Stats, machine, time_reps, write_peak_rss};
+use std::time::Instant;
+
+use gnn4c_benchmarks::{
+    Events, Meta, Stats, gemm_gflops, machine, time_reps, transformer_matmul_flops, write_peak_rss,
+};
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_transformer::{FlatGraphs, RootTransformer, RootTransformerConfig, TokenBatch};
 use gnn4c_run::device::DeviceChoice;
@@ -37,7 +45,7 @@ fn tokens_of(h: &HostBatch) -> TokenBatch {
 
 fn main() -> anyhow::Result<()> {
     gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_transformer [BATCH] [REPS] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]",
+        "benchmark_transformer [BATCH] [REPS] [default|part|both] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]",
     );
     gnn4c_benchmarks::setup_like_the_cli();
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
@@ -46,6 +54,12 @@ fn main() -> anyhow::Result<()> {
     let positional = rest;
     let batch: usize = positional.first().map_or(Ok(512), |a| a.parse())?;
     let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
+    let sizes: Vec<(&str, usize, usize, usize)> = match positional.get(2).map(String::as_str) {
+        None | Some("both") => vec![("default", 64, 4, 4), ("ParT-like", 128, 8, 8)],
+        Some("default") => vec![("default", 64, 4, 4)],
+        Some("part") => vec![("ParT-like", 128, 8, 8)],
+        Some(other) => anyhow::bail!("size '{other}': default, part or both"),
+    };
     let host = events.batch(batch, machine().1)?;
     if let Some(path) = &dump {
         gnn4c_benchmarks::dump_batch(&host, path)?;
@@ -54,53 +68,104 @@ fn main() -> anyhow::Result<()> {
     let mut meta = Meta::new("benchmark_transformer", DeviceChoice::Cpu);
     meta.events = Some(events.describe());
     let task = Task::Multiclass { n_classes: 12 };
-    let config = RootTransformerConfig::new(12);
     let device = Default::default();
-
-    Flex::seed(&device, 1);
-    let model: RootTransformer<Flex> = config.init(&device);
-    let forward = time_reps(2, reps, || {
-        let logits = model.forward(&tokens, &device);
-        std::hint::black_box(logits.into_data());
-    });
-
-    type AD = Autodiff<Flex>;
-    let mut model: RootTransformer<AD> = config.init(&device);
-    let mut optim = AdamConfig::new()
-        .with_epsilon(1e-8)
-        .init::<AD, RootTransformer<AD>>();
+    let gemm = gemm_gflops::<Flex>(&device, 1024, 10);
     let labels: Vec<i64> = host.labels.iter().map(|l| l % 12).collect();
-    let step = time_reps(2, reps, || {
-        let logits = model.forward(&tokens, &device);
-        let y = Tensor::<AD, 1, Int>::from_data(TensorData::new(labels.clone(), [batch]), &device);
-        let w = Tensor::<AD, 1>::from_data(TensorData::new(host.weights.clone(), [batch]), &device);
-        let loss = weighted_loss(per_event_loss(&task, logits, y, None), w);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(1e-4, model.clone(), grads);
-    });
 
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "{batch} events ({}), padded to {} tokens; default ROOT-Transformer, 12 outputs; medians of {reps}",
+        "{batch} events ({}), padded to {} tokens; 12 outputs; medians of {reps} after 2 warm-ups; f32 GEMM on this backend: 1024³ {gemm:.1} GFLOP/s",
         events.describe(),
         tokens.n_tokens
     )?;
-    writeln!(out, "| measure | median s | events/s |")?;
-    writeln!(out, "|---|---|---|")?;
-    for (name, times) in [("inference (forward)", &forward), ("training step", &step)] {
-        let s = Stats::of(times);
-        meta.emit(serde_json::json!({
-            "measure": name, "median_s": s.median, "min_s": s.min, "max_s": s.max,
-            "reps": s.n, "events_per_s": batch as f64 / s.median, "batch": batch,
-        }));
-        writeln!(
-            out,
-            "| {name} | {:.4} | {:.0} |",
-            s.median,
-            batch as f64 / s.median
-        )?;
+    writeln!(
+        out,
+        "| size | measure | median s | events/s | forward+loss s | backward s | optimiser s | GFLOP/s (% of GEMM) |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    for (size, d, heads, layers) in sizes {
+        let config = RootTransformerConfig::new(12)
+            .with_d_model(d)
+            .with_n_heads(heads)
+            .with_n_layers(layers);
+        let flops = transformer_matmul_flops(
+            batch,
+            tokens.n_tokens,
+            d,
+            layers,
+            config.embed_layers,
+            7,
+            2,
+            3,
+            config.pair_hidden,
+            heads,
+            12,
+        );
+        Flex::seed(&device, 1);
+        let model: RootTransformer<Flex> = config.init(&device);
+        let forward = time_reps(2, reps, || {
+            let logits = model.forward(&tokens, &device);
+            std::hint::black_box(logits.into_data());
+        });
+
+        type AD = Autodiff<Flex>;
+        let mut model: RootTransformer<AD> = config.init(&device);
+        let mut optim = AdamConfig::new()
+            .with_epsilon(1e-8)
+            .init::<AD, RootTransformer<AD>>();
+        let (mut fwd, mut bwd, mut opt) = (Vec::new(), Vec::new(), Vec::new());
+        let step = time_reps(2, reps, || {
+            let t0 = Instant::now();
+            let logits = model.forward(&tokens, &device);
+            let y =
+                Tensor::<AD, 1, Int>::from_data(TensorData::new(labels.clone(), [batch]), &device);
+            let w =
+                Tensor::<AD, 1>::from_data(TensorData::new(host.weights.clone(), [batch]), &device);
+            let loss = weighted_loss(per_event_loss(&task, logits, y, None), w);
+            let t1 = Instant::now();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let t2 = Instant::now();
+            model = optim.step(1e-4, model.clone(), grads);
+            let t3 = Instant::now();
+            fwd.push((t1 - t0).as_secs_f64());
+            bwd.push((t2 - t1).as_secs_f64());
+            opt.push((t3 - t2).as_secs_f64());
+        });
+        // The warm-up steps are timed too: keep the last `reps` of each part.
+        let last = |v: &[f64]| Stats::of(&v[v.len().saturating_sub(reps)..]).median;
+        for (name, times, parts, work) in [
+            ("inference (forward)", &forward, None, flops),
+            (
+                "training step",
+                &step,
+                Some((last(&fwd), last(&bwd), last(&opt))),
+                3.0 * flops,
+            ),
+        ] {
+            let st = Stats::of(times);
+            let gflops = work / st.median / 1e9;
+            meta.emit(serde_json::json!({
+                "measure": name, "size": size, "d_model": d, "n_heads": heads, "n_layers": layers,
+                "median_s": st.median, "min_s": st.min, "max_s": st.max,
+                "reps": st.n, "events_per_s": batch as f64 / st.median, "batch": batch,
+                "forward_loss_s": parts.map(|p| p.0), "backward_s": parts.map(|p| p.1),
+                "optimiser_s": parts.map(|p| p.2), "gflops": gflops, "gemm_gflops": gemm,
+                "gemm_fraction": gflops / gemm,
+            }));
+            let part = |p: Option<f64>| p.map_or_else(|| "–".to_owned(), |x| format!("{x:.4}"));
+            writeln!(
+                out,
+                "| {size} | {name} | {:.4} | {:.0} | {} | {} | {} | {gflops:.1} ({:.0} %) |",
+                st.median,
+                batch as f64 / st.median,
+                part(parts.map(|p| p.0)),
+                part(parts.map(|p| p.1)),
+                part(parts.map(|p| p.2)),
+                100.0 * gflops / gemm
+            )?;
+        }
     }
     write_peak_rss(&mut out)?;
     Ok(())
