@@ -13,6 +13,25 @@ pub(crate) struct Shown {
     pub(crate) global_features: Vec<f32>,
 }
 
+impl Shown {
+    /// Entry `i` of a chunk the reader handed over and the declaration computed `features` of.
+    pub(crate) fn of(
+        meta: &gnn4c_data::SampleMeta,
+        source: &std::sync::Arc<std::path::Path>,
+        tree: &std::sync::Arc<str>,
+        chunk: &gnn4c_data::InputChunk,
+        features: &gnn4c_features::ChunkFeatures,
+        i: usize,
+    ) -> Shown {
+        Shown {
+            id: gnn4c_data::entry_id(meta, source, tree, chunk, i),
+            weight: chunk.weights[i],
+            node_features: features.node_features_of(i).to_vec(),
+            global_features: features.global_features_of(i).to_vec(),
+        }
+    }
+}
+
 pub(crate) fn truncate(s: &str, n: usize) -> &str {
     s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gnn4c_data::{
-    BranchKind, EntryRange, SampleMeta, TreeInspection, builtin_inputs, entry_id, inspect_file,
+    BranchKind, EntryRange, SampleMeta, TreeInspection, builtin_inputs, inspect_file,
     read_file_inputs,
 };
 use gnn4c_features::{ChunkFeatures, Inputs, InputsSpec};
@@ -124,12 +124,7 @@ fn inspect_inputs(
                 }
                 kept += 1;
                 if shown.len() < args.show {
-                    shown.push(Shown {
-                        id: entry_id(&meta, &source, &tree, chunk, i),
-                        weight: chunk.weights[i],
-                        node_features: features.node_features_of(i).to_vec(),
-                        global_features: features.global_features_of(i).to_vec(),
-                    });
+                    shown.push(Shown::of(&meta, &source, &tree, chunk, &features, i));
                 }
             }
             Ok(())

@@ -9,7 +9,7 @@ use anyhow::Context;
 use std::path::Path;
 use std::sync::Arc;
 
-use gnn4c_data::{entry_id, read_file_inputs};
+use gnn4c_data::read_file_inputs;
 use gnn4c_events::SkipCounts;
 use gnn4c_features::ChunkFeatures;
 use gnn4c_run::load_dataset;
@@ -136,12 +136,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                         t.edges += n * n.saturating_sub(1);
                         t.weight += f64::from(chunk.weights[i]);
                         if t.shown.len() < args.show {
-                            t.shown.push(Shown {
-                                id: entry_id(&plan.meta, &source, &tree, chunk, i),
-                                weight: chunk.weights[i],
-                                node_features: features.node_features_of(i).to_vec(),
-                                global_features: features.global_features_of(i).to_vec(),
-                            });
+                            t.shown
+                                .push(Shown::of(&plan.meta, &source, &tree, chunk, &features, i));
                         }
                     }
                     Ok(())

@@ -356,28 +356,27 @@ pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
     };
     if let Some(el) = &branch.element {
         // An STL container member: its type from the leaf's title or the streamer info.
-        let stl = [leaf.title.as_str()]
-            .into_iter()
-            .chain(el.member.as_ref().map(|(t, _)| t.as_str()))
-            .find(|t| vector_inner(t).is_some());
-        let is_stl = leaf.title.contains("vector<") || matches!(el.streamer_type, 300 | 500);
-        if is_stl && matches!(el.kind, 31 | 41) {
-            return Err(
-                "a container member of a collection's objects (a container per object; one level is read)"
-                    .to_owned(),
-            );
-        }
-        if let Some(inner) = stl.filter(|_| is_stl).and_then(vector_inner) {
-            return Ok(Interpretation::plain(inner, Layout::Vector));
-        }
-        if is_stl {
-            return Err(match &el.member {
-                Some((t, _)) => {
-                    format!("a member of type '{t}' (only containers of numbers are read)")
-                }
-                None => "an STL container member whose type the file's streamer info does not give"
-                    .to_owned(),
-            });
+        if leaf.title.contains("vector<") || matches!(el.streamer_type, 300 | 500) {
+            if matches!(el.kind, 31 | 41) {
+                return Err(
+                    "a container member of a collection's objects (a container per object; one level is read)"
+                        .to_owned(),
+                );
+            }
+            let inner = [leaf.title.as_str()]
+                .into_iter()
+                .chain(el.member.as_ref().map(|(t, _)| t.as_str()))
+                .find_map(vector_inner);
+            return match (inner, &el.member) {
+                (Some(inner), _) => Ok(Interpretation::plain(inner, Layout::Vector)),
+                (None, Some((t, _))) => Err(format!(
+                    "a member of type '{t}' (only containers of numbers are read)"
+                )),
+                (None, None) => Err(
+                    "an STL container member whose type the file's streamer info does not give"
+                        .to_owned(),
+                ),
+            };
         }
         let packing = match (el.streamer_type % 20, &el.member) {
             (9 | 19, Some((_, title))) if (0..60).contains(&el.streamer_type) => {

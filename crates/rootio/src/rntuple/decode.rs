@@ -359,9 +359,8 @@ pub(crate) fn push_be(out: &mut Vec<u8>, number: Number, v: Value) {
         Value::Real(r) => (r as i64, r as u64, r),
     };
     match number {
-        Number::Bool => out.push(u8::from(
-            u != 0 || (matches!(v, Value::Real(_)) && r != 0.0),
-        )),
+        // Every value's f64 is zero exactly when the value is.
+        Number::Bool => out.push(u8::from(r != 0.0)),
         Number::I8 => out.push(i as i8 as u8),
         Number::U8 => out.push(u as u8),
         Number::I16 => out.extend_from_slice(&(i as i16).to_be_bytes()),

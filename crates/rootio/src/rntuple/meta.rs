@@ -216,6 +216,12 @@ pub(crate) fn envelope(bytes: &[u8], kind: u16) -> Result<&[u8], BufError> {
     Ok(&bytes[8..body])
 }
 
+/// The payload of an envelope [`envelope`] has checked: between its 8-byte preamble and its
+/// checksum.
+pub(crate) fn payload(bytes: &[u8]) -> &[u8] {
+    &bytes[8..bytes.len() - 8]
+}
+
 /// The XXH3 checksum an envelope ends with (what footers and page lists name their header by).
 pub(crate) fn envelope_checksum(bytes: &[u8]) -> u64 {
     bytes.len().checked_sub(8).map_or(0, |b| {

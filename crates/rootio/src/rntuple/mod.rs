@@ -129,14 +129,13 @@ impl RootFile {
                 Ok(bytes)
             };
         let header_bytes = envelope(anchor.header, 1, "header")?;
-        let header_payload = &header_bytes[8..header_bytes.len() - 8];
+        let header_payload = meta::payload(&header_bytes);
         let (name, mut schema) = meta::header(header_payload)
             .map_err(|e| self.corrupt(&format!("{place}, header"), e))?;
         let header_checksum = meta::envelope_checksum(&header_bytes);
         let footer_bytes = envelope(anchor.footer, 2, "footer")?;
-        let (footer_for, groups) =
-            meta::footer(&footer_bytes[8..footer_bytes.len() - 8], &mut schema)
-                .map_err(|e| self.corrupt(&format!("{place}, footer"), e))?;
+        let (footer_for, groups) = meta::footer(meta::payload(&footer_bytes), &mut schema)
+            .map_err(|e| self.corrupt(&format!("{place}, footer"), e))?;
         if footer_for != header_checksum {
             return Err(self.corrupt(
                 &format!("{place}, footer"),
@@ -147,7 +146,7 @@ impl RootFile {
         for (g, group) in groups.iter().enumerate() {
             let what = format!("page list {g}");
             let bytes = envelope(group.page_list, 3, &what)?;
-            let (for_header, mut cs) = meta::page_list(&bytes[8..bytes.len() - 8])
+            let (for_header, mut cs) = meta::page_list(meta::payload(&bytes))
                 .map_err(|e| self.corrupt(&format!("{place}, {what}"), e))?;
             if for_header != header_checksum {
                 return Err(self.corrupt(
@@ -283,12 +282,7 @@ impl FieldCursor<'_> {
         let mut counts = Vec::with_capacity(wanted);
         while self.next < stop {
             let loaded = match &self.loaded {
-                Some(l)
-                    if self.next >= l.first_entry
-                        && self.next < l.first_entry + (l.bounds.len() as u64 - 1) =>
-                {
-                    l
-                }
+                Some(l) if self.next >= l.first_entry && self.next < l_end(l) => l,
                 _ => {
                     let k = self
                         .ntuple

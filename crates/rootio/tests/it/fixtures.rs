@@ -159,3 +159,32 @@ pub(crate) fn chunks_agree(
     let size = whole.interpretation.number.size();
     counts == whole.counts[5.min(whole.counts.len())..] && bytes == whole.bytes[skip * size..]
 }
+
+/// How `data` differs from uproot's `want_counts` and `want` values (bitwise; NaN equals NaN):
+/// the counts, or the first value that differs; `None` when they agree.
+pub(crate) fn difference(
+    data: &gnn4c_rootio::BranchData,
+    want: &[f64],
+    want_counts: &[i64],
+) -> Option<String> {
+    let counts: Vec<i64> = data.counts.iter().map(|&c| i64::from(c)).collect();
+    if counts != want_counts {
+        return Some(format!(
+            "counts differ: {:?} vs uproot {:?}",
+            &counts[..counts.len().min(5)],
+            &want_counts[..want_counts.len().min(5)]
+        ));
+    }
+    let got = data.to_f64();
+    if got.len() != want.len() {
+        return Some(format!("{} values, uproot {}", got.len(), want.len()));
+    }
+    let at = got
+        .iter()
+        .zip(want)
+        .position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()))?;
+    Some(format!(
+        "values differ at {at}: {} vs uproot {}",
+        got[at], want[at]
+    ))
+}

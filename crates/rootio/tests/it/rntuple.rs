@@ -51,33 +51,10 @@ fn every_rntuple_field_matches_uproot_bitwise() {
                 }
             };
             let (want, want_counts) = fx.values(name);
-            let counts: Vec<i64> = data.counts.iter().map(|&c| i64::from(c)).collect();
-            if counts != want_counts {
+            if let Some(what) = fixtures::difference(&data, &want, &want_counts) {
                 failures.push(format!(
-                    "{}: {name}: counts differ: {:?} vs uproot {:?}",
-                    fx.rel,
-                    &counts[..counts.len().min(5)],
-                    &want_counts[..want_counts.len().min(5)]
-                ));
-                continue;
-            }
-            let got = data.to_f64();
-            let same = got.len() == want.len()
-                && got
-                    .iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
-            if !same {
-                let at = got
-                    .iter()
-                    .zip(&want)
-                    .position(|(a, b)| a.to_bits() != b.to_bits());
-                failures.push(format!(
-                    "{}: {name} ({type_name}, columns {:?}): values differ at {at:?}: {:?} vs uproot {:?}",
-                    fx.rel,
-                    field.column_types,
-                    at.map(|i| got[i]),
-                    at.map(|i| want[i])
+                    "{}: {name} ({type_name}, columns {:?}): {what}",
+                    fx.rel, field.column_types
                 ));
                 continue;
             }

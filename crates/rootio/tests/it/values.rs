@@ -54,23 +54,8 @@ fn every_branch_matches_uproot_bitwise() {
                 }
                 continue;
             }
-            if counts != want_counts {
-                failures.push(format!(
-                    "{}: {name}: counts differ: {:?} vs uproot {:?}",
-                    fx.rel,
-                    &counts[..counts.len().min(5)],
-                    &want_counts[..want_counts.len().min(5)]
-                ));
-                continue;
-            }
-            let got = data.to_f64();
-            let same = got.len() == want.len()
-                && got
-                    .iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
-            if !same {
-                failures.push(format!("{}: {name}: values differ", fx.rel));
+            if let Some(what) = fixtures::difference(&data, &want, &want_counts) {
+                failures.push(format!("{}: {name}: {what}", fx.rel));
                 continue;
             }
             let mut cursor = file.branch_cursor(&tree, branch, 5).expect("cursor");
