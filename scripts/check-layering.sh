@@ -23,7 +23,7 @@ done
 # No graph type below the families: the trainer, inference, tasks and the family traits are
 # generic over gnn4c-family's traits and name no graph or model type.
 for c in gnn4c-training gnn4c-inference gnn4c-distributed gnn4c-tasks gnn4c-family; do
-  forbid "$c" "a graph or model crate (generic over traits)" '^gnn4c-(graphs|root-gnn|root-gnn-cpu|root-transformer|run)$'
+  forbid "$c" "a graph or model crate (generic over traits)" '^gnn4c-(graphs|root-gnn|root-gnn-cpu|root-transformer|root-transformer-cpu|run)$'
 done
 # The run layer (gnn4c-run) is the binary's library: it knows no argument parser, and only the
 # binary and the benchmarks build on it.
@@ -38,16 +38,19 @@ done
 # What a model family implements (gnn4c-family): Burn's tensor API alone. Model crates implement
 # it without depending on the trainer.
 forbid gnn4c-family "a workspace crate, file formats, CLI crates or a Burn backend" "^gnn4c-|$formats|$cli_only|$backends"
-for c in gnn4c-root-gnn gnn4c-root-gnn-cpu gnn4c-root-transformer; do
+for c in gnn4c-root-gnn gnn4c-root-gnn-cpu gnn4c-root-transformer gnn4c-root-transformer-cpu; do
   forbid "$c" "the trainer or inference (models implement gnn4c-family's traits)" '^gnn4c-(training|inference|distributed)$'
 done
 forbid gnn4c-root-transformer "graphs, file formats or a Burn backend (it reads padded tokens)" "^gnn4c-(graphs|data)$|$formats|$backends|$cli_only"
 # The CPU backend's fused model kernels: no file formats or CLI crates, and only cli and
 # benchmarks depend on them (they choose the backend).
-forbid gnn4c-root-gnn-cpu "file formats (only gnn4c-data knows them)" "$formats|^gnn4c-data$"
-forbid gnn4c-root-gnn-cpu "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
-for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference; do
-  forbid "$c" "gnn4c-root-gnn-cpu (cli and benchmarks choose the backend)" '^gnn4c-root-gnn-cpu$'
+for c in gnn4c-root-gnn-cpu gnn4c-root-transformer-cpu; do
+  forbid "$c" "file formats (only gnn4c-data knows them)" "$formats|^gnn4c-data$"
+  forbid "$c" "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
+done
+forbid gnn4c-root-transformer-cpu "graphs (it reads packed tokens)" '^gnn4c-graphs$'
+for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-root-transformer gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference; do
+  forbid "$c" "a CPU kernel crate (run and benchmarks choose the backend)" '^gnn4c-root-(gnn|transformer)-cpu$'
 done
 # The project's CPU kernels: plain slices, no tensor library, no file formats, no CLI crates.
 forbid gnn4c-kernels "Burn, file formats or CLI crates (plain f32 slices)" "$burn|$formats|$cli_only|^gnn4c-"

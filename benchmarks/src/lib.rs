@@ -524,14 +524,14 @@ pub fn forward_matmul_flops(
 }
 
 /// Multiply-add FLOPs (2 per multiply-add) of the ROOT-Transformer forward's matrix products on
-/// `n` events padded to `l` tokens (`s = l + 1` with the class token), as this implementation
-/// computes them: the embedding blocks, the pair-bias MLP over every token pair, per layer the
-/// q/k/v projection, q·kᵀ and attention·v per head, the output projection and the 4d
-/// feed-forward, and the head.
+/// events of `objects[e]` objects each (sequences of `s = objects + 1` with the class token), on
+/// the real tokens alone as this implementation computes them (a padded implementation does
+/// more for the same events): the embedding blocks, the pair-bias MLP over every object pair,
+/// per layer the q/k/v projection, q·kᵀ and attention·v per head, the output projection and the
+/// 4d feed-forward, and the head.
 #[allow(clippy::too_many_arguments)] // the model's widths, one each
 pub fn transformer_matmul_flops(
-    n: usize,
-    l: usize,
+    objects: &[usize],
     d: usize,
     n_layers: usize,
     embed_layers: usize,
@@ -542,15 +542,18 @@ pub fn transformer_matmul_flops(
     n_heads: usize,
     n_out: usize,
 ) -> f64 {
-    let (n, l, d) = (n as f64, l as f64, d as f64);
-    let s = l + 1.0;
+    let n = objects.len() as f64;
+    let d = d as f64;
+    let tokens: f64 = objects.iter().map(|&k| k as f64).sum();
+    let object_pairs: f64 = objects.iter().map(|&k| (k * k) as f64).sum();
+    let rows = tokens + n;
+    let square: f64 = objects.iter().map(|&k| ((k + 1) * (k + 1)) as f64).sum();
     let embed = |rows: f64, d_in: f64| rows * (d_in * d + (embed_layers.max(1) - 1) as f64 * d * d);
-    let embeds = embed(n * l, d_token as f64) + embed(n, d_global as f64);
+    let embeds = embed(tokens, d_token as f64) + embed(n, d_global as f64);
     let h = pair_hidden as f64;
-    let pairs = n * l * l * (d_pair as f64 * h + h * n_heads as f64);
-    let rows = n * s;
+    let pairs = object_pairs * (d_pair as f64 * h + h * n_heads as f64);
     let layer = rows * d * 3.0 * d // q, k, v
-        + 2.0 * n * s * s * d // q·kᵀ and attention·v over all heads
+        + 2.0 * square * d // q·kᵀ and attention·v over all heads
         + rows * d * d // output projection
         + 2.0 * rows * d * 4.0 * d; // feed-forward
     2.0 * (embeds + pairs + n_layers as f64 * layer + n * d * n_out as f64)

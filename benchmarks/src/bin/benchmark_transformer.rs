@@ -23,7 +23,10 @@ use gnn4c_benchmarks::{
     Events, Meta, Stats, gemm_gflops, machine, time_reps, transformer_matmul_flops, write_peak_rss,
 };
 use gnn4c_graphs::HostBatch;
-use gnn4c_root_transformer::{FlatGraphs, RootTransformer, RootTransformerConfig, TokenBatch};
+use gnn4c_root_transformer::{
+    FlatGraphs, OpByOp, RootTransformer, RootTransformerConfig, TokenBatch, TransformerKernel,
+};
+use gnn4c_root_transformer_cpu::FusedTransformer;
 use gnn4c_run::device::DeviceChoice;
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 
@@ -43,9 +46,77 @@ fn tokens_of(h: &HostBatch) -> TokenBatch {
     TokenBatch::from_graphs(graphs, 7, 2, 3)
 }
 
+/// What [`measure`] needs besides the model: the batch, its targets and the device.
+struct Setup {
+    tokens: TokenBatch,
+    labels: Vec<i64>,
+    weights: Vec<f32>,
+    task: Task,
+    device: burn::backend::flex::FlexDevice,
+}
+
+/// One size run by one kernel: inference and training-step times, and the training step's
+/// median forward+loss, backward and optimiser parts.
+struct Row {
+    forward: Stats,
+    step: Stats,
+    parts: (f64, f64, f64),
+}
+
+fn measure<K>(
+    config: &RootTransformerConfig,
+    kernel: K,
+    s: &Setup,
+    reps: usize,
+) -> anyhow::Result<Row>
+where
+    K: TransformerKernel<Flex>
+        + TransformerKernel<Autodiff<Flex>>
+        + Clone
+        + Copy
+        + Send
+        + std::fmt::Debug,
+{
+    type AD = Autodiff<Flex>;
+    let (device, batch) = (&s.device, s.tokens.n_events);
+    Flex::seed(device, 1);
+    let model: RootTransformer<Flex, K> = config.init(device).with_kernel(kernel);
+    let forward = time_reps(2, reps, || {
+        let logits = model.forward(&s.tokens, device);
+        std::hint::black_box(logits.into_data());
+    });
+    let mut model: RootTransformer<AD, K> = config.init(device).with_kernel(kernel);
+    let mut optim = AdamConfig::new()
+        .with_epsilon(1e-8)
+        .init::<AD, RootTransformer<AD, K>>();
+    let (mut fwd, mut bwd, mut opt) = (Vec::new(), Vec::new(), Vec::new());
+    let step = time_reps(2, reps, || {
+        let t0 = Instant::now();
+        let logits = model.forward(&s.tokens, device);
+        let y = Tensor::<AD, 1, Int>::from_data(TensorData::new(s.labels.clone(), [batch]), device);
+        let w = Tensor::<AD, 1>::from_data(TensorData::new(s.weights.clone(), [batch]), device);
+        let loss = weighted_loss(per_event_loss(&s.task, logits, y, None), w);
+        let t1 = Instant::now();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let t2 = Instant::now();
+        model = optim.step(1e-4, model.clone(), grads);
+        let t3 = Instant::now();
+        fwd.push((t1 - t0).as_secs_f64());
+        bwd.push((t2 - t1).as_secs_f64());
+        opt.push((t3 - t2).as_secs_f64());
+    });
+    // The warm-up steps are timed too: keep the last `reps` of each part.
+    let last = |v: &[f64]| Stats::of(&v[v.len().saturating_sub(reps)..]).median;
+    Ok(Row {
+        forward: Stats::of(&forward),
+        step: Stats::of(&step),
+        parts: (last(&fwd), last(&bwd), last(&opt)),
+    })
+}
+
 fn main() -> anyhow::Result<()> {
     gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_transformer [BATCH] [REPS] [default|part|both] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]",
+        "benchmark_transformer [BATCH] [REPS] [default|part|both] [fused|op-by-op|both] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]",
     );
     gnn4c_benchmarks::setup_like_the_cli();
     let mut rest: Vec<String> = std::env::args().skip(1).collect();
@@ -60,39 +131,51 @@ fn main() -> anyhow::Result<()> {
         Some("part") => vec![("ParT-like", 128, 8, 8)],
         Some(other) => anyhow::bail!("size '{other}': default, part or both"),
     };
+    let kernels: Vec<String> = match positional.get(3).map(String::as_str) {
+        None | Some("fused") => vec!["fused".into()],
+        Some("op-by-op") => vec!["op-by-op".into()],
+        Some("both") => vec!["fused".into(), "op-by-op".into()],
+        Some(other) => anyhow::bail!("kernel '{other}': fused, op-by-op or both"),
+    };
     let host = events.batch(batch, machine().1)?;
     if let Some(path) = &dump {
         gnn4c_benchmarks::dump_batch(&host, path)?;
     }
     let tokens = tokens_of(&host);
+    let objects: Vec<usize> = host.n_nodes.iter().map(|&k| k as usize).collect();
     let mut meta = Meta::new("benchmark_transformer", DeviceChoice::Cpu);
     meta.events = Some(events.describe());
-    let task = Task::Multiclass { n_classes: 12 };
     let device = Default::default();
     let gemm = gemm_gflops::<Flex>(&device, 1024, 10);
-    let labels: Vec<i64> = host.labels.iter().map(|l| l % 12).collect();
+    let real_tokens: usize = objects.iter().sum();
+    let setup = Setup {
+        labels: host.labels.iter().map(|l| l % 12).collect(),
+        weights: host.weights.clone(),
+        task: Task::Multiclass { n_classes: 12 },
+        device,
+        tokens,
+    };
 
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
-        "{batch} events ({}), padded to {} tokens; 12 outputs; medians of {reps} after 2 warm-ups; f32 GEMM on this backend: 1024³ {gemm:.1} GFLOP/s",
+        "{batch} events ({}), {real_tokens} objects, padded to {} per event; 12 outputs; medians of {reps} after 2 warm-ups; f32 GEMM on this backend: 1024³ {gemm:.1} GFLOP/s; GFLOP/s of the real tokens' products",
         events.describe(),
-        tokens.n_tokens
+        setup.tokens.n_tokens
     )?;
     writeln!(
         out,
-        "| size | measure | median s | events/s | forward+loss s | backward s | optimiser s | GFLOP/s (% of GEMM) |"
+        "| size | kernel | measure | median s | events/s | forward+loss s | backward s | optimiser s | GFLOP/s (% of GEMM) |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|")?;
     for (size, d, heads, layers) in sizes {
         let config = RootTransformerConfig::new(12)
             .with_d_model(d)
             .with_n_heads(heads)
             .with_n_layers(layers);
         let flops = transformer_matmul_flops(
-            batch,
-            tokens.n_tokens,
+            &objects,
             d,
             layers,
             config.embed_layers,
@@ -103,68 +186,36 @@ fn main() -> anyhow::Result<()> {
             heads,
             12,
         );
-        Flex::seed(&device, 1);
-        let model: RootTransformer<Flex> = config.init(&device);
-        let forward = time_reps(2, reps, || {
-            let logits = model.forward(&tokens, &device);
-            std::hint::black_box(logits.into_data());
-        });
-
-        type AD = Autodiff<Flex>;
-        let mut model: RootTransformer<AD> = config.init(&device);
-        let mut optim = AdamConfig::new()
-            .with_epsilon(1e-8)
-            .init::<AD, RootTransformer<AD>>();
-        let (mut fwd, mut bwd, mut opt) = (Vec::new(), Vec::new(), Vec::new());
-        let step = time_reps(2, reps, || {
-            let t0 = Instant::now();
-            let logits = model.forward(&tokens, &device);
-            let y =
-                Tensor::<AD, 1, Int>::from_data(TensorData::new(labels.clone(), [batch]), &device);
-            let w =
-                Tensor::<AD, 1>::from_data(TensorData::new(host.weights.clone(), [batch]), &device);
-            let loss = weighted_loss(per_event_loss(&task, logits, y, None), w);
-            let t1 = Instant::now();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            let t2 = Instant::now();
-            model = optim.step(1e-4, model.clone(), grads);
-            let t3 = Instant::now();
-            fwd.push((t1 - t0).as_secs_f64());
-            bwd.push((t2 - t1).as_secs_f64());
-            opt.push((t3 - t2).as_secs_f64());
-        });
-        // The warm-up steps are timed too: keep the last `reps` of each part.
-        let last = |v: &[f64]| Stats::of(&v[v.len().saturating_sub(reps)..]).median;
-        for (name, times, parts, work) in [
-            ("inference (forward)", &forward, None, flops),
-            (
-                "training step",
-                &step,
-                Some((last(&fwd), last(&bwd), last(&opt))),
-                3.0 * flops,
-            ),
-        ] {
-            let st = Stats::of(times);
-            let gflops = work / st.median / 1e9;
-            meta.emit(serde_json::json!({
-                "measure": name, "size": size, "d_model": d, "n_heads": heads, "n_layers": layers,
-                "median_s": st.median, "min_s": st.min, "max_s": st.max,
-                "reps": st.n, "events_per_s": batch as f64 / st.median, "batch": batch,
-                "forward_loss_s": parts.map(|p| p.0), "backward_s": parts.map(|p| p.1),
-                "optimiser_s": parts.map(|p| p.2), "gflops": gflops, "gemm_gflops": gemm,
-                "gemm_fraction": gflops / gemm,
-            }));
-            let part = |p: Option<f64>| p.map_or_else(|| "–".to_owned(), |x| format!("{x:.4}"));
-            writeln!(
-                out,
-                "| {size} | {name} | {:.4} | {:.0} | {} | {} | {} | {gflops:.1} ({:.0} %) |",
-                st.median,
-                batch as f64 / st.median,
-                part(parts.map(|p| p.0)),
-                part(parts.map(|p| p.1)),
-                part(parts.map(|p| p.2)),
-                100.0 * gflops / gemm
-            )?;
+        for kernel in &kernels {
+            let row = match kernel.as_str() {
+                "fused" => measure(&config, FusedTransformer, &setup, reps)?,
+                _ => measure(&config, OpByOp, &setup, reps)?,
+            };
+            for (name, st, parts, work) in [
+                ("inference (forward)", &row.forward, None, flops),
+                ("training step", &row.step, Some(row.parts), 3.0 * flops),
+            ] {
+                let gflops = work / st.median / 1e9;
+                meta.emit(serde_json::json!({
+                    "measure": name, "size": size, "kernel": kernel, "d_model": d, "n_heads": heads,
+                    "n_layers": layers, "median_s": st.median, "min_s": st.min, "max_s": st.max,
+                    "reps": st.n, "events_per_s": batch as f64 / st.median, "batch": batch,
+                    "forward_loss_s": parts.map(|p| p.0), "backward_s": parts.map(|p| p.1),
+                    "optimiser_s": parts.map(|p| p.2), "gflops": gflops, "gemm_gflops": gemm,
+                    "gemm_fraction": gflops / gemm,
+                }));
+                let part = |p: Option<f64>| p.map_or_else(|| "–".to_owned(), |x| format!("{x:.4}"));
+                writeln!(
+                    out,
+                    "| {size} | {kernel} | {name} | {:.4} | {:.0} | {} | {} | {} | {gflops:.1} ({:.0} %) |",
+                    st.median,
+                    batch as f64 / st.median,
+                    part(parts.map(|p| p.0)),
+                    part(parts.map(|p| p.1)),
+                    part(parts.map(|p| p.2)),
+                    100.0 * gflops / gemm
+                )?;
+            }
         }
     }
     write_peak_rss(&mut out)?;

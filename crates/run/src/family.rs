@@ -285,15 +285,17 @@ impl Registered for RootGnnFamily {
 }
 
 impl Registered for RootTransformerFamily {
-    type Trained<B: TrainingBackend> = gnn4c_root_transformer::RootTransformer<B>;
-    type Scoring<B: InferenceBackend> = gnn4c_root_transformer::RootTransformer<B>;
+    type Trained<B: TrainingBackend> =
+        gnn4c_root_transformer::RootTransformer<B, <B as TrainingBackend>::Transformer>;
+    type Scoring<B: InferenceBackend> =
+        gnn4c_root_transformer::RootTransformer<B, <B as InferenceBackend>::Transformer>;
 
     fn for_training<B: TrainingBackend>(model: Self::Model<B>) -> Self::Trained<B> {
-        model
+        model.with_kernel(B::transformer_training_kernel())
     }
 
     fn for_scoring<B: InferenceBackend>(model: Self::Model<B>) -> Self::Scoring<B> {
-        model
+        model.with_kernel(B::transformer_kernel())
     }
 
     fn batch(

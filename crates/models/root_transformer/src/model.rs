@@ -14,7 +14,7 @@ use gnn4c_family::Classifier;
 use crate::batch::TokenBatch;
 
 /// LayerNorm ε (PyTorch's default).
-const LAYER_NORM_EPSILON: f64 = 1e-5;
+pub const LAYER_NORM_EPSILON: f64 = 1e-5;
 
 /// Hyperparameters of the ROOT-Transformer.
 #[derive(Config, Debug)]
@@ -65,18 +65,6 @@ pub struct EmbedBlock<B: Backend> {
     pub norm: LayerNorm<B>,
 }
 
-impl<B: Backend> EmbedBlock<B> {
-    /// # Shapes
-    /// `x [n, d_in]` → `[n, d]`.
-    fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let mut x = x;
-        for layer in &self.layers {
-            x = self.dropout.forward(relu(layer.forward(x))); // [n, d]
-        }
-        layer_norm(&self.norm, x)
-    }
-}
-
 /// Linear → ReLU → Linear: one attention bias per head from a pair's features.
 #[derive(Module, Debug)]
 pub struct PairEmbed<B: Backend> {
@@ -113,9 +101,11 @@ pub struct EncoderLayer<B: Backend> {
     pub dropout: Dropout,
 }
 
-/// The ROOT-Transformer.
+/// The ROOT-Transformer. `K` runs its LayerNorms, activations and attention
+/// ([`TransformerKernel`]; Burn's operations by default); it holds no parameters and is not
+/// part of the record, so checkpoints and weights do not depend on it.
 #[derive(Module, Debug)]
-pub struct RootTransformer<B: Backend> {
+pub struct RootTransformer<B: Backend, K = OpByOp> {
     /// Tokens: 7 → d.
     pub token_embed: EmbedBlock<B>,
     /// The class token from the globals: 2 → d.
@@ -130,6 +120,9 @@ pub struct RootTransformer<B: Backend> {
     pub classify: Linear<B>,
     /// Heads (no parameters).
     pub n_heads: usize,
+    /// How the LayerNorms, activations and attention run.
+    #[module(skip)]
+    pub kernel: K,
 }
 
 impl RootTransformerConfig {
@@ -177,13 +170,14 @@ impl RootTransformerConfig {
             norm: norm(),
             classify: LinearConfig::new(d, self.n_out).init(device),
             n_heads: self.n_heads,
+            kernel: OpByOp,
         }
     }
 }
 
 /// LayerNorm over the last dimension with the centred variance (as the Edge_Network's
 /// `Mlp::normalize`: burn-flex's one-sweep `layer_norm` loses digits for rows with a large mean).
-fn layer_norm<B: Backend, const D: usize>(ln: &LayerNorm<B>, x: Tensor<B, D>) -> Tensor<B, D> {
+pub fn layer_norm<B: Backend, const D: usize>(ln: &LayerNorm<B>, x: Tensor<B, D>) -> Tensor<B, D> {
     let mean = x.clone().mean_dim(D - 1);
     let centred = x - mean;
     let var = (centred.clone() * centred.clone()).mean_dim(D - 1);
@@ -197,109 +191,292 @@ fn layer_norm<B: Backend, const D: usize>(ln: &LayerNorm<B>, x: Tensor<B, D>) ->
     }
 }
 
-impl<B: Backend> SelfAttention<B> {
+/// How a [`RootTransformer`] runs its LayerNorms, feed-forward activations and attention (its
+/// `kernel` field). The provided methods are Burn's operations one at a time, which every
+/// backend (and autodiff) supports; a backend crate may run each as one operation instead,
+/// computing the same function (gnn4c-root-transformer-cpu does on the CPU backend, forward and
+/// backward).
+///
+/// Tokens are packed: the rows of every event's sequence (its class token, then its objects)
+/// one after the other, without padding ([`Sequences`]).
+pub trait TransformerKernel<B: Backend> {
+    /// [`layer_norm`] over rows.
+    ///
     /// # Shapes
-    /// `x [n, s, d]`, `bias [n, h, s, s]` (added to the logits), `masked [n, h, s, s]` (true:
-    /// key not attended) → `[n, s, d]`.
-    fn forward(
+    /// `x [rows, d]` → `[rows, d]`.
+    fn layer_norm(&self, norm: &LayerNorm<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        layer_norm(norm, x)
+    }
+
+    /// `GELU(linear(x))`, the exact (erf) GELU.
+    ///
+    /// # Shapes
+    /// `x [rows, d_in]` → `[rows, d_out]`.
+    fn linear_gelu(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        gelu(linear.forward(x))
+    }
+
+    /// Multi-head self-attention of each sequence over itself, from the input projection's
+    /// output: per head, `softmax(q·kᵀ/√dₕ + bias)·v`, heads side by side.
+    ///
+    /// # Shapes
+    /// `qkv [Σ s, 3d]` (q, k, v), `pair_bias [Σ (s−1)², heads]` (object pair (i, j) of a
+    /// sequence at its row `i·(s−1) + j`; the class token's row and column get no bias) →
+    /// `[Σ s, d]`.
+    fn attention(
         &self,
-        x: Tensor<B, 3>,
-        bias: Tensor<B, 4>,
-        masked: Tensor<B, 4, Bool>,
+        qkv: Tensor<B, 2>,
+        pair_bias: Option<Tensor<B, 2>>,
+        seqs: &Sequences,
         n_heads: usize,
-    ) -> Tensor<B, 3> {
-        let [n, s, d] = x.dims();
-        let dh = d / n_heads;
-        let qkv = self.in_proj.forward(x); // [n, s, 3d]
-        let heads = |part: usize| {
-            qkv.clone()
-                .slice([0..n, 0..s, part * d..(part + 1) * d]) // [n, s, d]
-                .reshape([n, s, n_heads, dh])
-                .swap_dims(1, 2) // [n, h, s, dh]
-        };
-        let (q, k, v) = (heads(0), heads(1), heads(2));
-        let logits = q.matmul(k.swap_dims(2, 3)) / (dh as f64).sqrt() + bias; // [n, h, s, s]
-        let attn = softmax(logits.mask_fill(masked, f32::NEG_INFINITY), 3); // [n, h, s, s]
-        let out = attn.matmul(v).swap_dims(1, 2).reshape([n, s, d]); // [n, s, d]
-        self.out_proj.forward(out)
+    ) -> Tensor<B, 2> {
+        padded_attention(qkv, pair_bias, seqs, n_heads)
+    }
+}
+
+/// Burn's operations one at a time: the reference, for every backend and for training.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpByOp;
+
+impl<B: Backend> TransformerKernel<B> for OpByOp {}
+
+/// The sequences of a packed batch: event `e`'s class token and objects are rows
+/// `start(e)..start(e) + lens[e]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sequences {
+    /// Per event, its class token plus its objects (≥ 1).
+    pub lens: Vec<usize>,
+}
+
+impl Sequences {
+    /// All rows.
+    pub fn rows(&self) -> usize {
+        self.lens.iter().sum()
+    }
+
+    /// All object pairs, `Σ (s − 1)²`.
+    pub fn pairs(&self) -> usize {
+        self.lens.iter().map(|&s| (s - 1) * (s - 1)).sum()
+    }
+
+    /// The longest sequence.
+    pub fn longest(&self) -> usize {
+        self.lens.iter().copied().max().unwrap_or(1)
+    }
+}
+
+/// [`TransformerKernel::attention`] with Burn's operations: the sequences padded to the longest
+/// (`[n, s, ·]`), padding keys masked, then the packed rows taken back. Padding slots read a
+/// zero row.
+fn padded_attention<B: Backend>(
+    qkv: Tensor<B, 2>,
+    pair_bias: Option<Tensor<B, 2>>,
+    seqs: &Sequences,
+    n_heads: usize,
+) -> Tensor<B, 2> {
+    let device = qkv.device();
+    let [rows, d3] = qkv.dims();
+    let d = d3 / 3;
+    let dh = d / n_heads;
+    let (n, s) = (seqs.lens.len(), seqs.longest());
+    let index = |v: Vec<usize>| {
+        let len = v.len();
+        let v: Vec<i64> = v.into_iter().map(|i| i as i64).collect();
+        Tensor::<B, 1, Int>::from_data(TensorData::new(v, [len]), &device)
+    };
+    // Padded slot (e, i) → its packed row, or the zero row `rows`.
+    let (mut slot_row, mut real_slot, mut key_pad) = (Vec::new(), Vec::new(), Vec::new());
+    let mut start = 0;
+    for &len in &seqs.lens {
+        for i in 0..s {
+            real_slot.extend((i < len).then_some(slot_row.len()));
+            slot_row.push(if i < len { start + i } else { rows });
+            key_pad.push(i >= len);
+        }
+        start += len;
+    }
+    let qkv = Tensor::cat(vec![qkv, Tensor::zeros([1, d3], &device)], 0)
+        .select(0, index(slot_row))
+        .reshape([n, s, d3]); // [n, s, 3d]
+    let masked = Tensor::<B, 2, Bool>::from_data(TensorData::new(key_pad, [n, s]), &device)
+        .reshape([n, 1, 1, s])
+        .expand([n, n_heads, s, s]); // [n, h, s, s]
+    let bias = match pair_bias {
+        Some(b) => {
+            let pairs = seqs.pairs();
+            let mut pair_row = Vec::with_capacity(n * s * s);
+            let mut first = 0;
+            for &len in &seqs.lens {
+                for i in 0..s {
+                    for j in 0..s {
+                        let object_pair = (1..len).contains(&i) && (1..len).contains(&j);
+                        pair_row.push(if object_pair {
+                            first + (i - 1) * (len - 1) + j - 1
+                        } else {
+                            pairs
+                        });
+                    }
+                }
+                first += (len - 1) * (len - 1);
+            }
+            Tensor::cat(vec![b, Tensor::zeros([1, n_heads], &device)], 0)
+                .select(0, index(pair_row))
+                .reshape([n, s, s, n_heads])
+                .permute([0, 3, 1, 2]) // [n, h, s, s]
+        }
+        None => Tensor::zeros([n, n_heads, s, s], &device),
+    };
+    let heads = |part: usize| {
+        qkv.clone()
+            .slice([0..n, 0..s, part * d..(part + 1) * d]) // [n, s, d]
+            .reshape([n, s, n_heads, dh])
+            .swap_dims(1, 2) // [n, h, s, dh]
+    };
+    let (q, k, v) = (heads(0), heads(1), heads(2));
+    let logits = q.matmul(k.swap_dims(2, 3)) / (dh as f64).sqrt() + bias; // [n, h, s, s]
+    let attn = softmax(logits.mask_fill(masked, f32::NEG_INFINITY), 3); // [n, h, s, s]
+    let out = attn.matmul(v).swap_dims(1, 2).reshape([n * s, d]); // [n·s, d]
+    out.select(0, index(real_slot)) // [Σ s, d]
+}
+
+impl<B: Backend> EmbedBlock<B> {
+    /// # Shapes
+    /// `x [n, d_in]` → `[n, d]`.
+    fn forward<K: TransformerKernel<B>>(&self, x: Tensor<B, 2>, kernel: &K) -> Tensor<B, 2> {
+        let mut x = x;
+        for layer in &self.layers {
+            x = self.dropout.forward(relu(layer.forward(x))); // [n, d]
+        }
+        kernel.layer_norm(&self.norm, x)
     }
 }
 
 impl<B: Backend> EncoderLayer<B> {
     /// # Shapes
-    /// `x [n, s, d]` → `[n, s, d]`.
-    fn forward(
+    /// `x [Σ s, d]` (packed sequences), `bias [Σ (s−1)², h]` → `[Σ s, d]`.
+    fn forward<K: TransformerKernel<B>>(
         &self,
-        x: Tensor<B, 3>,
-        bias: Tensor<B, 4>,
-        masked: Tensor<B, 4, Bool>,
+        x: Tensor<B, 2>,
+        bias: Option<Tensor<B, 2>>,
+        seqs: &Sequences,
         n_heads: usize,
-    ) -> Tensor<B, 3> {
-        let a = self
+        kernel: &K,
+    ) -> Tensor<B, 2> {
+        let qkv = self
             .self_attn
-            .forward(layer_norm(&self.norm1, x.clone()), bias, masked, n_heads);
-        let x = x + self.dropout.forward(a); // [n, s, d]
-        let h = gelu(self.linear1.forward(layer_norm(&self.norm2, x.clone()))); // [n, s, 4d]
-        let f = self.linear2.forward(self.dropout.forward(h)); // [n, s, d]
+            .in_proj
+            .forward(kernel.layer_norm(&self.norm1, x.clone())); // [Σ s, 3d]
+        let a = kernel.attention(qkv, bias, seqs, n_heads); // [Σ s, d]
+        let a = self.self_attn.out_proj.forward(a);
+        let x = x + self.dropout.forward(a); // [Σ s, d]
+        let h = kernel.linear_gelu(&self.linear1, kernel.layer_norm(&self.norm2, x.clone())); // [Σ s, 4d]
+        let f = self.linear2.forward(self.dropout.forward(h)); // [Σ s, d]
         x + self.dropout.forward(f)
     }
 }
 
-impl<B: Backend> RootTransformer<B> {
-    /// Logits of a padded batch of events.
+/// A padded batch as the model computes on it: only real tokens, each event's sequence (class
+/// token, then objects) in consecutive rows.
+struct Packed {
+    /// The sequences.
+    seqs: Sequences,
+    /// `[Σ objects, d_token]`.
+    tokens: Vec<f32>,
+    /// `[Σ objects², d_pair]`: object pair (i, j) of each event.
+    pairs: Vec<f32>,
+    /// `[Σ objects²]`: 1 off the diagonal, 0 on it (no bias for a token with itself).
+    off_diagonal: Vec<f32>,
+    /// Packed row of each sequence row: the class token of event `e` is row `e` of
+    /// `[classes; objects]`, object `t` of event `e` row `n + (its object index)`.
+    order: Vec<i64>,
+    /// The class token's packed row per event.
+    class_rows: Vec<i64>,
+}
+
+impl Packed {
+    /// Real tokens come first in each event's padded row (`TokenBatch::collate`).
+    fn of(batch: &TokenBatch) -> Self {
+        let (n, l) = (batch.n_events, batch.n_tokens);
+        let (dt, dp) = (batch.d_token, batch.d_pair);
+        let counts: Vec<usize> = (0..n)
+            .map(|e| {
+                batch.padding[e * l..(e + 1) * l]
+                    .iter()
+                    .take_while(|p| !**p)
+                    .count()
+            })
+            .collect();
+        let objects: usize = counts.iter().sum();
+        let mut p = Packed {
+            seqs: Sequences {
+                lens: counts.iter().map(|k| k + 1).collect(),
+            },
+            tokens: Vec::with_capacity(objects * dt),
+            pairs: Vec::new(),
+            off_diagonal: Vec::new(),
+            order: Vec::with_capacity(n + objects),
+            class_rows: Vec::with_capacity(n),
+        };
+        let mut object = n;
+        for (e, &k) in counts.iter().enumerate() {
+            p.tokens
+                .extend_from_slice(&batch.tokens[e * l * dt..(e * l + k) * dt]);
+            p.class_rows.push(p.order.len() as i64);
+            p.order.push(e as i64);
+            p.order.extend((object..object + k).map(|r| r as i64));
+            object += k;
+            for i in 0..k {
+                let row = ((e * l + i) * l) * dp;
+                p.pairs.extend_from_slice(&batch.pair[row..row + k * dp]);
+                p.off_diagonal
+                    .extend((0..k).map(|j| if i == j { 0.0 } else { 1.0 }));
+            }
+        }
+        p
+    }
+}
+
+impl<B: Backend, K: TransformerKernel<B>> RootTransformer<B, K> {
+    /// Logits of a padded batch of events (computed on the real tokens alone).
     ///
     /// # Shapes
     /// `batch`: `n` events of up to `l` tokens → `[n, n_out]`.
     pub fn forward(&self, batch: &TokenBatch, device: &B::Device) -> Tensor<B, 2> {
-        let (n, l) = (batch.n_events, batch.n_tokens);
-        let s = l + 1;
+        let n = batch.n_events;
         let h = self.n_heads;
-        let [d, _] = self.classify.weight.dims();
+        let packed = Packed::of(batch);
+        let objects = packed.order.len() - n;
+        let pairs = packed.off_diagonal.len();
+        let rows = |v: Vec<i64>| {
+            let len = v.len();
+            Tensor::<B, 1, Int>::from_data(TensorData::new(v, [len]), device)
+        };
         let tokens = Tensor::<B, 2>::from_data(
-            TensorData::new(batch.tokens.clone(), [n * l, batch.d_token]),
+            TensorData::new(packed.tokens, [objects, batch.d_token]),
             device,
         );
-        let tokens = self.token_embed.forward(tokens).reshape([n, l, d]); // [n, l, d]
+        let tokens = self.token_embed.forward(tokens, &self.kernel); // [Σ k, d]
         let globals = Tensor::<B, 2>::from_data(
             TensorData::new(batch.globals.clone(), [n, batch.d_global]),
             device,
         );
-        let cls = self.global_embed.forward(globals).reshape([n, 1, d]); // [n, 1, d]
-        let mut x = Tensor::cat(vec![cls, tokens], 1); // [n, s, d]
-
-        // Keys that are padding are never attended (the class token always is).
-        let mut key_pad = vec![false; n * s];
-        for e in 0..n {
-            for t in 0..l {
-                key_pad[e * s + 1 + t] = batch.padding[e * l + t];
-            }
-        }
-        let masked = Tensor::<B, 2, Bool>::from_data(TensorData::new(key_pad, [n, s]), device)
-            .reshape([n, 1, 1, s])
-            .expand([n, h, s, s]); // [n, h, s, s]
-        let bias = match &self.pair_embed {
-            Some(p) => {
-                let pairs = Tensor::<B, 2>::from_data(
-                    TensorData::new(batch.pair.clone(), [n * l * l, batch.d_pair]),
-                    device,
-                );
-                let b = p.out.forward(relu(p.hidden.forward(pairs))); // [n·l·l, h]
-                let b = b.reshape([n, l, l, h]).permute([0, 3, 1, 2]); // [n, h, l, l]
-                let valid = Tensor::<B, 2>::from_data(
-                    TensorData::new(batch.pair_valid(), [n, l * l]),
-                    device,
-                )
-                .reshape([n, 1, l, l]); // [n, 1, l, l]
-                Tensor::<B, 4>::zeros([n, h, s, s], device)
-                    .slice_assign([0..n, 0..h, 1..s, 1..s], b * valid) // [n, h, s, s]
-            }
-            None => Tensor::<B, 4>::zeros([n, h, s, s], device),
-        };
+        let cls = self.global_embed.forward(globals, &self.kernel); // [n, d]
+        let mut x = Tensor::cat(vec![cls, tokens], 0).select(0, rows(packed.order)); // [Σ s, d]
+        let bias = self.pair_embed.as_ref().map(|p| {
+            let features = Tensor::<B, 2>::from_data(
+                TensorData::new(packed.pairs, [pairs, batch.d_pair]),
+                device,
+            );
+            let off_diagonal =
+                Tensor::<B, 2>::from_data(TensorData::new(packed.off_diagonal, [pairs, 1]), device);
+            p.out.forward(relu(p.hidden.forward(features))) * off_diagonal // [Σ k², h]
+        });
         for layer in &self.layers {
-            x = layer.forward(x, bias.clone(), masked.clone(), h);
+            x = layer.forward(x, bias.clone(), &packed.seqs, h, &self.kernel);
         }
-        let cls = x.slice([0..n, 0..1, 0..d]).reshape([n, d]); // [n, d]
-        self.classify.forward(layer_norm(&self.norm, cls)) // [n, n_out]
+        let cls = x.select(0, rows(packed.class_rows)); // [n, d]
+        self.classify
+            .forward(self.kernel.layer_norm(&self.norm, cls)) // [n, n_out]
     }
 }
 
@@ -313,7 +490,21 @@ pub fn is_head_parameter(path: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
-impl<B: Backend> RootTransformer<B> {
+impl<B: Backend, K> RootTransformer<B, K> {
+    /// The same model run by `kernel`.
+    pub fn with_kernel<K2>(self, kernel: K2) -> RootTransformer<B, K2> {
+        RootTransformer {
+            token_embed: self.token_embed,
+            global_embed: self.global_embed,
+            pair_embed: self.pair_embed,
+            layers: self.layers,
+            norm: self.norm,
+            classify: self.classify,
+            n_heads: self.n_heads,
+            kernel,
+        }
+    }
+
     /// Outputs of the head.
     pub fn n_out(&self) -> usize {
         let [_, n] = self.classify.weight.dims();
@@ -339,11 +530,14 @@ impl<B: Backend> RootTransformer<B> {
             norm: self.norm.no_grad(),
             classify: self.classify,
             n_heads: self.n_heads,
+            kernel: self.kernel,
         }
     }
 }
 
-impl<B: Backend> Classifier<B> for RootTransformer<B> {
+impl<B: Backend, K: TransformerKernel<B> + Clone + Send + std::fmt::Debug> Classifier<B>
+    for RootTransformer<B, K>
+{
     type Input = TokenBatch;
 
     fn logits(&self, input: &TokenBatch, device: &B::Device) -> Tensor<B, 2> {

@@ -90,8 +90,8 @@ fn burn_to_pytorch(embed_layers: usize) -> Vec<(String, String)> {
 }
 
 /// Loads the reference's PyTorch state dict into `model`; every tensor must match.
-pub fn load_pytorch_safetensors<B: Backend>(
-    model: &mut RootTransformer<B>,
+pub fn load_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
+    model: &mut RootTransformer<B, K>,
     path: &Path,
 ) -> Result<(), WeightsError> {
     let patterns = pytorch_to_burn(model.token_embed.layers.len());
@@ -100,8 +100,8 @@ pub fn load_pytorch_safetensors<B: Backend>(
 
 /// Saves `model` with the reference's PyTorch state-dict names (safetensors, metadata
 /// `format: pt`), atomically.
-pub fn save_pytorch_safetensors<B: Backend>(
-    model: &RootTransformer<B>,
+pub fn save_pytorch_safetensors<B: Backend, K: Clone + Send + std::fmt::Debug>(
+    model: &RootTransformer<B, K>,
     path: &Path,
 ) -> Result<(), WeightsError> {
     let patterns = burn_to_pytorch(model.token_embed.layers.len());

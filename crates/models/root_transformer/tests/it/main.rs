@@ -1,7 +1,9 @@
 //! Parity with the PyTorch reference (`benchmarks/reference/root_transformer.py`, torch 2.15, CPU,
 //! f32): logits, one training step's gradients, and the weights' round trip, on the events of
 //! `../shared/fixtures/model_inputs.npz` (7 HZZ events and one single-object event), binary and
-//! 12-class, with and without the pair bias. The reference's outputs are in `tests/data/`.
+//! 12-class, with and without the pair bias, run by Burn's operations (`OpByOp`) and by the CPU
+//! backend's fused kernels (`gnn4c-root-transformer-cpu`). The reference's outputs are in
+//! `tests/data/`.
 
 use std::path::{Path, PathBuf};
 
@@ -10,9 +12,10 @@ use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use gnn4c_root_transformer::{
-    FlatGraphs, RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent,
-    load_pytorch_safetensors, save_pytorch_safetensors,
+    FlatGraphs, OpByOp, RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent,
+    TransformerKernel, load_pytorch_safetensors, save_pytorch_safetensors,
 };
+use gnn4c_root_transformer_cpu::FusedTransformer;
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 use gnn4c_testkit::{fixture, read_safetensors};
 use ndarray::{Array1, Array2};
@@ -81,7 +84,16 @@ impl<B: AutodiffBackend> ModuleMapper<B> for Gradients<'_, B> {
     }
 }
 
+/// Parity of both kernels.
 fn parity(variant: &str, task: Task, pair_bias: bool) {
+    parity_with(variant, &task, pair_bias, OpByOp);
+    parity_with(variant, &task, pair_bias, FusedTransformer);
+}
+
+fn parity_with<K>(variant: &str, task: &Task, pair_bias: bool, kernel: K)
+where
+    K: TransformerKernel<Flex> + TransformerKernel<AD> + Clone + Copy + Send + std::fmt::Debug,
+{
     let n_out = task.n_out();
     let b = batch();
     let file = std::fs::File::open(data(&format!("{variant}_expected.npz"))).expect("expected");
@@ -93,22 +105,22 @@ fn parity(variant: &str, task: Task, pair_bias: bool) {
 
     // Logits, inference backend: 1e-5 absolute (the reference's f32 and f64 differ by < 3e-7).
     let device = Default::default();
-    let m = loaded::<Flex>(variant, n_out, pair_bias);
+    let m = loaded::<Flex>(variant, n_out, pair_bias).with_kernel(kernel);
     let got: Vec<f32> = m.forward(&b, &device).into_data().to_vec().expect("f32");
     assert_eq!(got.len(), 8 * n_out);
     for (k, ((g, w), w64)) in got.iter().zip(&logits).zip(&logits_f64).enumerate() {
         assert!(
             (g - w).abs() <= 1e-5 && (f64::from(*g) - w64).abs() <= 1e-5,
-            "{variant} logit {k}: {g} vs {w} (f64 {w64})"
+            "{variant} ({kernel:?}) logit {k}: {g} vs {w} (f64 {w64})"
         );
     }
 
     // One training step's gradients: 1e-4 relative to each tensor's max |g|, or 1e-7 absolute.
-    let m = loaded::<AD>(variant, n_out, pair_bias);
+    let m = loaded::<AD>(variant, n_out, pair_bias).with_kernel(kernel);
     let out = m.forward(&b, &device);
     let labels = Tensor::<AD, 1, Int>::from_data(TensorData::new(labels.to_vec(), [8]), &device);
     let w = Tensor::<AD, 1>::from_data(TensorData::new(weights.to_vec(), [8]), &device);
-    let loss = weighted_loss(per_event_loss(&task, out, labels, None), w);
+    let loss = weighted_loss(per_event_loss(task, out, labels, None), w);
     let grads = loss.backward();
     let gradient_model = m.map(&mut Gradients::<AD>(&grads)).valid();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -128,7 +140,7 @@ fn parity(variant: &str, task: Task, pair_bias: bool) {
         for (k, (g, w)) in g.iter().zip(w).enumerate() {
             assert!(
                 (g - w).abs() <= (1e-4 * scale).max(1e-7),
-                "{variant} grad {key}[{k}]: {g} vs {w}"
+                "{variant} ({kernel:?}) grad {key}[{k}]: {g} vs {w}"
             );
         }
     }

@@ -1,0 +1,463 @@
+//! Multi-head self-attention over packed sequences, forward and backward, one sequence at a time.
+//!
+//! The sequences (an event's class token and objects) lie one after the other in the rows of
+//! `qkv` (`[q | k | v]`, each `d` wide, head `h` in columns `h·dₕ..(h+1)·dₕ` of each), with no
+//! padding: a sequence of length `s` costs `s²` per head, never the batch's longest. Per head:
+//! `P = softmax(q·kᵀ/√dₕ + B)`, `out = P·v`, with `B` the pair bias of the sequence's objects
+//! (rows and columns 1..s; the class token's row and column get none). The backward takes the
+//! probabilities the forward kept (`s²` per head and sequence, the only `[s, s]` values kept).
+//!
+//! The products run along contiguous rows (k and v transposed per head into scratch), so the
+//! loops vectorise over the sequence or over `dₕ`; sums run in a fixed order, and a sequence's
+//! values depend on that sequence alone, whatever the threads.
+
+use rayon::prelude::*;
+
+use crate::act::exp;
+
+/// Sequences per task.
+const SEQUENCES: usize = 8;
+
+/// Attention's inputs: every sequence's rows, one after the other.
+#[derive(Debug, Clone, Copy)]
+pub struct Attention<'a> {
+    /// `[Σ s, 3·d]` row-major: each row's q, k and v.
+    pub qkv: &'a [f32],
+    /// `[Σ (s − 1)², heads]`: per sequence, the bias of object pair (i, j) at row `i·(s−1) + j`.
+    pub pair_bias: Option<&'a [f32]>,
+    /// Each sequence's length `s` (class token included, so ≥ 1).
+    pub lens: &'a [usize],
+    /// Model width.
+    pub d: usize,
+    /// Heads (dividing `d`).
+    pub heads: usize,
+}
+
+impl Attention<'_> {
+    /// Panics unless the slices hold exactly what the lengths and widths say.
+    fn check(&self) {
+        assert!(
+            self.heads > 0 && self.d.is_multiple_of(self.heads),
+            "attention: heads divide d"
+        );
+        let rows: usize = self.lens.iter().sum();
+        assert_eq!(self.qkv.len(), rows * 3 * self.d, "attention: qkv's shape");
+        if let Some(b) = self.pair_bias {
+            assert_eq!(
+                b.len(),
+                self.pairs() * self.heads,
+                "attention: pair bias's shape"
+            );
+        }
+        assert!(
+            self.lens.iter().all(|&s| s > 0),
+            "attention: empty sequence"
+        );
+    }
+
+    /// Object pairs of all sequences.
+    fn pairs(&self) -> usize {
+        self.lens.iter().map(|&s| (s - 1) * (s - 1)).sum()
+    }
+
+    /// Values kept for the backward: `s²` per head and sequence.
+    fn probs(&self) -> usize {
+        self.lens.iter().map(|&s| s * s).sum::<usize>() * self.heads
+    }
+}
+
+/// `s` cut into consecutive pieces of the given lengths.
+fn carve<T>(mut s: &mut [T], lengths: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
+    lengths
+        .map(|n| {
+            let (head, rest) = std::mem::take(&mut s).split_at_mut(n);
+            s = rest;
+            head
+        })
+        .collect()
+}
+
+/// `s` cut into consecutive pieces of the given lengths.
+fn cut<T>(mut s: &[T], lengths: impl Iterator<Item = usize>) -> Vec<&[T]> {
+    lengths
+        .map(|n| {
+            let (head, rest) = s.split_at(n);
+            s = rest;
+            head
+        })
+        .collect()
+}
+
+/// One sequence's view: its `qkv` rows and pair bias.
+#[derive(Clone, Copy)]
+struct Seq<'a> {
+    qkv: &'a [f32],
+    bias: Option<&'a [f32]>,
+    s: usize,
+    d: usize,
+    heads: usize,
+}
+
+impl Seq<'_> {
+    fn dh(&self) -> usize {
+        self.d / self.heads
+    }
+
+    /// Column `c` (of `q`, `k` or `v`: `part` 0, 1, 2) of head `h`, rows 0..s, as `[dₕ, s]`.
+    fn transposed(&self, part: usize, h: usize, out: &mut Vec<f32>) {
+        let (s, d, dh) = (self.s, self.d, self.dh());
+        out.clear();
+        out.resize(dh * s, 0.0);
+        for j in 0..s {
+            let row = &self.qkv[j * 3 * d + part * d + h * dh..][..dh];
+            for (t, &v) in row.iter().enumerate() {
+                out[t * s + j] = v;
+            }
+        }
+    }
+
+    /// Row `i`'s `dₕ` values of `part` for head `h`.
+    fn row(&self, part: usize, h: usize, i: usize) -> &[f32] {
+        let (d, dh) = (self.d, self.dh());
+        &self.qkv[i * 3 * self.d + part * d + h * dh..][..dh]
+    }
+}
+
+multiversioned! {
+    /// One sequence's forward: `out [s, d]`, and the probabilities `[heads, s, s]` into `probs`.
+    fn sequence_forward(seq: Seq<'_>, out: &mut [f32], probs: &mut [f32], scratch: &mut Vec<f32>) {
+        let (s, dh, heads) = (seq.s, seq.dh(), seq.heads);
+        let scale = (dh as f32).sqrt();
+        for h in 0..heads {
+            seq.transposed(1, h, scratch); // kᵀ [dh, s]
+            let p = &mut probs[h * s * s..(h + 1) * s * s];
+            for i in 0..s {
+                let q = seq.row(0, h, i);
+                let logits = &mut p[i * s..(i + 1) * s];
+                logits.fill(0.0);
+                for (t, &qt) in q.iter().enumerate() {
+                    for (l, &k) in logits.iter_mut().zip(&scratch[t * s..(t + 1) * s]) {
+                        *l += qt * k;
+                    }
+                }
+                for l in logits.iter_mut() {
+                    *l /= scale;
+                }
+                if let (Some(b), true) = (seq.bias, i > 0) {
+                    let o = s - 1;
+                    for (j, l) in logits.iter_mut().enumerate().skip(1) {
+                        *l += b[((i - 1) * o + j - 1) * heads + h];
+                    }
+                }
+                let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                for l in logits.iter_mut() {
+                    *l = exp(*l - max);
+                }
+                let sum: f32 = logits.iter().sum();
+                for l in logits.iter_mut() {
+                    *l /= sum;
+                }
+                let o = &mut out[i * seq.d + h * dh..][..dh];
+                o.fill(0.0);
+                for (j, &pj) in logits.iter().enumerate() {
+                    for (o, &v) in o.iter_mut().zip(seq.row(2, h, j)) {
+                        *o += pj * v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+multiversioned! {
+    /// One sequence's backward: `dqkv [s, 3d]` and `dbias [(s−1)², heads]` from the output's
+    /// gradient `grad [s, d]` and the kept `probs`.
+    fn sequence_backward(
+        seq: Seq<'_>,
+        probs: &[f32],
+        grad: &[f32],
+        dqkv: &mut [f32],
+        dbias: Option<&mut [f32]>,
+        scratch: &mut Vec<f32>,
+    ) {
+        let mut dbias = dbias;
+        let (s, d, dh, heads) = (seq.s, seq.d, seq.dh(), seq.heads);
+        let scale = (dh as f32).sqrt();
+        let mut ds = vec![0.0f32; s];
+        for h in 0..heads {
+            seq.transposed(2, h, scratch); // vᵀ [dh, s]
+            let p = &probs[h * s * s..(h + 1) * s * s];
+            for i in 0..s {
+                let g = &grad[i * d + h * dh..][..dh];
+                let pi = &p[i * s..(i + 1) * s];
+                // dP_ij = g_i · v_j
+                ds.fill(0.0);
+                for (t, &gt) in g.iter().enumerate() {
+                    for (x, &v) in ds.iter_mut().zip(&scratch[t * s..(t + 1) * s]) {
+                        *x += gt * v;
+                    }
+                }
+                // dS = P ⊙ (dP − Σ_j P dP)
+                let dot: f32 = pi.iter().zip(&ds).map(|(p, x)| p * x).sum();
+                for (x, &pj) in ds.iter_mut().zip(pi) {
+                    *x = pj * (*x - dot);
+                }
+                if let (Some(db), true) = (dbias.as_deref_mut(), i > 0) {
+                    let o = s - 1;
+                    for (j, &x) in ds.iter().enumerate().skip(1) {
+                        db[((i - 1) * o + j - 1) * heads + h] = x;
+                    }
+                }
+                // dQ_i = Σ_j dS_ij k_j / √dₕ; dK_j += dS_ij q_i / √dₕ; dV_j += P_ij g_i
+                let q = seq.row(0, h, i);
+                for j in 0..s {
+                    let x = ds[j] / scale;
+                    let k = seq.row(1, h, j);
+                    let dq = &mut dqkv[i * 3 * d + h * dh..][..dh];
+                    for (dq, &k) in dq.iter_mut().zip(k) {
+                        *dq += x * k;
+                    }
+                    let dk = &mut dqkv[j * 3 * d + d + h * dh..][..dh];
+                    for (dk, &q) in dk.iter_mut().zip(q) {
+                        *dk += x * q;
+                    }
+                    let pij = pi[j];
+                    let dv = &mut dqkv[j * 3 * d + 2 * d + h * dh..][..dh];
+                    for (dv, &g) in dv.iter_mut().zip(g) {
+                        *dv += pij * g;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The sequences of `a`, each with its rows of `qkv` and its pair bias.
+fn sequences<'a>(a: &Attention<'a>) -> Vec<Seq<'a>> {
+    let qkv = cut(a.qkv, a.lens.iter().map(|&s| s * 3 * a.d));
+    let bias: Vec<Option<&[f32]>> = match a.pair_bias {
+        Some(b) => cut(b, a.lens.iter().map(|&s| (s - 1) * (s - 1) * a.heads))
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => vec![None; a.lens.len()],
+    };
+    qkv.into_iter()
+        .zip(bias)
+        .zip(a.lens)
+        .map(|((qkv, bias), &s)| Seq {
+            qkv,
+            bias,
+            s,
+            d: a.d,
+            heads: a.heads,
+        })
+        .collect()
+}
+
+/// Attention's output `[Σ s, d]` and the probabilities the backward needs (`[heads, s, s]` per
+/// sequence, one after the other). Panics if the slices do not match the lengths.
+pub fn attention_forward(a: &Attention<'_>) -> (Vec<f32>, Vec<f32>) {
+    a.check();
+    let rows: usize = a.lens.iter().sum();
+    let mut out = vec![0.0f32; rows * a.d];
+    let mut probs = vec![0.0f32; a.probs()];
+    let outs = carve(&mut out, a.lens.iter().map(|&s| s * a.d));
+    let ps = carve(&mut probs, a.lens.iter().map(|&s| s * s * a.heads));
+    let work: Vec<_> = sequences(a).into_iter().zip(outs).zip(ps).collect();
+    work.into_par_iter().with_min_len(SEQUENCES).for_each_init(
+        Vec::new,
+        |scratch, ((seq, out), p)| {
+            sequence_forward(seq, out, p, scratch);
+        },
+    );
+    (out, probs)
+}
+
+/// The gradients of [`attention_forward`] for the output's gradient `grad [Σ s, d]`: `qkv`'s
+/// `[Σ s, 3d]`, and the pair bias's `[Σ (s−1)², heads]` when `a` has one.
+pub fn attention_backward(
+    a: &Attention<'_>,
+    probs: &[f32],
+    grad: &[f32],
+) -> (Vec<f32>, Option<Vec<f32>>) {
+    a.check();
+    assert_eq!(
+        probs.len(),
+        a.probs(),
+        "attention gradient: probabilities' shape"
+    );
+    assert_eq!(
+        grad.len(),
+        a.qkv.len() / 3,
+        "attention gradient: the output gradient's shape"
+    );
+    let mut dqkv = vec![0.0f32; a.qkv.len()];
+    let mut dbias = a.pair_bias.map(|b| vec![0.0f32; b.len()]);
+    let ps = cut(probs, a.lens.iter().map(|&s| s * s * a.heads));
+    let gs = cut(grad, a.lens.iter().map(|&s| s * a.d));
+    let ds = carve(&mut dqkv, a.lens.iter().map(|&s| s * 3 * a.d));
+    let dbs: Vec<Option<&mut [f32]>> = match dbias.as_deref_mut() {
+        Some(b) => carve(b, a.lens.iter().map(|&s| (s - 1) * (s - 1) * a.heads))
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => a.lens.iter().map(|_| None).collect(),
+    };
+    let work: Vec<_> = sequences(a)
+        .into_iter()
+        .zip(ps)
+        .zip(gs)
+        .zip(ds)
+        .zip(dbs)
+        .collect();
+    work.into_par_iter().with_min_len(SEQUENCES).for_each_init(
+        Vec::new,
+        |scratch, ((((seq, p), g), dq), db)| {
+            sequence_backward(seq, p, g, dq, db, scratch);
+        },
+    );
+    (dqkv, dbias)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seeded values in [-1, 1).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The attention in f64, padded-free, written from the formula: the output and, for the
+    /// loss `Σ out ⊙ grad`, the gradients of qkv and of the bias by central differences.
+    fn reference(a: &Attention<'_>, qkv: &[f64], bias: Option<&[f64]>) -> Vec<f64> {
+        let (d, heads) = (a.d, a.heads);
+        let dh = d / heads;
+        let mut out = Vec::new();
+        let (mut row, mut pair) = (0, 0);
+        for &s in a.lens {
+            for i in 0..s {
+                let mut o = vec![0.0f64; d];
+                for h in 0..heads {
+                    let logit = |j: usize| {
+                        let dot: f64 = (0..dh)
+                            .map(|t| {
+                                qkv[(row + i) * 3 * d + h * dh + t]
+                                    * qkv[(row + j) * 3 * d + d + h * dh + t]
+                            })
+                            .sum();
+                        let b = match (bias, i > 0 && j > 0) {
+                            (Some(b), true) => b[(pair + (i - 1) * (s - 1) + j - 1) * heads + h],
+                            _ => 0.0,
+                        };
+                        dot / (dh as f64).sqrt() + b
+                    };
+                    let ls: Vec<f64> = (0..s).map(logit).collect();
+                    let max = ls.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = ls.iter().map(|l| (l - max).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for j in 0..s {
+                        for t in 0..dh {
+                            o[h * dh + t] += e[j] / z * qkv[(row + j) * 3 * d + 2 * d + h * dh + t];
+                        }
+                    }
+                }
+                out.extend(o);
+            }
+            row += s;
+            pair += (s - 1) * (s - 1);
+        }
+        out
+    }
+
+    #[test]
+    fn forward_and_backward_match_the_formula() {
+        let lens = [1usize, 3, 5, 2];
+        let (d, heads) = (8, 2);
+        let rows: usize = lens.iter().sum();
+        let pairs: usize = lens.iter().map(|s| (s - 1) * (s - 1)).sum();
+        let qkv = values(rows * 3 * d, 7);
+        let bias = values(pairs * heads, 8);
+        let grad = values(rows * d, 9);
+        let a = Attention {
+            qkv: &qkv,
+            pair_bias: Some(&bias),
+            lens: &lens,
+            d,
+            heads,
+        };
+        let (out, probs) = attention_forward(&a);
+        let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+        let (qkv64, bias64) = (wide(&qkv), wide(&bias));
+        let want = reference(&a, &qkv64, Some(&bias64));
+        for (k, (o, w)) in out.iter().zip(&want).enumerate() {
+            assert!((f64::from(*o) - w).abs() < 1e-6, "output {k}: {o} vs {w}");
+        }
+        let (dqkv, dbias) = attention_backward(&a, &probs, &grad);
+        let dbias = dbias.expect("a bias was given");
+        let loss = |q: &[f64], b: &[f64]| -> f64 {
+            reference(&a, q, Some(b))
+                .iter()
+                .zip(&grad)
+                .map(|(o, g)| o * f64::from(*g))
+                .sum()
+        };
+        let h = 1e-6;
+        for k in 0..qkv64.len() {
+            let (mut up, mut down) = (qkv64.clone(), qkv64.clone());
+            up[k] += h;
+            down[k] -= h;
+            let want = (loss(&up, &bias64) - loss(&down, &bias64)) / (2.0 * h);
+            assert!(
+                (f64::from(dqkv[k]) - want).abs() < 1e-5,
+                "d qkv {k}: {} vs {want}",
+                dqkv[k]
+            );
+        }
+        for k in 0..bias64.len() {
+            let (mut up, mut down) = (bias64.clone(), bias64.clone());
+            up[k] += h;
+            down[k] -= h;
+            let want = (loss(&qkv64, &up) - loss(&qkv64, &down)) / (2.0 * h);
+            assert!(
+                (f64::from(dbias[k]) - want).abs() < 1e-5,
+                "d bias {k}: {} vs {want}",
+                dbias[k]
+            );
+        }
+    }
+
+    #[test]
+    fn without_a_bias_and_on_many_threads_each_sequence_is_its_own() {
+        let lens: Vec<usize> = (0..40).map(|e| 1 + e % 9).collect();
+        let (d, heads) = (16, 4);
+        let rows: usize = lens.iter().sum();
+        let qkv = values(rows * 3 * d, 3);
+        let a = Attention {
+            qkv: &qkv,
+            pair_bias: None,
+            lens: &lens,
+            d,
+            heads,
+        };
+        let (out, _) = attention_forward(&a);
+        // The same sequence alone gives the same bits.
+        let first: usize = lens[..5].iter().sum();
+        let alone = Attention {
+            qkv: &qkv[first * 3 * d..(first + lens[5]) * 3 * d],
+            lens: &lens[5..6],
+            ..a
+        };
+        let (one, _) = attention_forward(&alone);
+        assert_eq!(&out[first * d..(first + lens[5]) * d], &one[..]);
+    }
+}

@@ -1,0 +1,163 @@
+//! The ROOT-Transformer's attention, LayerNorms and feed-forward GELUs as one operation each,
+//! through a Burn backend extension.
+//!
+//! Run operation by operation, attention pads every event to the batch's longest, slices q, k
+//! and v out of the projection, transposes heads, materialises `[n, heads, s, s]` logits, a mask
+//! and a bias, and autodiff keeps each step; a LayerNorm is nine operations. The project's
+//! kernels (`gnn4c-kernels`) take each event's sequence through attention alone, without
+//! padding, and a LayerNorm or a bias + GELU in one pass. This crate plugs them into the
+//! unmodified registry Burn through its public extension points, as `gnn4c-root-gnn-cpu` does
+//! for the Edge_Network:
+//! - [`TransformerBackend`], a backend extension trait: the three operations. Implemented for
+//!   the CPU backend (`Flex`: the tensors' storage handed to the kernels) and for
+//!   `Autodiff<B, C>` over any [`TransformerGradBackend`] and checkpoint strategy: one tracked
+//!   operation each, whose forward keeps what its backward needs (attention: the
+//!   probabilities, `s²` per head and event), or the values alone where nothing needs a
+//!   gradient (a frozen backbone).
+//! - [`FusedTransformer`], the model's [`TransformerKernel`] for every such backend; it falls
+//!   back to Burn's operations ([`gnn4c_root_transformer::OpByOp`]'s) for tensors the kernels
+//!   do not take (other than f32). Same function as `OpByOp`: values and gradients within
+//!   the parity tolerances of the PyTorch reference (`tests/it`).
+//!
+//! Like `gnn4c-root-gnn-cpu`, only `run` and `benchmarks` depend on it. No `unsafe` here. Start
+//! at [`FusedTransformer`].
+
+mod autodiff;
+mod flex;
+
+use burn::nn::{LayerNorm, Linear};
+use burn::prelude::*;
+use burn::tensor::TensorPrimitive;
+use burn::tensor::activation::gelu;
+use burn::tensor::ops::FloatTensor;
+use gnn4c_root_transformer::{LAYER_NORM_EPSILON, OpByOp, Sequences, TransformerKernel};
+
+/// A backend that runs the Transformer's LayerNorm, bias + GELU and packed attention as one
+/// operation each; `None` where it does not run these tensors (the caller then runs Burn's
+/// operations).
+pub trait TransformerBackend: Backend {
+    /// LayerNorm over the rows of `x [rows, d]` (centred variance).
+    fn row_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> Option<FloatTensor<Self>>;
+
+    /// `GELU(x + bias)` over the rows of `x [rows, w]`, the exact (erf) GELU.
+    fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> Option<FloatTensor<Self>>;
+
+    /// [`TransformerKernel::attention`]: `qkv [Σ s, 3d]`, `pair_bias [Σ (s−1)², heads]` →
+    /// `[Σ s, d]`.
+    fn packed_attention(
+        qkv: FloatTensor<Self>,
+        pair_bias: Option<FloatTensor<Self>>,
+        lens: &[usize],
+        heads: usize,
+    ) -> Option<FloatTensor<Self>>;
+}
+
+/// What the autodiff implementation of [`TransformerBackend`] needs of the backend it wraps:
+/// each forward keeping what its backward needs, and the backwards.
+pub trait TransformerGradBackend: TransformerBackend {
+    /// What a LayerNorm's forward keeps.
+    type NormSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
+    /// What a bias + GELU's forward keeps.
+    type GeluSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
+    /// What attention's forward keeps.
+    type AttentionSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
+
+    /// [`TransformerBackend::row_layer_norm`], keeping what the backward needs.
+    fn layer_norm_saving(
+        x: &FloatTensor<Self>,
+        gamma: &FloatTensor<Self>,
+        beta: Option<&FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> Option<(FloatTensor<Self>, Self::NormSaved)>;
+
+    /// `(dx, dγ, dβ)` for the output gradient `grad`.
+    fn layer_norm_backward(
+        saved: &Self::NormSaved,
+        grad: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 3];
+
+    /// [`TransformerBackend::bias_gelu`], keeping what the backward needs.
+    fn bias_gelu_saving(
+        x: &FloatTensor<Self>,
+        bias: &FloatTensor<Self>,
+    ) -> Option<(FloatTensor<Self>, Self::GeluSaved)>;
+
+    /// `(dx, d bias)` for the output gradient `grad`.
+    fn bias_gelu_backward(
+        saved: &Self::GeluSaved,
+        grad: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 2];
+
+    /// [`TransformerBackend::packed_attention`], keeping what the backward needs.
+    fn attention_saving(
+        qkv: &FloatTensor<Self>,
+        pair_bias: Option<&FloatTensor<Self>>,
+        lens: &[usize],
+        heads: usize,
+    ) -> Option<(FloatTensor<Self>, Self::AttentionSaved)>;
+
+    /// `(d qkv, d pair_bias)` (the latter when there is a pair bias) for the output gradient
+    /// `grad`.
+    fn attention_backward(
+        saved: &Self::AttentionSaved,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>);
+}
+
+/// Runs the Transformer's LayerNorms, feed-forward GELUs and attention as one operation each of
+/// the backend ([`TransformerBackend`]), in inference and in training (see the crate docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FusedTransformer;
+
+/// A float tensor's primitive.
+fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
+    t.into_primitive().tensor()
+}
+
+/// A primitive as a tensor.
+fn tensor<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
+}
+
+impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
+    fn layer_norm(&self, norm: &LayerNorm<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let beta = norm.beta.as_ref().map(|b| primitive(b.val()));
+        B::row_layer_norm(
+            primitive(x.clone()),
+            primitive(norm.gamma.val()),
+            beta,
+            LAYER_NORM_EPSILON,
+        )
+        .map_or_else(|| OpByOp.layer_norm(norm, x), tensor)
+    }
+
+    fn linear_gelu(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let Some(bias) = &linear.bias else {
+            return gelu(linear.forward(x));
+        };
+        let product = x.clone().matmul(linear.weight.val()); // [rows, d_out]
+        B::bias_gelu(primitive(product), primitive(bias.val()))
+            .map_or_else(|| OpByOp.linear_gelu(linear, x), tensor)
+    }
+
+    fn attention(
+        &self,
+        qkv: Tensor<B, 2>,
+        pair_bias: Option<Tensor<B, 2>>,
+        seqs: &Sequences,
+        n_heads: usize,
+    ) -> Tensor<B, 2> {
+        B::packed_attention(
+            primitive(qkv.clone()),
+            pair_bias.clone().map(primitive),
+            &seqs.lens,
+            n_heads,
+        )
+        .map_or_else(|| OpByOp.attention(qkv, pair_bias, seqs, n_heads), tensor)
+    }
+}
