@@ -1,12 +1,14 @@
 //! The ROOT-Transformer on the CPU: inference and a training step per batch of demo events.
 //!
 //! `cargo run --release -p gnn4c-benchmarks --bin benchmark_transformer -- [BATCH] [REPS]
-//! [default|part|both] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]`. The default
+//! [default|part|both] [fused|op-by-op|both] [--events demo|busy|DATA.yaml] [--dump-batch
+//! FILE.npz]`: the model run by the CPU's fused kernels (`FusedTransformer`, what the CLI runs),
+//! by Burn's operations (`OpByOp`), or both side by side. The default
 //! model (d 64, 4 heads, 4 layers, pair bias; docs/root-transformer.md) and the ParT-like size
 //! (d 128, 8 heads, 8 layers), 12 outputs, on BATCH (default 512) events of the same batch
 //! `benchmark_training` uses: the forward without autodiff, and a training step (forward and
 //! weighted loss, backward, Adam step, each timed), with the GFLOP/s of their matrix products
-//! (`transformer_matmul_flops`; a training step counted as 3 forwards) against this machine's
+//! (`transformer_matmul_flops` over the real tokens; a training step counted as 3 forwards) against this machine's
 //! 1024³ GEMM rate. `--dump-batch` writes the batch for the PyTorch reference
 //! (`python benchmarks/reference/root_transformer.py --time FILE.npz REPS [default|part]`), so
 //! both time the same events. Medians of REPS (default 10) after 2 warm-up runs; peak RSS at the

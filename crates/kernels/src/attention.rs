@@ -18,6 +18,44 @@ use crate::act::exp;
 /// Sequences per task.
 const SEQUENCES: usize = 8;
 
+/// A row over the sequence is computed in whole groups of this many lanes (zeros beyond the
+/// sequence's end), so that it runs in full vectors of any width up to 16; each lane is its own
+/// sum, so the values do not depend on the width.
+const LANES: usize = 16;
+
+/// `row[j] = Σₜ x[t] · m[t][j]` for `m [x.len(), sp]` row-major, in groups of [`LANES`] held in
+/// registers across the sum (t ascending).
+#[inline(always)]
+fn lanes_product(x: &[f32], m: &[f32], sp: usize, row: &mut [f32]) {
+    for (c, out) in row.chunks_exact_mut(LANES).enumerate() {
+        let mut acc = [0.0f32; LANES];
+        for (t, &xt) in x.iter().enumerate() {
+            let b: &[f32; LANES] = m[t * sp + c * LANES..][..LANES]
+                .try_into()
+                .expect("LANES values");
+            for (acc, &b) in acc.iter_mut().zip(b) {
+                *acc += xt * b;
+            }
+        }
+        out.copy_from_slice(&acc);
+    }
+}
+
+/// `acc += a · b`, element by element (separate slices: the loop vectorises).
+#[inline(always)]
+fn axpy(acc: &mut [f32], a: f32, b: &[f32]) {
+    for (acc, &b) in acc.iter_mut().zip(b) {
+        *acc += a * b;
+    }
+}
+
+/// `scratch` cut into a transposed head `[dₕ, sp]` and a row `[sp]` for a sequence of `s`.
+fn scratch_parts(scratch: &mut Vec<f32>, dh: usize, s: usize) -> (&mut [f32], &mut [f32]) {
+    let sp = s.next_multiple_of(LANES);
+    scratch.resize((dh + 1) * sp, 0.0);
+    scratch[..(dh + 1) * sp].split_at_mut(dh * sp)
+}
+
 /// Attention's inputs: every sequence's rows, one after the other.
 #[derive(Debug, Clone, Copy)]
 pub struct Attention<'a> {
@@ -103,15 +141,16 @@ impl Seq<'_> {
         self.d / self.heads
     }
 
-    /// Column `c` (of `q`, `k` or `v`: `part` 0, 1, 2) of head `h`, rows 0..s, as `[dₕ, s]`.
-    fn transposed(&self, part: usize, h: usize, out: &mut Vec<f32>) {
-        let (s, d, dh) = (self.s, self.d, self.dh());
-        out.clear();
-        out.resize(dh * s, 0.0);
-        for j in 0..s {
+    /// Rows 0..s of head `h`'s columns of `part` (q, k or v: 0, 1, 2), transposed into
+    /// `out [dₕ, sp]` (`sp` = s rounded up to [`LANES`], zeros beyond s).
+    fn transposed(&self, part: usize, h: usize, out: &mut [f32]) {
+        let (d, dh) = (self.d, self.dh());
+        let sp = self.s.next_multiple_of(LANES);
+        out.fill(0.0);
+        for j in 0..self.s {
             let row = &self.qkv[j * 3 * d + part * d + h * dh..][..dh];
             for (t, &v) in row.iter().enumerate() {
-                out[t * s + j] = v;
+                out[t * sp + j] = v;
             }
         }
     }
@@ -128,20 +167,17 @@ multiversioned! {
     fn sequence_forward(seq: Seq<'_>, out: &mut [f32], probs: &mut [f32], scratch: &mut Vec<f32>) {
         let (s, dh, heads) = (seq.s, seq.dh(), seq.heads);
         let scale = (dh as f32).sqrt();
+        let sp = s.next_multiple_of(LANES);
+        let (kt, row) = scratch_parts(scratch, dh, s);
         for h in 0..heads {
-            seq.transposed(1, h, scratch); // kᵀ [dh, s]
+            seq.transposed(1, h, kt); // kᵀ [dh, sp]
             let p = &mut probs[h * s * s..(h + 1) * s * s];
             for i in 0..s {
                 let q = seq.row(0, h, i);
+                lanes_product(q, kt, sp, row);
                 let logits = &mut p[i * s..(i + 1) * s];
-                logits.fill(0.0);
-                for (t, &qt) in q.iter().enumerate() {
-                    for (l, &k) in logits.iter_mut().zip(&scratch[t * s..(t + 1) * s]) {
-                        *l += qt * k;
-                    }
-                }
-                for l in logits.iter_mut() {
-                    *l /= scale;
+                for (l, &r) in logits.iter_mut().zip(row.iter()) {
+                    *l = r / scale;
                 }
                 if let (Some(b), true) = (seq.bias, i > 0) {
                     let o = s - 1;
@@ -160,9 +196,7 @@ multiversioned! {
                 let o = &mut out[i * seq.d + h * dh..][..dh];
                 o.fill(0.0);
                 for (j, &pj) in logits.iter().enumerate() {
-                    for (o, &v) in o.iter_mut().zip(seq.row(2, h, j)) {
-                        *o += pj * v;
-                    }
+                    axpy(o, pj, seq.row(2, h, j));
                 }
             }
         }
@@ -183,22 +217,19 @@ multiversioned! {
         let mut dbias = dbias;
         let (s, d, dh, heads) = (seq.s, seq.d, seq.dh(), seq.heads);
         let scale = (dh as f32).sqrt();
-        let mut ds = vec![0.0f32; s];
+        let sp = s.next_multiple_of(LANES);
+        let (vt, ds) = scratch_parts(scratch, dh, s);
         for h in 0..heads {
-            seq.transposed(2, h, scratch); // vᵀ [dh, s]
+            seq.transposed(2, h, vt); // vᵀ [dh, sp]
             let p = &probs[h * s * s..(h + 1) * s * s];
             for i in 0..s {
                 let g = &grad[i * d + h * dh..][..dh];
                 let pi = &p[i * s..(i + 1) * s];
                 // dP_ij = g_i · v_j
-                ds.fill(0.0);
-                for (t, &gt) in g.iter().enumerate() {
-                    for (x, &v) in ds.iter_mut().zip(&scratch[t * s..(t + 1) * s]) {
-                        *x += gt * v;
-                    }
-                }
+                lanes_product(g, vt, sp, ds);
+                let ds = &mut ds[..s];
                 // dS = P ⊙ (dP − Σ_j P dP)
-                let dot: f32 = pi.iter().zip(&ds).map(|(p, x)| p * x).sum();
+                let dot: f32 = pi.iter().zip(ds.iter()).map(|(p, x)| p * x).sum();
                 for (x, &pj) in ds.iter_mut().zip(pi) {
                     *x = pj * (*x - dot);
                 }
@@ -213,19 +244,9 @@ multiversioned! {
                 for j in 0..s {
                     let x = ds[j] / scale;
                     let k = seq.row(1, h, j);
-                    let dq = &mut dqkv[i * 3 * d + h * dh..][..dh];
-                    for (dq, &k) in dq.iter_mut().zip(k) {
-                        *dq += x * k;
-                    }
-                    let dk = &mut dqkv[j * 3 * d + d + h * dh..][..dh];
-                    for (dk, &q) in dk.iter_mut().zip(q) {
-                        *dk += x * q;
-                    }
-                    let pij = pi[j];
-                    let dv = &mut dqkv[j * 3 * d + 2 * d + h * dh..][..dh];
-                    for (dv, &g) in dv.iter_mut().zip(g) {
-                        *dv += pij * g;
-                    }
+                    axpy(&mut dqkv[i * 3 * d + h * dh..][..dh], x, k);
+                    axpy(&mut dqkv[j * 3 * d + d + h * dh..][..dh], x, q);
+                    axpy(&mut dqkv[j * 3 * d + 2 * d + h * dh..][..dh], pi[j], g);
                 }
             }
         }

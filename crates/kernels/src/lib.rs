@@ -20,14 +20,15 @@ mod dispatch;
 mod act;
 mod alloc;
 mod attention;
+mod linear;
 mod mat;
 mod mlp;
 mod norm;
 mod rows;
 
-pub use act::{bias_gelu, bias_gelu_backward};
 pub use alloc::tune_allocator;
 pub use attention::{Attention, attention_backward, attention_forward};
+pub use linear::{Then, linear_backward, linear_forward};
 pub use mat::{MatRef, row_blocks};
 pub use mlp::{
     Index, MlpBlock, MlpGrads, MlpLayer, MlpTerm, TermGrads, mlp_backward, mlp_forward,

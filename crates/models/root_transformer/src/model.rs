@@ -208,6 +208,27 @@ pub trait TransformerKernel<B: Backend> {
         layer_norm(norm, x)
     }
 
+    /// `linear(x)`.
+    ///
+    /// # Shapes
+    /// `x [rows, d_in]` → `[rows, d_out]`.
+    fn linear(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        linear.forward(x)
+    }
+
+    /// `residual + linear(x)`.
+    ///
+    /// # Shapes
+    /// `x [rows, d_in]`, `residual [rows, d_out]` → `[rows, d_out]`.
+    fn linear_residual(
+        &self,
+        linear: &Linear<B>,
+        x: Tensor<B, 2>,
+        residual: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        residual + linear.forward(x)
+    }
+
     /// `GELU(linear(x))`, the exact (erf) GELU.
     ///
     /// # Shapes
@@ -362,16 +383,27 @@ impl<B: Backend> EncoderLayer<B> {
         n_heads: usize,
         kernel: &K,
     ) -> Tensor<B, 2> {
-        let qkv = self
-            .self_attn
-            .in_proj
-            .forward(kernel.layer_norm(&self.norm1, x.clone())); // [Σ s, 3d]
+        let qkv = kernel.linear(
+            &self.self_attn.in_proj,
+            kernel.layer_norm(&self.norm1, x.clone()),
+        ); // [Σ s, 3d]
         let a = kernel.attention(qkv, bias, seqs, n_heads); // [Σ s, d]
-        let a = self.self_attn.out_proj.forward(a);
-        let x = x + self.dropout.forward(a); // [Σ s, d]
+        // Dropout on the residual branches while training; none (the residual fused into the
+        // projection) otherwise.
+        let device = x.device();
+        let dropping = self.dropout.prob != 0.0 && B::ad_enabled(&device);
+        let x = if dropping {
+            x + self.dropout.forward(self.self_attn.out_proj.forward(a))
+        } else {
+            kernel.linear_residual(&self.self_attn.out_proj, a, x)
+        }; // [Σ s, d]
         let h = kernel.linear_gelu(&self.linear1, kernel.layer_norm(&self.norm2, x.clone())); // [Σ s, 4d]
-        let f = self.linear2.forward(self.dropout.forward(h)); // [Σ s, d]
-        x + self.dropout.forward(f)
+        if dropping {
+            let f = self.linear2.forward(self.dropout.forward(h)); // [Σ s, d]
+            x + self.dropout.forward(f)
+        } else {
+            kernel.linear_residual(&self.linear2, h, x)
+        }
     }
 }
 

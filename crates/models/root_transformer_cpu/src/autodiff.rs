@@ -1,4 +1,4 @@
-//! Autodiff over any [`TransformerGradBackend`]: LayerNorm, bias + GELU and attention as one
+//! Autodiff over any [`TransformerGradBackend`]: LayerNorm, a linear layer and attention as one
 //! tracked operation each (Burn's custom-operation API: `Backward`, `OpsKind`, `Gradients`),
 //! for any checkpoint strategy.
 
@@ -37,17 +37,20 @@ impl<B: TransformerGradBackend> Backward<B, 3> for NormOp {
     }
 }
 
-/// Bias + GELU as one tracked operation: parents x, bias.
+/// A linear layer (and its residual or GELU) as one tracked operation: parents x, weight,
+/// bias, residual.
 #[derive(Debug)]
-struct GeluOp;
+struct LinearOp;
 
-impl<B: TransformerGradBackend> Backward<B, 2> for GeluOp {
-    type State = B::GeluSaved;
+impl<B: TransformerGradBackend> Backward<B, 4> for LinearOp {
+    type State = B::LinearSaved;
 
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+    fn backward(self, ops: Ops<Self::State, 4>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<B>(&ops.node);
-        let [dx, db] = B::bias_gelu_backward(&ops.state, grad);
-        register!(grads, ops, [Some(dx), Some(db)]);
+        let want_x = ops.parents[0].is_some();
+        let residual = ops.parents[3].is_some().then(|| grad.clone());
+        let (dx, dw, db) = B::fused_linear_backward(&ops.state, grad, want_x);
+        register!(grads, ops, [dx, Some(dw), Some(db), residual]);
     }
 }
 
@@ -105,15 +108,45 @@ impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Au
         )
     }
 
-    fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> Option<FloatTensor<Self>> {
-        let nodes = [x.node.clone(), bias.node.clone()];
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        residual: Option<FloatTensor<Self>>,
+        gelu: bool,
+    ) -> Option<FloatTensor<Self>> {
+        let device = B::float_device(&x.primitive);
+        let node = |t: &Option<FloatTensor<Self>>| {
+            t.as_ref()
+                .map_or_else(|| unused_place::<B, C>(&device).node, |t| t.node.clone())
+        };
+        let nodes = [
+            x.node.clone(),
+            weight.node.clone(),
+            node(&bias),
+            node(&residual),
+        ];
+        let bias_value = bias.as_ref().map(|b| &b.primitive);
+        let residual_value = residual.as_ref().map(|r| &r.primitive);
         Some(
-            match GeluOp.prepare::<C>(nodes).compute_bound().stateful() {
+            match LinearOp.prepare::<C>(nodes).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {
-                    let (y, saved) = B::bias_gelu_saving(&x.primitive, &bias.primitive)?;
+                    let (y, saved) = B::fused_linear_saving(
+                        &x.primitive,
+                        &weight.primitive,
+                        bias_value,
+                        residual_value,
+                        gelu,
+                    )?;
                     prep.finish(saved, y)
                 }
-                OpsKind::UnTracked(prep) => prep.finish(B::bias_gelu(x.primitive, bias.primitive)?),
+                OpsKind::UnTracked(prep) => prep.finish(B::fused_linear(
+                    x.primitive,
+                    weight.primitive,
+                    bias_value.cloned(),
+                    residual_value.cloned(),
+                    gelu,
+                )?),
             },
         )
     }

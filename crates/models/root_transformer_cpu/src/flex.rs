@@ -4,8 +4,8 @@ use burn::backend::Flex;
 use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 use gnn4c_kernels::{
-    Attention, attention_backward, attention_forward, bias_gelu, bias_gelu_backward, layer_norm,
-    layer_norm_backward,
+    Attention, MatRef, Then, attention_backward, attention_forward, layer_norm,
+    layer_norm_backward, linear_backward, linear_forward,
 };
 
 use crate::{TransformerBackend, TransformerGradBackend};
@@ -51,10 +51,72 @@ fn norm_inputs(
     Some((f32s(x)?, f32s(gamma)?, beta))
 }
 
-/// What a bias + GELU keeps: `x + b`.
+/// A 2-D f32 tensor as a strided view of its storage (no copy), or `None` for another shape.
+fn matrix(t: &FlexTensor) -> Option<MatRef<'_>> {
+    let layout = t.layout();
+    let (shape, strides) = (layout.shape(), layout.strides());
+    if shape.num_dims() != 2 {
+        return None;
+    }
+    MatRef::new(
+        t.storage::<f32>(),
+        layout.start_offset(),
+        [shape[0], shape[1]],
+        [strides[0], strides[1]],
+    )
+}
+
+/// What a linear layer keeps: its input and weight (views of their storage), and the GELU's
+/// input where there is one.
 #[derive(Debug, Clone)]
-pub struct GeluSaved {
-    pre: FlexTensor,
+pub struct LinearSaved {
+    x: FlexTensor,
+    weight: FlexTensor,
+    pre: Option<FlexTensor>,
+    d_out: usize,
+}
+
+/// The linear layer's output and what its backward needs, or `None` for tensors the kernels do
+/// not take.
+fn linear(
+    x: &FlexTensor,
+    weight: &FlexTensor,
+    bias: Option<&FlexTensor>,
+    residual: Option<&FlexTensor>,
+    gelu: bool,
+) -> Option<(FlexTensor, LinearSaved)> {
+    let is_f32 = |t: &FlexTensor| t.dtype() == DType::F32;
+    if !is_f32(x) || !is_f32(weight) || (gelu && residual.is_some()) {
+        return None;
+    }
+    let (xm, wm) = (matrix(x)?, matrix(weight)?);
+    let (n, d_out) = (xm.rows(), wm.cols());
+    if xm.cols() != wm.rows() {
+        return None;
+    }
+    let bias = match bias {
+        Some(b) if b.layout().num_elements() == d_out => Some(f32s(b)?),
+        Some(_) => return None,
+        None => None,
+    };
+    let residual = match residual {
+        Some(r) if shape(r) == [n, d_out] => Some(f32s(r)?),
+        Some(_) => return None,
+        None => None,
+    };
+    let then = match (&residual, gelu) {
+        (Some(r), _) => Then::Residual(values(r)),
+        (None, true) => Then::Gelu,
+        (None, false) => Then::Nothing,
+    };
+    let (y, pre) = linear_forward(xm, wm, bias.as_ref().map(values), then);
+    let saved = LinearSaved {
+        x: x.clone(),
+        weight: weight.clone(),
+        pre: pre.map(|p| tensor(p, &[n, d_out])),
+        d_out,
+    };
+    Some((tensor(y, &[n, d_out]), saved))
 }
 
 /// What attention keeps: its inputs and the probabilities.
@@ -114,8 +176,14 @@ impl TransformerBackend for Flex {
         Self::layer_norm_saving(&x, &gamma, beta.as_ref(), epsilon).map(|(y, _)| y)
     }
 
-    fn bias_gelu(x: FlexTensor, bias: FlexTensor) -> Option<FlexTensor> {
-        Self::bias_gelu_saving(&x, &bias).map(|(y, _)| y)
+    fn fused_linear(
+        x: FlexTensor,
+        weight: FlexTensor,
+        bias: Option<FlexTensor>,
+        residual: Option<FlexTensor>,
+        gelu: bool,
+    ) -> Option<FlexTensor> {
+        linear(&x, &weight, bias.as_ref(), residual.as_ref(), gelu).map(|(y, _)| y)
     }
 
     fn packed_attention(
@@ -130,7 +198,7 @@ impl TransformerBackend for Flex {
 
 impl TransformerGradBackend for Flex {
     type NormSaved = NormSaved;
-    type GeluSaved = GeluSaved;
+    type LinearSaved = LinearSaved;
     type AttentionSaved = AttentionSaved;
 
     fn layer_norm_saving(
@@ -166,26 +234,31 @@ impl TransformerGradBackend for Flex {
         ]
     }
 
-    fn bias_gelu_saving(x: &FlexTensor, bias: &FlexTensor) -> Option<(FlexTensor, GeluSaved)> {
-        let (x, bias) = (f32s(x)?, f32s(bias)?);
-        let dims = shape(&x);
-        if dims.len() != 2 || dims[1] != bias.layout().num_elements() || dims[1] == 0 {
-            return None;
-        }
-        let (y, pre) = bias_gelu(values(&x), values(&bias));
-        Some((
-            tensor(y, &dims),
-            GeluSaved {
-                pre: tensor(pre, &dims),
-            },
-        ))
+    fn fused_linear_saving(
+        x: &FlexTensor,
+        weight: &FlexTensor,
+        bias: Option<&FlexTensor>,
+        residual: Option<&FlexTensor>,
+        gelu: bool,
+    ) -> Option<(FlexTensor, LinearSaved)> {
+        linear(x, weight, bias, residual, gelu)
     }
 
-    fn bias_gelu_backward(saved: &GeluSaved, grad: FlexTensor) -> [FlexTensor; 2] {
+    fn fused_linear_backward(
+        saved: &LinearSaved,
+        grad: FlexTensor,
+        want_x: bool,
+    ) -> (Option<FlexTensor>, FlexTensor, FlexTensor) {
         let grad = grad.to_contiguous();
-        let dims = shape(&saved.pre);
-        let (dx, db) = bias_gelu_backward(values(&saved.pre), values(&grad), dims[1]);
-        [tensor(dx, &dims), tensor(db, &[dims[1]])]
+        let xm = matrix(&saved.x).expect("checked in the forward");
+        let wm = matrix(&saved.weight).expect("checked in the forward");
+        let pre = saved.pre.as_ref().map(values);
+        let (dx, dw, db) = linear_backward(xm, wm, values(&grad), pre, want_x);
+        (
+            dx.map(|v| tensor(v, &[xm.rows(), xm.cols()])),
+            tensor(dw, &[wm.rows(), wm.cols()]),
+            tensor(db, &[saved.d_out]),
+        )
     }
 
     fn attention_saving(

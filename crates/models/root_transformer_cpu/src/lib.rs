@@ -1,11 +1,13 @@
-//! The ROOT-Transformer's attention, LayerNorms and feed-forward GELUs as one operation each,
-//! through a Burn backend extension.
+//! The ROOT-Transformer's attention, LayerNorms and linear layers (with the GELU or the
+//! residual that follows them) as one operation each, through a Burn backend extension.
 //!
 //! Run operation by operation, attention pads every event to the batch's longest, slices q, k
 //! and v out of the projection, transposes heads, materialises `[n, heads, s, s]` logits, a mask
-//! and a bias, and autodiff keeps each step; a LayerNorm is nine operations. The project's
-//! kernels (`gnn4c-kernels`) take each event's sequence through attention alone, without
-//! padding, and a LayerNorm or a bias + GELU in one pass. This crate plugs them into the
+//! and a bias, and autodiff keeps each step; a LayerNorm is nine operations; a linear layer a
+//! zero-filled product, a bias pass and, backward, transposed copies. The project's kernels
+//! (`gnn4c-kernels`) take each event's sequence through attention alone, without padding, a
+//! LayerNorm in one pass, and a linear layer as one product onto its bias rows (the residual or
+//! the GELU applied in the same blocks of rows). This crate plugs them into the
 //! unmodified registry Burn through its public extension points, as `gnn4c-root-gnn-cpu` does
 //! for the Edge_Network:
 //! - [`TransformerBackend`], a backend extension trait: the three operations. Implemented for
@@ -28,7 +30,6 @@ mod flex;
 use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
-use burn::tensor::activation::gelu;
 use burn::tensor::ops::FloatTensor;
 use gnn4c_root_transformer::{LAYER_NORM_EPSILON, OpByOp, Sequences, TransformerKernel};
 
@@ -44,8 +45,15 @@ pub trait TransformerBackend: Backend {
         epsilon: f64,
     ) -> Option<FloatTensor<Self>>;
 
-    /// `GELU(x + bias)` over the rows of `x [rows, w]`, the exact (erf) GELU.
-    fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> Option<FloatTensor<Self>>;
+    /// `x [rows, d_in] · weight [d_in, d_out] + bias`, then `residual + ·` or the exact GELU of
+    /// it (`gelu`; not both).
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        residual: Option<FloatTensor<Self>>,
+        gelu: bool,
+    ) -> Option<FloatTensor<Self>>;
 
     /// [`TransformerKernel::attention`]: `qkv [Σ s, 3d]`, `pair_bias [Σ (s−1)², heads]` →
     /// `[Σ s, d]`.
@@ -62,8 +70,8 @@ pub trait TransformerBackend: Backend {
 pub trait TransformerGradBackend: TransformerBackend {
     /// What a LayerNorm's forward keeps.
     type NormSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
-    /// What a bias + GELU's forward keeps.
-    type GeluSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
+    /// What a linear layer's forward keeps.
+    type LinearSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
     /// What attention's forward keeps.
     type AttentionSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
 
@@ -81,17 +89,26 @@ pub trait TransformerGradBackend: TransformerBackend {
         grad: FloatTensor<Self>,
     ) -> [FloatTensor<Self>; 3];
 
-    /// [`TransformerBackend::bias_gelu`], keeping what the backward needs.
-    fn bias_gelu_saving(
+    /// [`TransformerBackend::fused_linear`], keeping what the backward needs.
+    fn fused_linear_saving(
         x: &FloatTensor<Self>,
-        bias: &FloatTensor<Self>,
-    ) -> Option<(FloatTensor<Self>, Self::GeluSaved)>;
+        weight: &FloatTensor<Self>,
+        bias: Option<&FloatTensor<Self>>,
+        residual: Option<&FloatTensor<Self>>,
+        gelu: bool,
+    ) -> Option<(FloatTensor<Self>, Self::LinearSaved)>;
 
-    /// `(dx, d bias)` for the output gradient `grad`.
-    fn bias_gelu_backward(
-        saved: &Self::GeluSaved,
+    /// `(dx (if `want_x`), dW, d bias)` for the output gradient `grad` (a residual's gradient is
+    /// `grad` itself).
+    fn fused_linear_backward(
+        saved: &Self::LinearSaved,
         grad: FloatTensor<Self>,
-    ) -> [FloatTensor<Self>; 2];
+        want_x: bool,
+    ) -> (
+        Option<FloatTensor<Self>>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    );
 
     /// [`TransformerBackend::packed_attention`], keeping what the backward needs.
     fn attention_saving(
@@ -124,6 +141,23 @@ fn tensor<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(t))
 }
 
+/// `linear` (then the residual added, or the GELU) as one operation of the backend, or `None`.
+fn fused_linear<B: TransformerBackend>(
+    linear: &Linear<B>,
+    x: Tensor<B, 2>,
+    residual: Option<Tensor<B, 2>>,
+    gelu: bool,
+) -> Option<Tensor<B, 2>> {
+    B::fused_linear(
+        primitive(x),
+        primitive(linear.weight.val()),
+        linear.bias.as_ref().map(|b| primitive(b.val())),
+        residual.map(primitive),
+        gelu,
+    )
+    .map(tensor)
+}
+
 impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
     fn layer_norm(&self, norm: &LayerNorm<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let beta = norm.beta.as_ref().map(|b| primitive(b.val()));
@@ -136,13 +170,22 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
         .map_or_else(|| OpByOp.layer_norm(norm, x), tensor)
     }
 
+    fn linear(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        fused_linear(linear, x.clone(), None, false).unwrap_or_else(|| OpByOp.linear(linear, x))
+    }
+
     fn linear_gelu(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let Some(bias) = &linear.bias else {
-            return gelu(linear.forward(x));
-        };
-        let product = x.clone().matmul(linear.weight.val()); // [rows, d_out]
-        B::bias_gelu(primitive(product), primitive(bias.val()))
-            .map_or_else(|| OpByOp.linear_gelu(linear, x), tensor)
+        fused_linear(linear, x.clone(), None, true).unwrap_or_else(|| OpByOp.linear_gelu(linear, x))
+    }
+
+    fn linear_residual(
+        &self,
+        linear: &Linear<B>,
+        x: Tensor<B, 2>,
+        residual: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        fused_linear(linear, x.clone(), Some(residual.clone()), false)
+            .unwrap_or_else(|| OpByOp.linear_residual(linear, x, residual))
     }
 
     fn attention(

@@ -1,0 +1,347 @@
+//! A linear layer `x · W + b` as one kernel, forward and backward, with what follows it fused:
+//! a residual added (`r + x·W + b`) or the exact GELU (`GELU(x·W + b)`).
+//!
+//! Each block of rows starts from its bias rows (plus the residual's rows), has the product
+//! accumulated onto them by one `gemm` call, and applies the GELU while the rows are in cache;
+//! no zero-filled output, no separate bias pass. The backward runs per block too: the GELU's
+//! gradient, then `dx = dz · Wᵀ` and `dW += xᵀ · dz` on strided views (no transposed copies),
+//! `db += Σ dz`. As in [`crate::mlp_backward`], the parameter gradients are summed per fixed
+//! chunk of blocks (f32 products, f64 bias sums), then the chunks in order in f64, so no value
+//! depends on the number of threads.
+
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
+use crate::act::{gelu_backward_rows, gelu_rows};
+use crate::mat::{MatRef, gemm_into, row_blocks};
+use crate::rows::{RowsOut, zeroed};
+
+/// Rows per block (and per task).
+const ROWS: usize = 256;
+
+/// Tasks of the backward (at most), each with its partial sums.
+const CHUNKS: usize = 16;
+
+/// What follows the product.
+#[derive(Debug, Clone, Copy)]
+pub enum Then<'a> {
+    /// Nothing: `x · W + b`.
+    Nothing,
+    /// `residual + x · W + b` (`residual`: `[rows, d_out]` row-major).
+    Residual(&'a [f32]),
+    /// `GELU(x · W + b)`, the exact (erf) GELU; the forward keeps `x · W + b` for the backward.
+    Gelu,
+}
+
+/// `x [n, d_in] · weight [d_in, d_out] + bias`, then `then`: the output `[n, d_out]` and, after
+/// a GELU, its input (for [`linear_backward`]). Panics on inconsistent shapes.
+pub fn linear_forward(
+    x: MatRef<'_>,
+    weight: MatRef<'_>,
+    bias: Option<&[f32]>,
+    then: Then<'_>,
+) -> (Vec<f32>, Option<Vec<f32>>) {
+    let (n, d_out) = (x.rows(), weight.cols());
+    assert_eq!(x.cols(), weight.rows(), "linear: x's width is W's height");
+    assert!(
+        bias.is_none_or(|b| b.len() == d_out),
+        "linear: the bias's width"
+    );
+    if let Then::Residual(r) = then {
+        assert_eq!(r.len(), n * d_out, "linear: the residual's shape");
+    }
+    let gelu = matches!(then, Then::Gelu);
+    let mut out = RowsOut::new(n * d_out);
+    let mut pre = RowsOut::new(if gelu { n * d_out } else { 0 });
+    if n == 0 || d_out == 0 {
+        // SAFETY: nothing to initialise (zero elements).
+        return unsafe { (out.into_vec(), gelu.then(|| pre.into_vec())) };
+    }
+    let blocks = row_blocks(n, ROWS);
+    /// A block: its first row, its rows, its rows of the output and of the GELU's input.
+    type Part<'p> = (
+        usize,
+        usize,
+        &'p mut [MaybeUninit<f32>],
+        &'p mut [MaybeUninit<f32>],
+    );
+    let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
+    let (mut rest, mut rest_pre) = (out.parts(), pre.parts());
+    for &(first, m) in &blocks {
+        let (mine, tail) = rest.split_at_mut(m * d_out);
+        rest = tail;
+        let (mine_pre, tail_pre) = if gelu {
+            rest_pre.split_at_mut(m * d_out)
+        } else {
+            (&mut [][..], rest_pre)
+        };
+        rest_pre = tail_pre;
+        parts.push((first, m, mine, mine_pre));
+    }
+    parts.into_par_iter().for_each(|(first, m, out, pre)| {
+        let (out, pre) = (zeroed(out), zeroed(pre));
+        let z: &mut [f32] = if gelu { &mut *pre } else { &mut *out };
+        for (k, row) in z.chunks_exact_mut(d_out).enumerate() {
+            match (then, bias) {
+                (Then::Residual(r), Some(b)) => {
+                    let r = &r[(first + k) * d_out..(first + k + 1) * d_out];
+                    for ((z, &r), &b) in row.iter_mut().zip(r).zip(b) {
+                        *z = r + b;
+                    }
+                }
+                (Then::Residual(r), None) => {
+                    row.copy_from_slice(&r[(first + k) * d_out..(first + k + 1) * d_out]);
+                }
+                (_, Some(b)) => row.copy_from_slice(b),
+                (_, None) => row.fill(0.0),
+            }
+        }
+        gemm_into(x.row_range(first, m), weight, z, true);
+        if gelu {
+            gelu_rows(pre, out);
+        }
+    });
+    // SAFETY: the blocks cover all `n` rows, and each zeroed then wrote its rows of `out` (and
+    // of `pre` when there is a GELU).
+    unsafe { (out.into_vec(), gelu.then(|| pre.into_vec())) }
+}
+
+/// The gradients of [`linear_forward`] for the output's gradient `grad [n, d_out]`: `dx` (if
+/// `want_x`), `dW [d_in, d_out]` and `db [d_out]`; `pre` is what a GELU forward kept (`None`
+/// without a GELU; a residual's gradient is `grad` itself).
+pub fn linear_backward(
+    x: MatRef<'_>,
+    weight: MatRef<'_>,
+    grad: &[f32],
+    pre: Option<&[f32]>,
+    want_x: bool,
+) -> (Option<Vec<f32>>, Vec<f32>, Vec<f32>) {
+    let (n, d_in, d_out) = (x.rows(), x.cols(), weight.cols());
+    assert_eq!(
+        d_in,
+        weight.rows(),
+        "linear gradient: x's width is W's height"
+    );
+    assert_eq!(
+        grad.len(),
+        n * d_out,
+        "linear gradient: the output gradient's shape"
+    );
+    assert!(
+        pre.is_none_or(|p| p.len() == n * d_out),
+        "linear gradient: the GELU input's shape"
+    );
+    let blocks = row_blocks(n, ROWS);
+    let n_chunks = blocks.len().clamp(1, CHUNKS);
+    let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
+    let (w_len, b_len) = ((d_in * d_out).max(1), d_out.max(1));
+    let mut part_w = vec![0.0f32; n_chunks * w_len];
+    let mut part_b = vec![0.0f64; n_chunks * b_len];
+    let mut dx = RowsOut::new(if want_x { n * d_in } else { 0 });
+
+    type Part<'p> = (usize, usize, &'p mut [MaybeUninit<f32>]);
+    let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
+    let mut rest = dx.parts();
+    for &(first, m) in &blocks {
+        let (mine, tail) = if want_x {
+            rest.split_at_mut(m * d_in)
+        } else {
+            (&mut [][..], rest)
+        };
+        rest = tail;
+        parts.push((first, m, mine));
+    }
+    let mut parts = parts.into_iter();
+    let chunks: Vec<(Vec<Part<'_>>, &mut [f32], &mut [f64])> = part_w
+        .chunks_exact_mut(w_len)
+        .zip(part_b.chunks_exact_mut(b_len))
+        .enumerate()
+        .map(|(c, (w, b))| (parts.by_ref().take(chunk_len(c)).collect(), w, b))
+        .collect();
+    chunks.into_par_iter().for_each(|(blocks, pw, pb)| {
+        let mut dz_buffer = Vec::new();
+        for (k, (first, m, dx_rows)) in blocks.into_iter().enumerate() {
+            let g = &grad[first * d_out..(first + m) * d_out];
+            let dz: &[f32] = match pre {
+                Some(pre) => {
+                    dz_buffer.resize(m * d_out, 0.0);
+                    let p = &pre[first * d_out..(first + m) * d_out];
+                    gelu_backward_rows(p, g, &mut dz_buffer);
+                    &dz_buffer
+                }
+                None => g,
+            };
+            column_sums(dz, &mut pb[..d_out]);
+            let dz_m = MatRef::row_major(dz, m, d_out);
+            if d_in > 0 && d_out > 0 {
+                gemm_into(
+                    x.row_range(first, m).t(),
+                    dz_m,
+                    &mut pw[..d_in * d_out],
+                    k > 0,
+                );
+            }
+            if want_x {
+                gemm_into(dz_m, weight.t(), zeroed(dx_rows), false);
+            }
+        }
+    });
+    // SAFETY: with `want_x`, the blocks cover all `n` rows and each zeroed its rows of `dx`
+    // (with `n = 0` it is empty); without, `dx` has no elements.
+    let dx = unsafe { dx.into_vec() };
+    let mut dw = vec![0.0f64; d_in * d_out];
+    for part in part_w.chunks_exact(w_len) {
+        for (s, v) in dw.iter_mut().zip(part) {
+            *s += f64::from(*v);
+        }
+    }
+    let mut db = vec![0.0f64; d_out];
+    for part in part_b.chunks_exact(b_len) {
+        for (s, v) in db.iter_mut().zip(part) {
+            *s += *v;
+        }
+    }
+    let narrow = |v: Vec<f64>| v.into_iter().map(|s| s as f32).collect::<Vec<f32>>();
+    (want_x.then_some(dx), narrow(dw), narrow(db))
+}
+
+multiversioned! {
+    /// Column sums of the rows of `acc.len()` values of `v`, added (f64) onto `acc`.
+    fn column_sums(v: &[f32], acc: &mut [f64]) {
+        if acc.is_empty() {
+            return;
+        }
+        for row in v.chunks_exact(acc.len()) {
+            for (a, &x) in acc.iter_mut().zip(row) {
+                *a += f64::from(x);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seeded values in [-1, 1).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn gelu(v: f64) -> f64 {
+        // erf by its Taylor series (|v| ≤ 4 here).
+        let x = v / 2f64.sqrt();
+        let (mut term, mut sum) = (x, x);
+        for k in 1..300 {
+            term *= -x * x / f64::from(k);
+            sum += term / f64::from(2 * k + 1);
+        }
+        0.5 * v * (1.0 + sum * 2.0 / std::f64::consts::PI.sqrt())
+    }
+
+    /// The layer in f64 from the formula.
+    fn reference(
+        x: &[f32],
+        w: &[f32],
+        b: &[f32],
+        r: Option<&[f32]>,
+        g: bool,
+        d: [usize; 3],
+    ) -> Vec<f64> {
+        let [n, d_in, d_out] = d;
+        let mut y = vec![0.0f64; n * d_out];
+        for i in 0..n {
+            for o in 0..d_out {
+                let mut z = f64::from(b[o]);
+                for k in 0..d_in {
+                    z += f64::from(x[i * d_in + k]) * f64::from(w[k * d_out + o]);
+                }
+                if g {
+                    z = gelu(z);
+                }
+                y[i * d_out + o] = z + r.map_or(0.0, |r| f64::from(r[i * d_out + o]));
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn forward_and_backward_match_the_formula_for_every_epilogue() {
+        // 600 rows: three blocks, the last of 88 rows.
+        let (n, d_in, d_out) = (600, 12, 5);
+        let (x, w, b) = (
+            values(n * d_in, 1),
+            values(d_in * d_out, 2),
+            values(d_out, 3),
+        );
+        let r = values(n * d_out, 4);
+        let grad = values(n * d_out, 5);
+        let xm = MatRef::row_major(&x, n, d_in);
+        let wm = MatRef::row_major(&w, d_in, d_out);
+        for (then, res, g) in [
+            (Then::Nothing, None, false),
+            (Then::Residual(&r), Some(&r[..]), false),
+            (Then::Gelu, None, true),
+        ] {
+            let (y, pre) = linear_forward(xm, wm, Some(&b), then);
+            let want = reference(&x, &w, &b, res, g, [n, d_in, d_out]);
+            for (k, (y, w)) in y.iter().zip(&want).enumerate() {
+                assert!(
+                    (f64::from(*y) - w).abs() < 2e-6,
+                    "{then:?} output {k}: {y} vs {w}"
+                );
+            }
+            let (dx, dw, db) = linear_backward(xm, wm, &grad, pre.as_deref(), true);
+            let dx = dx.expect("asked for");
+            // Gradients of Σ y ⊙ grad by the chain rule in f64.
+            let dz: Vec<f64> = (0..n * d_out)
+                .map(|k| {
+                    let gk = f64::from(grad[k]);
+                    if !g {
+                        return gk;
+                    }
+                    let (i, o) = (k / d_out, k % d_out);
+                    let z: f64 = f64::from(b[o])
+                        + (0..d_in)
+                            .map(|c| f64::from(x[i * d_in + c]) * f64::from(w[c * d_out + o]))
+                            .sum::<f64>();
+                    let h = 1e-5;
+                    gk * (gelu(z + h) - gelu(z - h)) / (2.0 * h)
+                })
+                .collect();
+            for o in 0..d_out {
+                let want: f64 = (0..n).map(|i| dz[i * d_out + o]).sum();
+                assert!((f64::from(db[o]) - want).abs() < 1e-4, "{then:?} db {o}");
+                for c in 0..d_in {
+                    let want: f64 = (0..n)
+                        .map(|i| f64::from(x[i * d_in + c]) * dz[i * d_out + o])
+                        .sum();
+                    assert!(
+                        (f64::from(dw[c * d_out + o]) - want).abs() < 1e-4,
+                        "{then:?} dW"
+                    );
+                }
+            }
+            for i in 0..n {
+                for c in 0..d_in {
+                    let want: f64 = (0..d_out)
+                        .map(|o| dz[i * d_out + o] * f64::from(w[c * d_out + o]))
+                        .sum();
+                    assert!(
+                        (f64::from(dx[i * d_in + c]) - want).abs() < 1e-5,
+                        "{then:?} dx"
+                    );
+                }
+            }
+        }
+    }
+}
