@@ -41,11 +41,59 @@ fn lanes_product(x: &[f32], m: &[f32], sp: usize, row: &mut [f32]) {
     }
 }
 
-/// `acc += a · b`, element by element (separate slices: the loop vectorises).
+/// The largest value of `row` (whole groups of [`LANES`]; no NaN: a comparison per lane, which
+/// vectorises, where `f32::max`'s NaN rule does not).
 #[inline(always)]
-fn axpy(acc: &mut [f32], a: f32, b: &[f32]) {
-    for (acc, &b) in acc.iter_mut().zip(b) {
-        *acc += a * b;
+fn lanes_max(row: &[f32]) -> f32 {
+    let mut m = [f32::NEG_INFINITY; LANES];
+    for chunk in row.chunks_exact(LANES) {
+        for (m, &v) in m.iter_mut().zip(chunk) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    m.into_iter()
+        .fold(f32::NEG_INFINITY, |a, v| if v > a { v } else { a })
+}
+
+/// `Σ row` over whole groups of [`LANES`]: per lane down the groups, then the lanes halved
+/// pairwise (a fixed order that vectorises).
+#[inline(always)]
+fn lanes_sum(row: &[f32]) -> f32 {
+    let mut m = [0.0f32; LANES];
+    for chunk in row.chunks_exact(LANES) {
+        for (m, &v) in m.iter_mut().zip(chunk) {
+            *m += v;
+        }
+    }
+    let mut width = LANES / 2;
+    while width > 0 {
+        for k in 0..width {
+            m[k] += m[k + width];
+        }
+        width /= 2;
+    }
+    m[0]
+}
+
+/// `out = Σⱼ p[j] · row(j)`, [`LANES`] columns at a time held in registers across the sum.
+#[inline(always)]
+fn weighted_rows<'r>(p: &[f32], row: impl Fn(usize) -> &'r [f32], out: &mut [f32]) {
+    let body = out.len() / LANES * LANES;
+    for c in (0..body).step_by(LANES) {
+        let mut acc = [0.0f32; LANES];
+        for (j, &pj) in p.iter().enumerate() {
+            let v: &[f32; LANES] = row(j)[c..c + LANES].try_into().expect("LANES values");
+            for (a, &v) in acc.iter_mut().zip(v) {
+                *a += pj * v;
+            }
+        }
+        out[c..c + LANES].copy_from_slice(&acc);
+    }
+    for (t, o) in out.iter_mut().enumerate().skip(body) {
+        *o = p
+            .iter()
+            .enumerate()
+            .fold(0.0, |a, (j, &pj)| a + pj * row(j)[t]);
     }
 }
 
@@ -175,29 +223,35 @@ multiversioned! {
             for i in 0..s {
                 let q = seq.row(0, h, i);
                 lanes_product(q, kt, sp, row);
-                let logits = &mut p[i * s..(i + 1) * s];
-                for (l, &r) in logits.iter_mut().zip(row.iter()) {
-                    *l = r / scale;
+                // The softmax over whole groups of lanes: past the sequence's end −∞ before
+                // the maximum, 0 after the exponential (so the sum is the sequence's).
+                for r in row.iter_mut() {
+                    *r /= scale;
                 }
                 if let (Some(b), true) = (seq.bias, i > 0) {
                     let o = s - 1;
-                    for (j, l) in logits.iter_mut().enumerate().skip(1) {
-                        *l += b[((i - 1) * o + j - 1) * heads + h];
+                    for (j, r) in row[..s].iter_mut().enumerate().skip(1) {
+                        *r += b[((i - 1) * o + j - 1) * heads + h];
                     }
                 }
-                let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-                for l in logits.iter_mut() {
-                    *l = exp(*l - max);
+                row[s..].fill(f32::NEG_INFINITY);
+                let max = lanes_max(row);
+                for chunk in row.chunks_exact_mut(LANES) {
+                    for r in chunk {
+                        *r = exp(*r - max);
+                    }
                 }
-                let sum: f32 = logits.iter().sum();
-                for l in logits.iter_mut() {
-                    *l /= sum;
+                row[s..].fill(0.0);
+                let sum = lanes_sum(row);
+                for chunk in row.chunks_exact_mut(LANES) {
+                    for r in chunk {
+                        *r /= sum;
+                    }
                 }
+                let logits = &mut p[i * s..(i + 1) * s];
+                logits.copy_from_slice(&row[..s]);
                 let o = &mut out[i * seq.d + h * dh..][..dh];
-                o.fill(0.0);
-                for (j, &pj) in logits.iter().enumerate() {
-                    axpy(o, pj, seq.row(2, h, j));
-                }
+                weighted_rows(&row[..s], |j| seq.row(2, h, j), o);
             }
         }
     }
@@ -218,20 +272,25 @@ multiversioned! {
         let (s, d, dh, heads) = (seq.s, seq.d, seq.dh(), seq.heads);
         let scale = (dh as f32).sqrt();
         let sp = s.next_multiple_of(LANES);
-        let (vt, ds) = scratch_parts(scratch, dh, s);
+        // vᵀ [dh, sp], a row [sp], dS/√dₕ [s, s], a column [s].
+        scratch.resize(dh * sp + sp + s * s + s, 0.0);
+        let (vt, rest) = scratch.split_at_mut(dh * sp);
+        let (row, rest) = rest.split_at_mut(sp);
+        let (dsm, col) = rest.split_at_mut(s * s);
+        let col = &mut col[..s];
         for h in 0..heads {
-            seq.transposed(2, h, vt); // vᵀ [dh, sp]
+            seq.transposed(2, h, vt);
             let p = &probs[h * s * s..(h + 1) * s * s];
+            let g = |i: usize| &grad[i * d + h * dh..][..dh];
             for i in 0..s {
-                let g = &grad[i * d + h * dh..][..dh];
                 let pi = &p[i * s..(i + 1) * s];
-                // dP_ij = g_i · v_j
-                lanes_product(g, vt, sp, ds);
-                let ds = &mut ds[..s];
-                // dS = P ⊙ (dP − Σ_j P dP)
-                let dot: f32 = pi.iter().zip(ds.iter()).map(|(p, x)| p * x).sum();
-                for (x, &pj) in ds.iter_mut().zip(pi) {
-                    *x = pj * (*x - dot);
+                // dP_ij = g_i · v_j; dS = P ⊙ (dP − Σ_j P dP)
+                lanes_product(g(i), vt, sp, row);
+                let dp = &row[..s];
+                let dot: f32 = pi.iter().zip(dp).map(|(p, x)| p * x).sum();
+                let ds = &mut dsm[i * s..(i + 1) * s];
+                for ((x, &pj), &dpj) in ds.iter_mut().zip(pi).zip(dp) {
+                    *x = pj * (dpj - dot);
                 }
                 if let (Some(db), true) = (dbias.as_deref_mut(), i > 0) {
                     let o = s - 1;
@@ -239,15 +298,27 @@ multiversioned! {
                         db[((i - 1) * o + j - 1) * heads + h] = x;
                     }
                 }
-                // dQ_i = Σ_j dS_ij k_j / √dₕ; dK_j += dS_ij q_i / √dₕ; dV_j += P_ij g_i
-                let q = seq.row(0, h, i);
-                for j in 0..s {
-                    let x = ds[j] / scale;
-                    let k = seq.row(1, h, j);
-                    axpy(&mut dqkv[i * 3 * d + h * dh..][..dh], x, k);
-                    axpy(&mut dqkv[j * 3 * d + d + h * dh..][..dh], x, q);
-                    axpy(&mut dqkv[j * 3 * d + 2 * d + h * dh..][..dh], pi[j], g);
+                for x in ds.iter_mut() {
+                    *x /= scale;
                 }
+            }
+            // dQ_i = Σ_j dS_ij k_j / √dₕ, each row written once (dqkv starts at zero).
+            for i in 0..s {
+                let out = &mut dqkv[i * 3 * d + h * dh..][..dh];
+                weighted_rows(&dsm[i * s..(i + 1) * s], |j| seq.row(1, h, j), out);
+            }
+            // dK_j = Σ_i dS_ij q_i / √dₕ; dV_j = Σ_i P_ij g_i.
+            for j in 0..s {
+                for (c, i) in col.iter_mut().zip(0..s) {
+                    *c = dsm[i * s + j];
+                }
+                let out = &mut dqkv[j * 3 * d + d + h * dh..][..dh];
+                weighted_rows(col, |i| seq.row(0, h, i), out);
+                for (c, i) in col.iter_mut().zip(0..s) {
+                    *c = p[i * s + j];
+                }
+                let out = &mut dqkv[j * 3 * d + 2 * d + h * dh..][..dh];
+                weighted_rows(col, g, out);
             }
         }
     }
