@@ -1,5 +1,5 @@
 //! The kernels each backend runs the models with: on the CPU, the Edge_Network's fused MLP
-//! blocks and the ROOT-Transformer's fused attention, LayerNorms and GELUs.
+//! blocks and the ROOT-Transformer's fused attention, LayerNorms and linear layers.
 
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
@@ -64,7 +64,7 @@ pub trait TrainingBackend: AutodiffBackend {
 }
 
 /// burn-flex: each MLP block as one kernel over blocks of rows (gnn4c-root-gnn-cpu), the
-/// Transformer's attention, LayerNorms and GELUs one kernel each (gnn4c-root-transformer-cpu);
+/// Transformer's attention, LayerNorms and linear layers one kernel each (gnn4c-root-transformer-cpu);
 /// the same values as Burn's operations one at a time (measured in docs/performance.md).
 impl InferenceBackend for burn::backend::Flex {
     type Kernel = FusedMlp;

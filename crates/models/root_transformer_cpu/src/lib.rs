@@ -33,7 +33,7 @@ use burn::tensor::TensorPrimitive;
 use burn::tensor::ops::FloatTensor;
 use gnn4c_root_transformer::{LAYER_NORM_EPSILON, OpByOp, Sequences, TransformerKernel};
 
-/// A backend that runs the Transformer's LayerNorm, bias + GELU and packed attention as one
+/// A backend that runs the Transformer's LayerNorm, linear layers and packed attention as one
 /// operation each; `None` where it does not run these tensors (the caller then runs Burn's
 /// operations).
 pub trait TransformerBackend: Backend {
@@ -126,7 +126,7 @@ pub trait TransformerGradBackend: TransformerBackend {
     ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>);
 }
 
-/// Runs the Transformer's LayerNorms, feed-forward GELUs and attention as one operation each of
+/// Runs the Transformer's LayerNorms, linear layers and attention as one operation each of
 /// the backend ([`TransformerBackend`]), in inference and in training (see the crate docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FusedTransformer;
