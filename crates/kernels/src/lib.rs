@@ -25,6 +25,8 @@ mod mat;
 mod mlp;
 mod norm;
 mod rows;
+#[cfg(test)]
+mod test_values;
 
 pub use alloc::tune_allocator;
 pub use attention::{Attention, attention_backward, attention_forward};

@@ -193,19 +193,7 @@ pub fn layer_norm_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Seeded values in [-1, 1) (a linear congruential generator: no dependency).
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::test_values::values;
 
     /// The f64 LayerNorm of one row and its gradient, from the same f32 inputs.
     fn reference(x: &[f32], g: &[f32], gamma: &[f32], beta: &[f32]) -> (Vec<f64>, Vec<f64>) {

@@ -76,7 +76,11 @@ pub(crate) fn local_ntuples() -> Vec<Fixture> {
 }
 
 fn local(tree_key: &str, fields_key: &str, type_key: &str) -> Vec<Fixture> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    // The crate's folder as `cargo test` names it when running (a test binary reused from a
+    // checkout elsewhere keeps its build-time path), else as it was built.
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let dir = crate_dir.join("tests/data");
     archives(&dir, tree_key, fields_key, type_key, &|_, file| {
         dir.join(format!("{file}.root"))
     })
