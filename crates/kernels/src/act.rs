@@ -54,6 +54,15 @@ multiversioned! {
 }
 
 multiversioned! {
+    /// `v = GELU(v)`, element by element.
+    pub(crate) fn gelu_in_place(v: &mut [f32]) {
+        for v in v.iter_mut() {
+            *v = 0.5 * *v * (1.0 + erf(*v * FRAC_1_SQRT_2));
+        }
+    }
+}
+
+multiversioned! {
     /// `dz = g · GELU′(z)`, element by element.
     pub(crate) fn gelu_backward_rows(z: &[f32], grad: &[f32], dz: &mut [f32]) {
         for ((&v, &g), dz) in z.iter().zip(grad).zip(dz.iter_mut()) {

@@ -13,7 +13,7 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use crate::act::{gelu_backward_rows, gelu_rows};
+use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
 use crate::mat::{MatRef, gemm_into, row_blocks};
 use crate::rows::{RowsOut, zeroed};
 
@@ -30,8 +30,12 @@ pub enum Then<'a> {
     Nothing,
     /// `residual + x · W + b` (`residual`: `[rows, d_out]` row-major).
     Residual(&'a [f32]),
-    /// `GELU(x · W + b)`, the exact (erf) GELU; the forward keeps `x · W + b` for the backward.
-    Gelu,
+    /// `GELU(x · W + b)`, the exact (erf) GELU; with `keep_input`, the forward also returns
+    /// `x · W + b` for the backward (in place otherwise).
+    Gelu {
+        /// Return the GELU's input (training).
+        keep_input: bool,
+    },
 }
 
 /// `x [n, d_in] · weight [d_in, d_out] + bias`, then `then`: the output `[n, d_out]` and, after
@@ -51,12 +55,13 @@ pub fn linear_forward(
     if let Then::Residual(r) = then {
         assert_eq!(r.len(), n * d_out, "linear: the residual's shape");
     }
-    let gelu = matches!(then, Then::Gelu);
+    let gelu = matches!(then, Then::Gelu { .. });
+    let keep = matches!(then, Then::Gelu { keep_input: true });
     let mut out = RowsOut::new(n * d_out);
-    let mut pre = RowsOut::new(if gelu { n * d_out } else { 0 });
+    let mut pre = RowsOut::new(if keep { n * d_out } else { 0 });
     if n == 0 || d_out == 0 {
         // SAFETY: nothing to initialise (zero elements).
-        return unsafe { (out.into_vec(), gelu.then(|| pre.into_vec())) };
+        return unsafe { (out.into_vec(), keep.then(|| pre.into_vec())) };
     }
     let blocks = row_blocks(n, ROWS);
     /// A block: its first row, its rows, its rows of the output and of the GELU's input.
@@ -71,7 +76,7 @@ pub fn linear_forward(
     for &(first, m) in &blocks {
         let (mine, tail) = rest.split_at_mut(m * d_out);
         rest = tail;
-        let (mine_pre, tail_pre) = if gelu {
+        let (mine_pre, tail_pre) = if keep {
             rest_pre.split_at_mut(m * d_out)
         } else {
             (&mut [][..], rest_pre)
@@ -81,7 +86,7 @@ pub fn linear_forward(
     }
     parts.into_par_iter().for_each(|(first, m, out, pre)| {
         let (out, pre) = (zeroed(out), zeroed(pre));
-        let z: &mut [f32] = if gelu { &mut *pre } else { &mut *out };
+        let z: &mut [f32] = if keep { &mut *pre } else { &mut *out };
         for (k, row) in z.chunks_exact_mut(d_out).enumerate() {
             match (then, bias) {
                 (Then::Residual(r), Some(b)) => {
@@ -98,13 +103,15 @@ pub fn linear_forward(
             }
         }
         gemm_into(x.row_range(first, m), weight, z, true);
-        if gelu {
+        if keep {
             gelu_rows(pre, out);
+        } else if gelu {
+            gelu_in_place(out);
         }
     });
     // SAFETY: the blocks cover all `n` rows, and each zeroed then wrote its rows of `out` (and
-    // of `pre` when there is a GELU).
-    unsafe { (out.into_vec(), gelu.then(|| pre.into_vec())) }
+    // of `pre` when it is kept).
+    unsafe { (out.into_vec(), keep.then(|| pre.into_vec())) }
 }
 
 /// The gradients of [`linear_forward`] for the output's gradient `grad [n, d_out]`: `dx` (if
@@ -278,7 +285,7 @@ mod tests {
         for (then, res, g) in [
             (Then::Nothing, None, false),
             (Then::Residual(&r), Some(&r[..]), false),
-            (Then::Gelu, None, true),
+            (Then::Gelu { keep_input: true }, None, true),
         ] {
             let (y, pre) = linear_forward(xm, wm, Some(&b), then);
             let want = reference(&x, &w, &b, res, g, [n, d_in, d_out]);

@@ -123,21 +123,4 @@ impl TokenBatch {
             .collect();
         TokenBatch::collate(&events, d_token, d_global, d_pair)
     }
-
-    /// `[n_events, l, l]`: 1 for a pair of two distinct real objects, else 0 (no bias).
-    pub fn pair_valid(&self) -> Vec<f32> {
-        let l = self.n_tokens;
-        let mut v = vec![0.0; self.n_events * l * l];
-        for e in 0..self.n_events {
-            for i in 0..l {
-                for j in 0..l {
-                    let real = !self.padding[e * l + i] && !self.padding[e * l + j];
-                    if real && i != j {
-                        v[(e * l + i) * l + j] = 1.0;
-                    }
-                }
-            }
-        }
-        v
-    }
 }

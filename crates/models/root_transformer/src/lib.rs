@@ -15,6 +15,5 @@ pub use family::RootTransformerFamily;
 pub use model::{
     EmbedBlock, EncoderLayer, HEAD_WEIGHT, LAYER_NORM_EPSILON, OpByOp, PairEmbed, RootTransformer,
     RootTransformerConfig, SelfAttention, Sequences, TransformerKernel, is_head_parameter,
-    layer_norm,
 };
 pub use weights::{load_pytorch_safetensors, save_pytorch_safetensors};

@@ -177,7 +177,7 @@ impl RootTransformerConfig {
 
 /// LayerNorm over the last dimension with the centred variance (as the Edge_Network's
 /// `Mlp::normalize`: burn-flex's one-sweep `layer_norm` loses digits for rows with a large mean).
-pub fn layer_norm<B: Backend, const D: usize>(ln: &LayerNorm<B>, x: Tensor<B, D>) -> Tensor<B, D> {
+fn layer_norm<B: Backend, const D: usize>(ln: &LayerNorm<B>, x: Tensor<B, D>) -> Tensor<B, D> {
     let mean = x.clone().mean_dim(D - 1);
     let centred = x - mean;
     let var = (centred.clone() * centred.clone()).mean_dim(D - 1);
@@ -200,7 +200,7 @@ pub fn layer_norm<B: Backend, const D: usize>(ln: &LayerNorm<B>, x: Tensor<B, D>
 /// Tokens are packed: the rows of every event's sequence (its class token, then its objects)
 /// one after the other, without padding ([`Sequences`]).
 pub trait TransformerKernel<B: Backend> {
-    /// [`layer_norm`] over rows.
+    /// LayerNorm over rows, with the centred variance.
     ///
     /// # Shapes
     /// `x [rows, d]` → `[rows, d]`.
@@ -270,11 +270,6 @@ pub struct Sequences {
 }
 
 impl Sequences {
-    /// All rows.
-    pub fn rows(&self) -> usize {
-        self.lens.iter().sum()
-    }
-
     /// All object pairs, `Σ (s − 1)²`.
     pub fn pairs(&self) -> usize {
         self.lens.iter().map(|&s| (s - 1) * (s - 1)).sum()

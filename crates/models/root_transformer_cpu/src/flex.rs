@@ -123,6 +123,52 @@ fn attention_inputs(
     Some((f32s(qkv)?, bias))
 }
 
+/// The linear layer's output and, `for_backward`, what its backward needs (the GELU's input
+/// kept), or `None` for tensors the kernels do not take.
+fn linear(
+    x: &FlexTensor,
+    weight: &FlexTensor,
+    bias: Option<&FlexTensor>,
+    residual: Option<&FlexTensor>,
+    gelu: bool,
+    for_backward: bool,
+) -> Option<(FlexTensor, LinearSaved)> {
+    let is_f32 = |t: &FlexTensor| t.dtype() == DType::F32;
+    if !is_f32(x) || !is_f32(weight) || (gelu && residual.is_some()) {
+        return None;
+    }
+    let (xm, wm) = (matrix(x)?, matrix(weight)?);
+    let (n, d_out) = (xm.rows(), wm.cols());
+    if xm.cols() != wm.rows() {
+        return None;
+    }
+    let bias = match bias {
+        Some(b) if b.layout().num_elements() == d_out => Some(f32s(b)?),
+        Some(_) => return None,
+        None => None,
+    };
+    let residual = match residual {
+        Some(r) if shape(r) == [n, d_out] => Some(f32s(r)?),
+        Some(_) => return None,
+        None => None,
+    };
+    let then = match (&residual, gelu) {
+        (Some(r), _) => Then::Residual(values(r)),
+        (None, true) => Then::Gelu {
+            keep_input: for_backward,
+        },
+        (None, false) => Then::Nothing,
+    };
+    let (y, pre) = linear_forward(xm, wm, bias.as_ref().map(values), then);
+    let saved = LinearSaved {
+        x: x.clone(),
+        weight: weight.clone(),
+        pre: pre.map(|p| tensor(p, &[n, d_out])),
+        d_out,
+    };
+    Some((tensor(y, &[n, d_out]), saved))
+}
+
 impl TransformerBackend for Flex {
     fn row_layer_norm(
         x: FlexTensor,
@@ -140,8 +186,7 @@ impl TransformerBackend for Flex {
         residual: Option<FlexTensor>,
         gelu: bool,
     ) -> Option<FlexTensor> {
-        Self::fused_linear_saving(&x, &weight, bias.as_ref(), residual.as_ref(), gelu)
-            .map(|(y, _)| y)
+        linear(&x, &weight, bias.as_ref(), residual.as_ref(), gelu, false).map(|(y, _)| y)
     }
 
     fn packed_attention(
@@ -199,38 +244,7 @@ impl TransformerGradBackend for Flex {
         residual: Option<&FlexTensor>,
         gelu: bool,
     ) -> Option<(FlexTensor, LinearSaved)> {
-        let is_f32 = |t: &FlexTensor| t.dtype() == DType::F32;
-        if !is_f32(x) || !is_f32(weight) || (gelu && residual.is_some()) {
-            return None;
-        }
-        let (xm, wm) = (matrix(x)?, matrix(weight)?);
-        let (n, d_out) = (xm.rows(), wm.cols());
-        if xm.cols() != wm.rows() {
-            return None;
-        }
-        let bias = match bias {
-            Some(b) if b.layout().num_elements() == d_out => Some(f32s(b)?),
-            Some(_) => return None,
-            None => None,
-        };
-        let residual = match residual {
-            Some(r) if shape(r) == [n, d_out] => Some(f32s(r)?),
-            Some(_) => return None,
-            None => None,
-        };
-        let then = match (&residual, gelu) {
-            (Some(r), _) => Then::Residual(values(r)),
-            (None, true) => Then::Gelu,
-            (None, false) => Then::Nothing,
-        };
-        let (y, pre) = linear_forward(xm, wm, bias.as_ref().map(values), then);
-        let saved = LinearSaved {
-            x: x.clone(),
-            weight: weight.clone(),
-            pre: pre.map(|p| tensor(p, &[n, d_out])),
-            d_out,
-        };
-        Some((tensor(y, &[n, d_out]), saved))
+        linear(x, weight, bias, residual, gelu, true)
     }
 
     fn fused_linear_backward(
