@@ -31,13 +31,22 @@ pub(crate) fn exp(x: f32) -> f32 {
 /// formula of PyTorch's vectorised CPU `erf`, which its GELU runs).
 #[inline(always)]
 fn erf(x: f32) -> f32 {
+    erf_and_gauss(x).0
+}
+
+/// `erf(x)` as [`erf`] and `exp(−x²)`, which its formula computes on the way.
+#[inline(always)]
+fn erf_and_gauss(x: f32) -> (f32, f32) {
     let a = x.abs();
     let t = 1.0 / (1.0 + 0.327_591_1 * a);
     let poly = ((((1.061_405_4 * t - 1.453_152_1) * t + 1.421_413_8) * t - 0.284_496_74) * t
         + 0.254_829_6)
         * t;
-    (1.0 - poly * exp(-a * a)).copysign(x)
+    let gauss = exp(-a * a);
+    ((1.0 - poly * gauss).copysign(x), gauss)
 }
+
+use std::mem::MaybeUninit;
 
 /// `1/√2`.
 const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
@@ -45,10 +54,11 @@ const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 const FRAC_1_SQRT_2PI: f32 = 0.398_942_3;
 
 multiversioned! {
-    /// `y = GELU(z)`, element by element.
-    pub(crate) fn gelu_rows(z: &[f32], y: &mut [f32]) {
+    /// `y = GELU(z)`, element by element, every slot of `y` written.
+    pub(crate) fn gelu_rows(z: &[f32], y: &mut [MaybeUninit<f32>]) {
+        assert_eq!(z.len(), y.len(), "GELU rows");
         for (&v, y) in z.iter().zip(y.iter_mut()) {
-            *y = 0.5 * v * (1.0 + erf(v * FRAC_1_SQRT_2));
+            y.write(0.5 * v * (1.0 + erf(v * FRAC_1_SQRT_2)));
         }
     }
 }
@@ -66,8 +76,10 @@ multiversioned! {
     /// `dz = g · GELU′(z)`, element by element.
     pub(crate) fn gelu_backward_rows(z: &[f32], grad: &[f32], dz: &mut [f32]) {
         for ((&v, &g), dz) in z.iter().zip(grad).zip(dz.iter_mut()) {
-            let cdf = 0.5 * (1.0 + erf(v * FRAC_1_SQRT_2));
-            let pdf = FRAC_1_SQRT_2PI * exp(-0.5 * v * v);
+            // erf(v/√2) and exp(−v²/2) from one exponential.
+            let (erf, gauss) = erf_and_gauss(v * FRAC_1_SQRT_2);
+            let cdf = 0.5 * (1.0 + erf);
+            let pdf = FRAC_1_SQRT_2PI * gauss;
             *dz = g * (cdf + v * pdf);
         }
     }
@@ -127,7 +139,7 @@ mod tests {
             .collect();
         let g: Vec<f32> = (0..z.len()).map(|i| ((i % 7) as f32 - 3.0) * 0.5).collect();
         let (mut y, mut dz) = (vec![0.0; z.len()], vec![0.0; z.len()]);
-        gelu_rows(&z, &mut y);
+        gelu_rows(&z, crate::rows::as_slots(&mut y));
         gelu_backward_rows(&z, &g, &mut dz);
         for (i, &v) in z.iter().enumerate() {
             let v = f64::from(v);

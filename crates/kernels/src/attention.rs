@@ -7,101 +7,137 @@
 //! (rows and columns 1..s; the class token's row and column get none). The backward takes the
 //! probabilities the forward kept (`s²` per head and sequence, the only `[s, s]` values kept).
 //!
-//! The products run along contiguous rows (k and v transposed per head into scratch), so the
-//! loops vectorise over the sequence or over `dₕ`; sums run in a fixed order, and a sequence's
-//! values depend on that sequence alone, whatever the threads.
+//! The products run along contiguous rows (q or v transposed per head into scratch), a few rows
+//! at a time with their sums in registers, so the loops vectorise over the sequence or over
+//! `dₕ`; the forward's softmax runs across the rows of the transposed logits (whole vectors,
+//! no reduction within one). Sums run in a fixed order, and a sequence's values depend on that
+//! sequence alone, whatever the threads.
+
+use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
 use crate::act::exp;
+use crate::rows::RowsOut;
 
 /// Sequences per task.
 const SEQUENCES: usize = 8;
 
-/// A row over the sequence is computed in whole groups of this many lanes (zeros beyond the
-/// sequence's end), so that it runs in full vectors of any width up to 16; each lane is its own
-/// sum, so the values do not depend on the width.
+/// A row over the sequence is computed in whole groups of this many lanes (beyond the
+/// sequence's end from zeros, and never read), so that it runs in full vectors of any width up
+/// to 16; each lane is its own sum, so the values do not depend on the width.
 const LANES: usize = 16;
 
-/// `row[j] = Σₜ x[t] · m[t][j]` for `m [x.len(), sp]` row-major, in groups of [`LANES`] held in
-/// registers across the sum (t ascending).
+/// Rows computed together by [`products`] and [`weighted`]: independent sums in registers,
+/// one load of `m` or of a `row(j)` shared by all of them.
+const GROUP: usize = 4;
+
+/// [`products`] for rows `0..n` into `out [n, sp]`: groups of [`GROUP`] rows, then the rest.
 #[inline(always)]
-fn lanes_product(x: &[f32], m: &[f32], sp: usize, row: &mut [f32]) {
-    for (c, out) in row.chunks_exact_mut(LANES).enumerate() {
-        let mut acc = [0.0f32; LANES];
-        for (t, &xt) in x.iter().enumerate() {
-            let b: &[f32; LANES] = m[t * sp + c * LANES..][..LANES]
-                .try_into()
-                .expect("LANES values");
-            for (acc, &b) in acc.iter_mut().zip(b) {
-                *acc += xt * b;
+fn all_products<'x>(
+    n: usize,
+    x: impl Fn(usize) -> &'x [f32] + Copy,
+    m: &[f32],
+    sp: usize,
+    out: &mut [f32],
+) {
+    let mut i = 0;
+    while i + GROUP <= n {
+        products::<GROUP>(x, i, m, sp, &mut out[i * sp..(i + GROUP) * sp]);
+        i += GROUP;
+    }
+    for i in i..n {
+        products::<1>(x, i, m, sp, &mut out[i * sp..(i + 1) * sp]);
+    }
+}
+
+/// [`weighted`] for rows `0..n`: groups of [`GROUP`] rows, then the rest.
+#[inline(always)]
+fn all_weighted<'r>(
+    n: usize,
+    terms: usize,
+    coef: impl Fn(usize, usize) -> f32 + Copy,
+    row: impl Fn(usize) -> &'r [f32] + Copy,
+    out: &mut [MaybeUninit<f32>],
+    at: impl Fn(usize) -> usize + Copy,
+) {
+    let mut i = 0;
+    while i + GROUP <= n {
+        weighted::<GROUP>(terms, coef, row, i, out, at);
+        i += GROUP;
+    }
+    for i in i..n {
+        weighted::<1>(terms, coef, row, i, out, at);
+    }
+}
+
+/// `out[r][j] = Σₜ x(first + r)[t] · m[t][j]` for the `R` rows `r` (`out`: `R` rows of `sp`,
+/// `m [x.len(), sp]` row-major), in groups of [`LANES`] held in registers across the sum
+/// (t ascending).
+#[inline(always)]
+fn products<'x, const R: usize>(
+    x: impl Fn(usize) -> &'x [f32],
+    first: usize,
+    m: &[f32],
+    sp: usize,
+    out: &mut [f32],
+) {
+    let xs: [&[f32]; R] = std::array::from_fn(|r| x(first + r));
+    let n = xs[0].len();
+    for c in (0..sp).step_by(LANES) {
+        let mut acc = [[0.0f32; LANES]; R];
+        for t in 0..n {
+            let b: &[f32; LANES] = m[t * sp + c..][..LANES].try_into().expect("LANES values");
+            for (acc, x) in acc.iter_mut().zip(&xs) {
+                let xt = x[t];
+                for (acc, &b) in acc.iter_mut().zip(b) {
+                    *acc += xt * b;
+                }
             }
         }
-        out.copy_from_slice(&acc);
+        for (r, acc) in acc.iter().enumerate() {
+            out[r * sp + c..][..LANES].copy_from_slice(acc);
+        }
     }
 }
 
-/// The largest value of `row` (whole groups of [`LANES`]; no NaN: a comparison per lane, which
-/// vectorises, where `f32::max`'s NaN rule does not).
+/// `out(i) = Σⱼ coef(i, j) · row(j)` (j in `0..terms`) for the `R` rows `i` from `first`,
+/// [`LANES`] columns at a time held in registers across the sum (j ascending); every slot of
+/// the output rows written (`at(i)` is where row `i` starts in `out`).
 #[inline(always)]
-fn lanes_max(row: &[f32]) -> f32 {
-    let mut m = [f32::NEG_INFINITY; LANES];
-    for chunk in row.chunks_exact(LANES) {
-        for (m, &v) in m.iter_mut().zip(chunk) {
-            *m = if v > *m { v } else { *m };
-        }
-    }
-    m.into_iter()
-        .fold(f32::NEG_INFINITY, |a, v| if v > a { v } else { a })
-}
-
-/// `Σ row` over whole groups of [`LANES`]: per lane down the groups, then the lanes halved
-/// pairwise (a fixed order that vectorises).
-#[inline(always)]
-fn lanes_sum(row: &[f32]) -> f32 {
-    let mut m = [0.0f32; LANES];
-    for chunk in row.chunks_exact(LANES) {
-        for (m, &v) in m.iter_mut().zip(chunk) {
-            *m += v;
-        }
-    }
-    let mut width = LANES / 2;
-    while width > 0 {
-        for k in 0..width {
-            m[k] += m[k + width];
-        }
-        width /= 2;
-    }
-    m[0]
-}
-
-/// `out = Σⱼ p[j] · row(j)`, [`LANES`] columns at a time held in registers across the sum.
-#[inline(always)]
-fn weighted_rows<'r>(p: &[f32], row: impl Fn(usize) -> &'r [f32], out: &mut [f32]) {
-    let body = out.len() / LANES * LANES;
+fn weighted<'r, const R: usize>(
+    terms: usize,
+    coef: impl Fn(usize, usize) -> f32,
+    row: impl Fn(usize) -> &'r [f32],
+    first: usize,
+    out: &mut [MaybeUninit<f32>],
+    at: impl Fn(usize) -> usize,
+) {
+    let width = row(0).len();
+    let body = width / LANES * LANES;
     for c in (0..body).step_by(LANES) {
-        let mut acc = [0.0f32; LANES];
-        for (j, &pj) in p.iter().enumerate() {
+        let mut acc = [[0.0f32; LANES]; R];
+        for j in 0..terms {
             let v: &[f32; LANES] = row(j)[c..c + LANES].try_into().expect("LANES values");
-            for (a, &v) in acc.iter_mut().zip(v) {
-                *a += pj * v;
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let pj = coef(first + r, j);
+                for (a, &v) in acc.iter_mut().zip(v) {
+                    *a += pj * v;
+                }
             }
         }
-        out[c..c + LANES].copy_from_slice(&acc);
+        for (r, acc) in acc.iter().enumerate() {
+            for (o, &a) in out[at(first + r) + c..][..LANES].iter_mut().zip(acc) {
+                o.write(a);
+            }
+        }
     }
-    for (t, o) in out.iter_mut().enumerate().skip(body) {
-        *o = p
-            .iter()
-            .enumerate()
-            .fold(0.0, |a, (j, &pj)| a + pj * row(j)[t]);
+    for i in first..first + R {
+        for t in body..width {
+            let v = (0..terms).fold(0.0, |a, j| a + coef(i, j) * row(j)[t]);
+            out[at(i) + t].write(v);
+        }
     }
-}
-
-/// `scratch` cut into a transposed head `[dₕ, sp]` and a row `[sp]` for a sequence of `s`.
-fn scratch_parts(scratch: &mut Vec<f32>, dh: usize, s: usize) -> (&mut [f32], &mut [f32]) {
-    let sp = s.next_multiple_of(LANES);
-    scratch.resize((dh + 1) * sp, 0.0);
-    scratch[..(dh + 1) * sp].split_at_mut(dh * sp)
 }
 
 /// Attention's inputs: every sequence's rows, one after the other.
@@ -211,82 +247,120 @@ impl Seq<'_> {
 }
 
 multiversioned! {
-    /// One sequence's forward: `out [s, d]`, and the probabilities `[heads, s, s]` into `probs`.
-    fn sequence_forward(seq: Seq<'_>, out: &mut [f32], probs: &mut [f32], scratch: &mut Vec<f32>) {
-        let (s, dh, heads) = (seq.s, seq.dh(), seq.heads);
-        let scale = (dh as f32).sqrt();
+    /// One sequence's forward: `out [s, d]` (every slot written), and the probabilities
+    /// (`[heads, s, s]`, per head `Pᵀ`: element `(j, i)` is `P_ij`) into `probs` where they are
+    /// kept.
+    ///
+    /// Per head the logits are computed transposed, `Lᵀ [s, sp]` with row `j` holding `q_i·k_j`
+    /// for every `i` along the lanes, so that the softmax over `j` is element-wise across rows
+    /// (maxima, exponentials and sums of whole vectors, no reduction within a vector); lanes
+    /// past the sequence's end hold finite values that nothing reads.
+    fn sequence_forward(
+        seq: Seq<'_>,
+        out: &mut [MaybeUninit<f32>],
+        probs: Option<&mut [f32]>,
+        scratch: &mut Vec<f32>,
+    ) {
+        let mut probs = probs;
+        let (s, d, dh, heads) = (seq.s, seq.d, seq.dh(), seq.heads);
+        let inv_scale = 1.0 / (dh as f32).sqrt();
         let sp = s.next_multiple_of(LANES);
-        let (kt, row) = scratch_parts(scratch, dh, s);
+        // qᵀ [dh, sp]; Lᵀ, then Pᵀ [s, sp]; per lane the maximum, then 1 / the sum [sp].
+        scratch.resize((dh + s + 1) * sp, 0.0);
+        let (qt, rest) = scratch.split_at_mut(dh * sp);
+        let (lt, acc) = rest.split_at_mut(s * sp);
         for h in 0..heads {
-            seq.transposed(1, h, kt); // kᵀ [dh, sp]
-            let p = &mut probs[h * s * s..(h + 1) * s * s];
-            for i in 0..s {
-                let q = seq.row(0, h, i);
-                lanes_product(q, kt, sp, row);
-                // The softmax over whole groups of lanes: past the sequence's end −∞ before
-                // the maximum, 0 after the exponential (so the sum is the sequence's).
-                for r in row.iter_mut() {
-                    *r /= scale;
-                }
-                if let (Some(b), true) = (seq.bias, i > 0) {
-                    let o = s - 1;
-                    for (j, r) in row[..s].iter_mut().enumerate().skip(1) {
-                        *r += b[((i - 1) * o + j - 1) * heads + h];
-                    }
-                }
-                row[s..].fill(f32::NEG_INFINITY);
-                let max = lanes_max(row);
-                for chunk in row.chunks_exact_mut(LANES) {
-                    for r in chunk {
-                        *r = exp(*r - max);
-                    }
-                }
-                row[s..].fill(0.0);
-                let sum = lanes_sum(row);
-                for chunk in row.chunks_exact_mut(LANES) {
-                    for r in chunk {
-                        *r /= sum;
-                    }
-                }
-                let logits = &mut p[i * s..(i + 1) * s];
-                logits.copy_from_slice(&row[..s]);
-                let o = &mut out[i * seq.d + h * dh..][..dh];
-                weighted_rows(&row[..s], |j| seq.row(2, h, j), o);
+            seq.transposed(0, h, qt);
+            all_products(s, |j| seq.row(1, h, j), qt, sp, lt);
+            for v in lt.iter_mut() {
+                *v *= inv_scale;
             }
+            if let Some(b) = seq.bias {
+                let o = s - 1;
+                for (j, row) in lt.chunks_exact_mut(sp).enumerate().skip(1) {
+                    for (i, v) in row[..s].iter_mut().enumerate().skip(1) {
+                        *v += b[((i - 1) * o + j - 1) * heads + h];
+                    }
+                }
+            }
+            acc.copy_from_slice(&lt[..sp]);
+            for row in lt.chunks_exact(sp).skip(1) {
+                for (m, &v) in acc.iter_mut().zip(row) {
+                    *m = if v > *m { v } else { *m };
+                }
+            }
+            for row in lt.chunks_exact_mut(sp) {
+                for (v, &m) in row.iter_mut().zip(acc.iter()) {
+                    *v = exp(*v - m);
+                }
+            }
+            acc.copy_from_slice(&lt[..sp]);
+            for row in lt.chunks_exact(sp).skip(1) {
+                for (a, &v) in acc.iter_mut().zip(row) {
+                    *a += v;
+                }
+            }
+            for a in acc.iter_mut() {
+                *a = 1.0 / *a;
+            }
+            for row in lt.chunks_exact_mut(sp) {
+                for (v, &r) in row.iter_mut().zip(acc.iter()) {
+                    *v *= r;
+                }
+            }
+            if let Some(p) = probs.as_deref_mut() {
+                for (j, row) in lt.chunks_exact(sp).enumerate() {
+                    p[(h * s + j) * s..(h * s + j + 1) * s].copy_from_slice(&row[..s]);
+                }
+            }
+            let lt: &[f32] = lt;
+            all_weighted(
+                s,
+                s,
+                |i, j| lt[j * sp + i],
+                |j| seq.row(2, h, j),
+                out,
+                |i| i * d + h * dh,
+            );
         }
     }
 }
 
 multiversioned! {
-    /// One sequence's backward: `dqkv [s, 3d]` and `dbias [(s−1)², heads]` from the output's
-    /// gradient `grad [s, d]` and the kept `probs`.
+    /// One sequence's backward: `dqkv [s, 3d]` (every slot written) and `dbias [(s−1)², heads]`
+    /// from the output's gradient `grad [s, d]` and the kept `probs` (`Pᵀ` per head).
     fn sequence_backward(
         seq: Seq<'_>,
         probs: &[f32],
         grad: &[f32],
-        dqkv: &mut [f32],
+        dqkv: &mut [MaybeUninit<f32>],
         dbias: Option<&mut [f32]>,
         scratch: &mut Vec<f32>,
     ) {
         let mut dbias = dbias;
         let (s, d, dh, heads) = (seq.s, seq.d, seq.dh(), seq.heads);
-        let scale = (dh as f32).sqrt();
+        let inv_scale = 1.0 / (dh as f32).sqrt();
         let sp = s.next_multiple_of(LANES);
-        // vᵀ [dh, sp], a row [sp], dS/√dₕ [s, s], a column [s].
-        scratch.resize(dh * sp + sp + s * s + s, 0.0);
+        // vᵀ [dh, sp], dP [s, sp], P and dS/√dₕ [s, s].
+        scratch.resize(dh * sp + s * sp + 2 * s * s, 0.0);
         let (vt, rest) = scratch.split_at_mut(dh * sp);
-        let (row, rest) = rest.split_at_mut(sp);
-        let (dsm, col) = rest.split_at_mut(s * s);
-        let col = &mut col[..s];
+        let (dpm, rest) = rest.split_at_mut(s * sp);
+        let (pm, dsm) = rest.split_at_mut(s * s);
         for h in 0..heads {
             seq.transposed(2, h, vt);
-            let p = &probs[h * s * s..(h + 1) * s * s];
+            let pt = &probs[h * s * s..(h + 1) * s * s];
+            for (j, row) in pt.chunks_exact(s).enumerate() {
+                for (i, &v) in row.iter().enumerate() {
+                    pm[i * s + j] = v;
+                }
+            }
             let g = |i: usize| &grad[i * d + h * dh..][..dh];
+            // dP_ij = g_i · v_j
+            all_products(s, g, vt, sp, dpm);
             for i in 0..s {
-                let pi = &p[i * s..(i + 1) * s];
-                // dP_ij = g_i · v_j; dS = P ⊙ (dP − Σ_j P dP)
-                lanes_product(g(i), vt, sp, row);
-                let dp = &row[..s];
+                // dS = P ⊙ (dP − Σ_j P dP)
+                let pi = &pm[i * s..(i + 1) * s];
+                let dp = &dpm[i * sp..i * sp + s];
                 let dot: f32 = pi.iter().zip(dp).map(|(p, x)| p * x).sum();
                 let ds = &mut dsm[i * s..(i + 1) * s];
                 for ((x, &pj), &dpj) in ds.iter_mut().zip(pi).zip(dp) {
@@ -299,27 +373,16 @@ multiversioned! {
                     }
                 }
                 for x in ds.iter_mut() {
-                    *x /= scale;
+                    *x *= inv_scale;
                 }
             }
-            // dQ_i = Σ_j dS_ij k_j / √dₕ, each row written once (dqkv starts at zero).
-            for i in 0..s {
-                let out = &mut dqkv[i * 3 * d + h * dh..][..dh];
-                weighted_rows(&dsm[i * s..(i + 1) * s], |j| seq.row(1, h, j), out);
-            }
-            // dK_j = Σ_i dS_ij q_i / √dₕ; dV_j = Σ_i P_ij g_i.
-            for j in 0..s {
-                for (c, i) in col.iter_mut().zip(0..s) {
-                    *c = dsm[i * s + j];
-                }
-                let out = &mut dqkv[j * 3 * d + d + h * dh..][..dh];
-                weighted_rows(col, |i| seq.row(0, h, i), out);
-                for (c, i) in col.iter_mut().zip(0..s) {
-                    *c = p[i * s + j];
-                }
-                let out = &mut dqkv[j * 3 * d + 2 * d + h * dh..][..dh];
-                weighted_rows(col, g, out);
-            }
+            let dsm: &[f32] = dsm;
+            let at = |part: usize| move |i: usize| i * 3 * d + part * d + h * dh;
+            // dQ_i = Σ_j dS_ij k_j / √dₕ; dK_j = Σ_i dS_ij q_i / √dₕ; dV_j = Σ_i P_ij g_i.
+            let (q, k) = (|i: usize| seq.row(0, h, i), |j: usize| seq.row(1, h, j));
+            all_weighted(s, s, |i, j| dsm[i * s + j], k, dqkv, at(0));
+            all_weighted(s, s, |j, i| dsm[i * s + j], q, dqkv, at(1));
+            all_weighted(s, s, |j, i| pt[j * s + i], g, dqkv, at(2));
         }
     }
 }
@@ -347,15 +410,22 @@ fn sequences<'a>(a: &Attention<'a>) -> Vec<Seq<'a>> {
         .collect()
 }
 
-/// Attention's output `[Σ s, d]` and the probabilities the backward needs (`[heads, s, s]` per
-/// sequence, one after the other). Panics if the slices do not match the lengths.
-pub fn attention_forward(a: &Attention<'_>) -> (Vec<f32>, Vec<f32>) {
+/// Attention's output `[Σ s, d]` and, with `keep_probs` (training), the probabilities the
+/// backward needs (`[heads, s, s]` per sequence, one after the other, each head's transposed). Panics if the slices do
+/// not match the lengths.
+pub fn attention_forward(a: &Attention<'_>, keep_probs: bool) -> (Vec<f32>, Option<Vec<f32>>) {
     a.check();
     let rows: usize = a.lens.iter().sum();
-    let mut out = vec![0.0f32; rows * a.d];
-    let mut probs = vec![0.0f32; a.probs()];
-    let outs = carve(&mut out, a.lens.iter().map(|&s| s * a.d));
-    let ps = carve(&mut probs, a.lens.iter().map(|&s| s * s * a.heads));
+    let mut out = RowsOut::new(rows * a.d);
+    let mut probs = keep_probs.then(|| vec![0.0f32; a.probs()]);
+    let outs = carve(out.parts(), a.lens.iter().map(|&s| s * a.d));
+    let ps: Vec<Option<&mut [f32]>> = match probs.as_deref_mut() {
+        Some(p) => carve(p, a.lens.iter().map(|&s| s * s * a.heads))
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => a.lens.iter().map(|_| None).collect(),
+    };
     let work: Vec<_> = sequences(a).into_iter().zip(outs).zip(ps).collect();
     work.into_par_iter().with_min_len(SEQUENCES).for_each_init(
         Vec::new,
@@ -363,7 +433,9 @@ pub fn attention_forward(a: &Attention<'_>) -> (Vec<f32>, Vec<f32>) {
             sequence_forward(seq, out, p, scratch);
         },
     );
-    (out, probs)
+    // SAFETY: the sequences' rows cover every row, and `sequence_forward` wrote each slot of
+    // its rows.
+    (unsafe { out.into_vec() }, probs)
 }
 
 /// The gradients of [`attention_forward`] for the output's gradient `grad [Σ s, d]`: `qkv`'s
@@ -384,11 +456,11 @@ pub fn attention_backward(
         a.qkv.len() / 3,
         "attention gradient: the output gradient's shape"
     );
-    let mut dqkv = vec![0.0f32; a.qkv.len()];
+    let mut dqkv = RowsOut::new(a.qkv.len());
     let mut dbias = a.pair_bias.map(|b| vec![0.0f32; b.len()]);
     let ps = cut(probs, a.lens.iter().map(|&s| s * s * a.heads));
     let gs = cut(grad, a.lens.iter().map(|&s| s * a.d));
-    let ds = carve(&mut dqkv, a.lens.iter().map(|&s| s * 3 * a.d));
+    let ds = carve(dqkv.parts(), a.lens.iter().map(|&s| s * 3 * a.d));
     let dbs: Vec<Option<&mut [f32]>> = match dbias.as_deref_mut() {
         Some(b) => carve(b, a.lens.iter().map(|&s| (s - 1) * (s - 1) * a.heads))
             .into_iter()
@@ -409,7 +481,9 @@ pub fn attention_backward(
             sequence_backward(seq, p, g, dq, db, scratch);
         },
     );
-    (dqkv, dbias)
+    // SAFETY: the sequences' rows cover every row, and `sequence_backward` wrote each slot of
+    // its rows (dq, dk and dv of every head).
+    (unsafe { dqkv.into_vec() }, dbias)
 }
 
 #[cfg(test)]
@@ -475,7 +549,8 @@ mod tests {
             d,
             heads,
         };
-        let (out, probs) = attention_forward(&a);
+        let (out, probs) = attention_forward(&a, true);
+        let probs = probs.expect("kept");
         let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
         let (qkv64, bias64) = (wide(&qkv), wide(&bias));
         let want = reference(&a, &qkv64, Some(&bias64));
@@ -529,7 +604,7 @@ mod tests {
             d,
             heads,
         };
-        let (out, _) = attention_forward(&a);
+        let (out, _) = attention_forward(&a, false);
         // The same sequence alone gives the same bits.
         let first: usize = lens[..5].iter().sum();
         let alone = Attention {
@@ -537,7 +612,8 @@ mod tests {
             lens: &lens[5..6],
             ..a
         };
-        let (one, _) = attention_forward(&alone);
+        let (one, kept) = attention_forward(&alone, true);
+        assert_eq!(kept.map(|p| p.len()), Some(lens[5] * lens[5] * heads));
         assert_eq!(&out[first * d..(first + lens[5]) * d], &one[..]);
     }
 }

@@ -1,14 +1,18 @@
-//! The project's CPU kernels, over plain `f32` slices: an MLP block (`[Linear → ReLU] × L →
-//! LayerNorm`) forward, forward keeping every layer's output, and backward, each in blocks of
-//! rows that stay in cache; LayerNorm's row kernels (centred variance); `gemm` over row blocks.
+//! The project's CPU kernels, over plain `f32` slices: the Edge_Network's MLP block
+//! (`[Linear → ReLU] × L → LayerNorm`) forward, forward keeping every layer's output, and
+//! backward; the ROOT-Transformer's linear layer (a LayerNorm before it, the bias and the
+//! residual or the GELU after it) and multi-head attention over packed sequences, forward and
+//! backward; LayerNorm over rows (centred variance). Each runs in blocks of rows that stay in
+//! cache, with `gemm` for the products.
 //!
-//! Knows no tensor library: the Burn glue (a backend extension trait for the CPU backend and
-//! for autodiff) is `gnn4c-root-gnn-cpu`, which hands these functions the tensors' storage.
-//! The only crate of the workspace with `unsafe` code (the `gemm` calls, LayerNorm's vector
-//! loads, glibc's `mallopt` in [`tune_allocator`], outputs filled by blocks of rows without a zero fill first, and the run-time choice
-//! of the CPU's vector width), each block with a SAFETY comment; every public function is safe and checks the
-//! shapes it is given. Values do not depend on the number of threads. Start at
-//! [`mlp_forward`] and [`MlpBlock`].
+//! Knows no tensor library: the Burn glue (backend extension traits for the CPU backend and for
+//! autodiff) is `gnn4c-root-gnn-cpu` and `gnn4c-root-transformer-cpu`, which hand these
+//! functions the tensors' storage. The only crate of the workspace with `unsafe` code (the
+//! `gemm` calls, LayerNorm's vector loads, glibc's `mallopt` in [`tune_allocator`], outputs
+//! filled by blocks of rows without a zero fill first, and the run-time choice of the CPU's
+//! vector width), each block with a SAFETY comment; every public function is safe and checks
+//! the shapes it is given. Values do not depend on the number of threads. Start at
+//! [`mlp_forward`] and [`MlpBlock`], or [`linear_forward`] and [`attention_forward`].
 
 // The one crate allowed `unsafe` (the workspace denies it); clippy asks each block for its
 // SAFETY comment.
@@ -30,7 +34,7 @@ mod test_values;
 
 pub use alloc::tune_allocator;
 pub use attention::{Attention, attention_backward, attention_forward};
-pub use linear::{Then, linear_backward, linear_forward};
+pub use linear::{RowNorm, Then, linear_backward, linear_forward};
 pub use mat::{MatRef, row_blocks};
 pub use mlp::{
     Index, MlpBlock, MlpGrads, MlpLayer, MlpTerm, TermGrads, mlp_backward, mlp_forward,

@@ -1,9 +1,9 @@
 //! A linear layer `x · W + b` as one kernel, forward and backward, with what follows it fused:
 //! a residual added (`r + x·W + b`) or the exact GELU (`GELU(x·W + b)`).
 //!
-//! Each block of rows starts from its bias rows (plus the residual's rows), has the product
-//! accumulated onto them by one `gemm` call, and applies the GELU while the rows are in cache;
-//! no zero-filled output, no separate bias pass. The backward runs per block too: the GELU's
+//! Each block of rows has the product written by one `gemm` call (which does not read its
+//! output first), then the bias and the residual added and the GELU applied while the rows are
+//! in cache; no zero-filled output. The backward runs per block too: the GELU's
 //! gradient, then `dx = dz · Wᵀ` and `dW += xᵀ · dz` on strided views (no transposed copies),
 //! `db += Σ dz`. As in [`crate::mlp_backward`], the parameter gradients are summed per fixed
 //! chunk of blocks (f32 products, f64 bias sums), then the chunks in order in f64, so no value
@@ -14,10 +14,11 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
-use crate::mat::{MatRef, gemm_into, row_blocks};
-use crate::rows::{RowsOut, zeroed};
+use crate::mat::{MatRef, block_rows, gemm_into, gemm_write, row_blocks};
+use crate::norm::layer_norm_rows;
+use crate::rows::{RowsOut, as_slots};
 
-/// Rows per block (and per task).
+/// Rows per block (and per task), at most.
 const ROWS: usize = 256;
 
 /// Tasks of the backward (at most), each with its partial sums.
@@ -38,16 +39,38 @@ pub enum Then<'a> {
     },
 }
 
-/// `x [n, d_in] · weight [d_in, d_out] + bias`, then `then`: the output `[n, d_out]` and, after
-/// a GELU, its input (for [`linear_backward`]). Panics on inconsistent shapes.
+/// A LayerNorm of the input's rows before the product (inference: each block normalises its
+/// rows into scratch, nothing is kept).
+#[derive(Debug, Clone, Copy)]
+pub struct RowNorm<'a> {
+    /// γ, `[d_in]`.
+    pub gamma: &'a [f32],
+    /// β, `[d_in]`, if any.
+    pub beta: Option<&'a [f32]>,
+    /// ε.
+    pub epsilon: f32,
+}
+
+/// `x [n, d_in] · weight [d_in, d_out] + bias` (with `norm`, of `LayerNorm(x)`; `x` row-major
+/// then), then `then`: the output `[n, d_out]` and, after a GELU, its input (for
+/// [`linear_backward`]). Panics on inconsistent shapes.
 pub fn linear_forward(
     x: MatRef<'_>,
+    norm: Option<RowNorm<'_>>,
     weight: MatRef<'_>,
     bias: Option<&[f32]>,
     then: Then<'_>,
 ) -> (Vec<f32>, Option<Vec<f32>>) {
     let (n, d_out) = (x.rows(), weight.cols());
     assert_eq!(x.cols(), weight.rows(), "linear: x's width is W's height");
+    let x_values = norm.map(|nm| {
+        assert!(
+            nm.gamma.len() == x.cols() && nm.beta.is_none_or(|b| b.len() == x.cols()),
+            "linear: the LayerNorm's width"
+        );
+        x.row_major_values()
+            .expect("linear: a LayerNorm's input is row-major")
+    });
     assert!(
         bias.is_none_or(|b| b.len() == d_out),
         "linear: the bias's width"
@@ -63,7 +86,7 @@ pub fn linear_forward(
         // SAFETY: nothing to initialise (zero elements).
         return unsafe { (out.into_vec(), keep.then(|| pre.into_vec())) };
     }
-    let blocks = row_blocks(n, ROWS);
+    let blocks = row_blocks(n, block_rows(n, ROWS));
     /// A block: its first row, its rows, its rows of the output and of the GELU's input.
     type Part<'p> = (
         usize,
@@ -84,34 +107,56 @@ pub fn linear_forward(
         rest_pre = tail_pre;
         parts.push((first, m, mine, mine_pre));
     }
-    parts.into_par_iter().for_each(|(first, m, out, pre)| {
-        let (out, pre) = (zeroed(out), zeroed(pre));
-        let z: &mut [f32] = if keep { &mut *pre } else { &mut *out };
-        for (k, row) in z.chunks_exact_mut(d_out).enumerate() {
-            match (then, bias) {
-                (Then::Residual(r), Some(b)) => {
-                    let r = &r[(first + k) * d_out..(first + k + 1) * d_out];
-                    for ((z, &r), &b) in row.iter_mut().zip(r).zip(b) {
-                        *z = r + b;
-                    }
+    parts
+        .into_par_iter()
+        .for_each_init(Vec::new, |normed, (first, m, out, pre)| {
+            let d_in = x.cols();
+            let x_rows = match (norm, x_values) {
+                (Some(nm), Some(v)) => {
+                    normed.resize(m * d_in, 0.0);
+                    let rows = &v[first * d_in..(first + m) * d_in];
+                    layer_norm_rows(rows, as_slots(normed), nm.gamma, nm.beta, nm.epsilon);
+                    MatRef::row_major(normed, m, d_in)
                 }
-                (Then::Residual(r), None) => {
-                    row.copy_from_slice(&r[(first + k) * d_out..(first + k + 1) * d_out]);
+                _ => x.row_range(first, m),
+            };
+            // The product goes where the GELU's input is kept, else straight into the output.
+            let (z_slots, gelu_out) = if keep { (pre, Some(out)) } else { (out, None) };
+            let z = gemm_write(x_rows, weight, z_slots);
+            // Row by row, so that the GELU reads the row the additions left in L1.
+            let mut gelu_out = gelu_out.map(|out| out.chunks_exact_mut(d_out));
+            for (k, row) in z.chunks_exact_mut(d_out).enumerate() {
+                let residual = match then {
+                    Then::Residual(r) => Some(&r[(first + k) * d_out..(first + k + 1) * d_out]),
+                    _ => None,
+                };
+                add_rows(row, bias, residual);
+                if let Some(out) = gelu_out.as_mut().and_then(Iterator::next) {
+                    gelu_rows(row, out);
+                } else if gelu {
+                    gelu_in_place(row);
                 }
-                (_, Some(b)) => row.copy_from_slice(b),
-                (_, None) => row.fill(0.0),
+            }
+        });
+    // SAFETY: the blocks cover all `n` rows, and each wrote its rows of `out` (and of `pre`
+    // when it is kept): the product, then the GELU.
+    unsafe { (out.into_vec(), keep.then(|| pre.into_vec())) }
+}
+
+multiversioned! {
+    /// `row + bias + residual`, in that order (PyTorch's `r + (x·W + b)`), each where given.
+    fn add_rows(row: &mut [f32], bias: Option<&[f32]>, residual: Option<&[f32]>) {
+        if let Some(b) = bias {
+            for (z, &b) in row.iter_mut().zip(b) {
+                *z += b;
             }
         }
-        gemm_into(x.row_range(first, m), weight, z, true);
-        if keep {
-            gelu_rows(pre, out);
-        } else if gelu {
-            gelu_in_place(out);
+        if let Some(r) = residual {
+            for (z, &r) in row.iter_mut().zip(r) {
+                *z += r;
+            }
         }
-    });
-    // SAFETY: the blocks cover all `n` rows, and each zeroed then wrote its rows of `out` (and
-    // of `pre` when it is kept).
-    unsafe { (out.into_vec(), keep.then(|| pre.into_vec())) }
+    }
 }
 
 /// The gradients of [`linear_forward`] for the output's gradient `grad [n, d_out]`: `dx` (if
@@ -139,7 +184,7 @@ pub fn linear_backward(
         pre.is_none_or(|p| p.len() == n * d_out),
         "linear gradient: the GELU input's shape"
     );
-    let blocks = row_blocks(n, ROWS);
+    let blocks = row_blocks(n, block_rows(n, ROWS));
     let n_chunks = blocks.len().clamp(1, CHUNKS);
     let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
     let (w_len, b_len) = ((d_in * d_out).max(1), d_out.max(1));
@@ -190,11 +235,11 @@ pub fn linear_backward(
                 );
             }
             if want_x {
-                gemm_into(dz_m, weight.t(), zeroed(dx_rows), false);
+                gemm_write(dz_m, weight.t(), dx_rows);
             }
         }
     });
-    // SAFETY: with `want_x`, the blocks cover all `n` rows and each zeroed its rows of `dx`
+    // SAFETY: with `want_x`, the blocks cover all `n` rows and each wrote its rows of `dx`
     // (with `n = 0` it is empty); without, `dx` has no elements.
     let dx = unsafe { dx.into_vec() };
     let mut dw = vec![0.0f64; d_in * d_out];
@@ -287,7 +332,7 @@ mod tests {
             (Then::Residual(&r), Some(&r[..]), false),
             (Then::Gelu { keep_input: true }, None, true),
         ] {
-            let (y, pre) = linear_forward(xm, wm, Some(&b), then);
+            let (y, pre) = linear_forward(xm, None, wm, Some(&b), then);
             let want = reference(&x, &w, &b, res, g, [n, d_in, d_out]);
             for (k, (y, w)) in y.iter().zip(&want).enumerate() {
                 assert!(

@@ -1,5 +1,9 @@
 //! Strided f32 matrix views and the one `gemm` call every product here goes through.
 
+use std::mem::MaybeUninit;
+
+use crate::rows::{as_slots, assume_init, zeroed};
+
 /// A strided `rows × cols` view of f32 values: element `(r, c)` is
 /// `data[offset + r·row_stride + c·col_stride]`. Built only by [`MatRef::new`], which checks that
 /// every element lies inside `data`, so the products that read it stay in bounds.
@@ -44,6 +48,13 @@ impl<'a> MatRef<'a> {
     pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
         Self::new(data, 0, [rows, cols], [cols as isize, 1])
             .unwrap_or_else(|| panic!("{} values for a {rows} × {cols} matrix", data.len()))
+    }
+
+    /// The values row by row, when the view is row-major and contiguous (no copy).
+    pub(crate) fn row_major_values(&self) -> Option<&'a [f32]> {
+        let len = self.rows * self.cols;
+        let dense = self.col_stride == 1 && self.row_stride == self.cols as isize;
+        (dense || len == 0).then(|| &self.data[self.offset..self.offset + len])
     }
 
     /// Rows.
@@ -92,28 +103,60 @@ impl<'a> MatRef<'a> {
 /// added onto what it holds (`dst + a · b`, the product summed first). One thread: the callers
 /// run one block of rows per task.
 pub(crate) fn gemm_into(a: MatRef<'_>, b: MatRef<'_>, dst: &mut [f32], accumulate: bool) {
-    assert_eq!(a.cols, b.rows, "product widths");
-    assert_eq!(dst.len(), a.rows * b.cols, "product output size");
-    if a.rows == 0 || b.cols == 0 {
-        return;
+    if accumulate {
+        check_product(a, b, dst.len());
+        // SAFETY: `dst` holds the `a.rows × b.cols` values (checked), initialised.
+        unsafe { gemm_raw(a, b, dst.as_mut_ptr(), true) };
+    } else {
+        gemm_write(a, b, as_slots(dst));
     }
+}
+
+/// `a · b` written into the row-major `a.rows × b.cols` slots `dst`, which the product does not
+/// read first: the initialised values.
+pub(crate) fn gemm_write<'d>(
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    dst: &'d mut [MaybeUninit<f32>],
+) -> &'d mut [f32] {
+    check_product(a, b, dst.len());
     if a.cols == 0 {
-        if !accumulate {
-            dst.fill(0.0);
-        }
+        return zeroed(dst);
+    }
+    // SAFETY: `dst` holds the `a.rows × b.cols` slots (checked); with `accumulate` false the
+    // product writes each of them without reading it first (gemm's `read_dst`), so all are
+    // initialised after the call.
+    unsafe {
+        gemm_raw(a, b, dst.as_mut_ptr().cast::<f32>(), false);
+        assume_init(dst)
+    }
+}
+
+/// Panics unless `a · b` is defined and has `len` values.
+fn check_product(a: MatRef<'_>, b: MatRef<'_>, len: usize) {
+    assert_eq!(a.cols, b.rows, "product widths");
+    assert_eq!(len, a.rows * b.cols, "product output size");
+}
+
+/// The one `gemm` call.
+///
+/// # Safety
+/// `dst` points at `a.rows × b.cols` writable f32 slots (row-major, nothing else borrowing
+/// them), initialised when `accumulate`.
+unsafe fn gemm_raw(a: MatRef<'_>, b: MatRef<'_>, dst: *mut f32, accumulate: bool) {
+    if a.rows == 0 || b.cols == 0 || a.cols == 0 {
         return;
     }
     // SAFETY: `MatRef::new` checked that every element of `a` and `b` (offset plus any row and
     // column steps within their shapes) lies inside their borrowed slices, which outlive the
-    // call; `dst` is a distinct, exclusively borrowed slice of exactly `a.rows × b.cols`
-    // values, written row-major (column stride 1, row stride `b.cols`), read first only when
-    // `accumulate` (it is initialised: a `&mut [f32]`).
+    // call; `dst` is as the caller promised, written row-major (column stride 1, row stride
+    // `b.cols`), read first only when `accumulate`.
     unsafe {
         gemm::gemm(
             a.rows,
             b.cols,
             a.cols,
-            dst.as_mut_ptr(),
+            dst,
             1,
             b.cols as isize,
             accumulate,
@@ -131,6 +174,17 @@ pub(crate) fn gemm_into(a: MatRef<'_>, b: MatRef<'_>, dst: &mut [f32], accumulat
             gemm::Parallelism::None,
         );
     }
+}
+
+/// Blocks of rows [`block_rows`] aims for at least.
+const MIN_BLOCKS: usize = 8;
+
+/// Rows per block for a kernel over `n` rows: at most `max`, and fewer where that leaves at
+/// least [`MIN_BLOCKS`] blocks of ≥ 64 rows, so that a small batch still splits evenly between
+/// the threads (730 rows in blocks of 256 would keep one of two threads idle a third of the
+/// time). A function of `n` alone: sums per block do not depend on the number of threads.
+pub(crate) fn block_rows(n: usize, max: usize) -> usize {
+    n.div_ceil(MIN_BLOCKS).clamp(64.min(max), max)
 }
 
 /// The row blocks `(first, rows)` of `m` rows cut into blocks of `block` rows: the last block
@@ -183,6 +237,14 @@ mod tests {
         assert_eq!(dst, vec![16.0, 18.0, 18.0, 20.0]);
         gemm_into(a.row_range(1, 1), b, &mut dst[..2], false);
         assert_eq!(dst[..2], [8.0, 10.0]);
+    }
+
+    #[test]
+    fn small_batches_get_at_least_eight_blocks() {
+        assert_eq!(block_rows(730, 256), 92);
+        assert_eq!(block_rows(5865, 256), 256);
+        assert_eq!(block_rows(100, 256), 64);
+        assert_eq!(block_rows(100, 16), 16);
     }
 
     #[test]

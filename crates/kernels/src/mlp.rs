@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use crate::mat::{MatRef, gemm_into, row_blocks};
 use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
-use crate::rows::{RowsOut, zeroed};
+use crate::rows::{RowsOut, as_slots, zeroed};
 
 /// Rows per block (and per task): a block's activations (256 × 64 f32 = 64 kB) stay in L2.
 const ROWS: usize = 256;
@@ -317,7 +317,7 @@ fn forward(block: &MlpBlock<'_>, save: bool) -> (Vec<f32>, Vec<Vec<f32>>) {
         } else {
             &acc[..m * d_out]
         };
-        layer_norm_rows(input, out, block.gamma, block.beta, block.epsilon);
+        layer_norm_rows(input, as_slots(out), block.gamma, block.beta, block.epsilon);
     };
 
     let mut output = RowsOut::new(n * d_out);

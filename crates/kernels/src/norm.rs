@@ -7,10 +7,15 @@
 //! own fused LayerNorm computes it, cancels for rows whose mean is large against their spread
 //! and can go negative (NaN) for constant rows.
 
+use std::mem::MaybeUninit;
+
 use macerator::{Scalar, Simd, vload_unaligned};
 use rayon::prelude::*;
 
-/// Rows per task of [`layer_norm`] and [`layer_norm_backward`].
+use crate::mat::block_rows;
+use crate::rows::RowsOut;
+
+/// Rows per task of [`layer_norm`] and [`layer_norm_backward`], at most.
 const ROWS: usize = 256;
 
 /// `Σ f(v)` over `row`: vectors of partial sums, their lanes added, then the tail in order.
@@ -53,12 +58,12 @@ fn moments<S: Simd>(row: &[f32], eps: f32) -> (f32, f32) {
     (mean, 1.0 / (var + eps).sqrt())
 }
 
-/// LayerNorm of whole rows of `gamma.len()` values: `input` into `output`.
+/// LayerNorm of whole rows of `gamma.len()` values: `input` into `output` (every slot written).
 #[macerator::with_simd]
 #[allow(clippy::needless_lifetimes)] // `with_simd`'s expansion needs β's lifetime named
 pub(crate) fn layer_norm_rows<'a, S: Simd>(
     input: &[f32],
-    output: &mut [f32],
+    output: &mut [MaybeUninit<f32>],
     gamma: &[f32],
     beta: Option<&'a [f32]>,
     eps: f32,
@@ -73,12 +78,12 @@ pub(crate) fn layer_norm_rows<'a, S: Simd>(
         match beta {
             Some(beta) => {
                 for (((y, x), g), b) in y.iter_mut().zip(x).zip(gamma).zip(beta) {
-                    *y = (*x - mean) * (rstd * *g) + *b;
+                    y.write((*x - mean) * (rstd * *g) + *b);
                 }
             }
             None => {
                 for ((y, x), g) in y.iter_mut().zip(x).zip(gamma) {
-                    *y = (*x - mean) * (rstd * *g);
+                    y.write((*x - mean) * (rstd * *g));
                 }
             }
         }
@@ -145,19 +150,23 @@ pub(crate) fn layer_norm_backward_rows<S: Simd>(
 pub fn layer_norm(input: &[f32], gamma: &[f32], beta: Option<&[f32]>, eps: f32) -> Vec<f32> {
     let d = gamma.len();
     assert!(beta.is_none_or(|b| b.len() == d), "LayerNorm: β's width");
-    let mut out = vec![0.0f32; input.len()];
     if d == 0 {
-        return out;
+        return vec![0.0; input.len()];
     }
-    out.par_chunks_mut(ROWS * d)
-        .zip(input.par_chunks(ROWS * d))
+    let block = block_rows(input.len() / d, ROWS) * d;
+    let mut out = RowsOut::new(input.len());
+    out.parts()
+        .par_chunks_mut(block)
+        .zip(input.par_chunks(block))
         .for_each(|(y, x)| layer_norm_rows(x, y, gamma, beta, eps));
-    out
+    // SAFETY: the chunks cover every element (input and output have the same length), and
+    // `layer_norm_rows` wrote each.
+    unsafe { out.into_vec() }
 }
 
 /// LayerNorm's gradient for the rows `x` and incoming gradient `grad`: `(dx, dγ, dβ)`. `dγ` and
-/// `dβ` are summed in f64 per block of 256 rows and the blocks added in order, so they do not
-/// depend on the number of threads; a row's `dx` depends on that row alone.
+/// `dβ` are summed in f64 per block of rows (`block_rows`) and the blocks added in order, so
+/// they do not depend on the number of threads; a row's `dx` depends on that row alone.
 pub fn layer_norm_backward(
     x: &[f32],
     grad: &[f32],
@@ -170,13 +179,14 @@ pub fn layer_norm_backward(
     if d == 0 || x.is_empty() {
         return (dx, vec![0.0; d], vec![0.0; d]);
     }
-    let n_blocks = x.len().div_ceil(ROWS * d);
+    let block = block_rows(x.len() / d, ROWS) * d;
+    let n_blocks = x.len().div_ceil(block);
     let mut partial = vec![0.0f64; n_blocks * 2 * d];
-    dx.par_chunks_mut(ROWS * d)
+    dx.par_chunks_mut(block)
         .zip(partial.par_chunks_mut(2 * d))
         .enumerate()
         .for_each(|(b, (dx, part))| {
-            let rows = b * ROWS * d..b * ROWS * d + dx.len();
+            let rows = b * block..b * block + dx.len();
             let (dgamma, dbeta) = part.split_at_mut(d);
             layer_norm_backward_rows(&x[rows.clone()], &grad[rows], gamma, eps, dx, dgamma, dbeta);
         });

@@ -1,8 +1,9 @@
 //! Full-size outputs that blocks of rows fill, without a zero fill of the whole buffer first.
 //!
 //! A zero fill up front is a pass over megabytes before any block starts (the first touch of
-//! every page, 6 % of a training step's samples when measured); instead each block zeroes its
-//! own rows with [`zeroed`] while they are in cache, then writes them.
+//! every page, 6 % of a training step's samples when measured); instead each block writes its
+//! own rows, once: through `MaybeUninit::write`, by a product that does not read its output
+//! (`crate::mat::gemm_write`), or zeroed with [`zeroed`] first where a kernel adds onto them.
 
 use std::mem::MaybeUninit;
 
@@ -14,10 +15,13 @@ pub(crate) struct RowsOut {
 
 impl RowsOut {
     pub(crate) fn new(len: usize) -> Self {
-        Self {
-            v: Vec::with_capacity(len),
-            len,
+        let mut v = Vec::with_capacity(len);
+        if cfg!(test) {
+            // NaN where nothing was written yet: a kernel that reads an element before writing
+            // it fails its tests.
+            v.spare_capacity_mut()[..len].fill(MaybeUninit::new(f32::NAN));
         }
+        Self { v, len }
     }
 
     /// The elements, not yet initialised, to be split between the blocks.
@@ -25,7 +29,7 @@ impl RowsOut {
         &mut self.v.spare_capacity_mut()[..self.len]
     }
 
-    /// The values, once every element of [`RowsOut::parts`] went through [`zeroed`].
+    /// The values, once every element of [`RowsOut::parts`] has been written.
     ///
     /// # Safety
     /// Every element of [`RowsOut::parts`] has been initialised.
@@ -48,4 +52,21 @@ pub(crate) fn zeroed(s: &mut [MaybeUninit<f32>]) -> &mut [f32] {
     s.fill(MaybeUninit::new(0.0));
     // SAFETY: every element was just written; `MaybeUninit<f32>` has the layout of `f32`.
     unsafe { &mut *(std::ptr::from_mut(s) as *mut [f32]) }
+}
+
+/// `s` once every element has been written.
+///
+/// # Safety
+/// Every element of `s` is initialised.
+pub(crate) unsafe fn assume_init(s: &mut [MaybeUninit<f32>]) -> &mut [f32] {
+    // SAFETY: initialised (the caller's promise); `MaybeUninit<f32>` has the layout of `f32`.
+    unsafe { &mut *(std::ptr::from_mut(s) as *mut [f32]) }
+}
+
+/// Initialised values seen as slots to overwrite (for a kernel that writes its output through
+/// `MaybeUninit`): only `MaybeUninit::write` of f32 values is done through it.
+pub(crate) fn as_slots(s: &mut [f32]) -> &mut [MaybeUninit<f32>] {
+    // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and every f32 is a valid value of it;
+    // the callers only write initialised values through the result.
+    unsafe { &mut *(std::ptr::from_mut(s) as *mut [MaybeUninit<f32>]) }
 }

@@ -216,6 +216,25 @@ pub trait TransformerKernel<B: Backend> {
         linear.forward(x)
     }
 
+    /// `linear(LayerNorm(x))`, and its exact GELU with `gelu`.
+    ///
+    /// # Shapes
+    /// `x [rows, d_in]` → `[rows, d_out]`.
+    fn norm_linear(
+        &self,
+        norm: &LayerNorm<B>,
+        linear: &Linear<B>,
+        x: Tensor<B, 2>,
+        gelu: bool,
+    ) -> Tensor<B, 2> {
+        let y = self.layer_norm(norm, x);
+        if gelu {
+            self.linear_gelu(linear, y)
+        } else {
+            self.linear(linear, y)
+        }
+    }
+
     /// `residual + linear(x)`.
     ///
     /// # Shapes
@@ -378,10 +397,7 @@ impl<B: Backend> EncoderLayer<B> {
         n_heads: usize,
         kernel: &K,
     ) -> Tensor<B, 2> {
-        let qkv = kernel.linear(
-            &self.self_attn.in_proj,
-            kernel.layer_norm(&self.norm1, x.clone()),
-        ); // [Σ s, 3d]
+        let qkv = kernel.norm_linear(&self.norm1, &self.self_attn.in_proj, x.clone(), false); // [Σ s, 3d]
         let a = kernel.attention(qkv, bias, seqs, n_heads); // [Σ s, d]
         // Dropout on the residual branches while training; none (the residual fused into the
         // projection) otherwise.
@@ -392,7 +408,7 @@ impl<B: Backend> EncoderLayer<B> {
         } else {
             kernel.linear_residual(&self.self_attn.out_proj, a, x)
         }; // [Σ s, d]
-        let h = kernel.linear_gelu(&self.linear1, kernel.layer_norm(&self.norm2, x.clone())); // [Σ s, 4d]
+        let h = kernel.norm_linear(&self.norm2, &self.linear1, x.clone(), true); // [Σ s, 4d]
         if dropping {
             let f = self.linear2.forward(self.dropout.forward(h)); // [Σ s, d]
             x + self.dropout.forward(f)

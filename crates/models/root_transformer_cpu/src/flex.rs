@@ -4,7 +4,7 @@ use burn::backend::Flex;
 use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 use gnn4c_kernels::{
-    Attention, MatRef, Then, attention_backward, attention_forward, layer_norm,
+    Attention, MatRef, RowNorm, Then, attention_backward, attention_forward, layer_norm,
     layer_norm_backward, linear_backward, linear_forward,
 };
 
@@ -76,7 +76,7 @@ pub struct LinearSaved {
     d_out: usize,
 }
 
-/// What attention keeps: its inputs and the probabilities.
+/// What attention keeps: its inputs and the probabilities (none in inference).
 #[derive(Debug, Clone)]
 pub struct AttentionSaved {
     qkv: FlexTensor,
@@ -123,6 +123,31 @@ fn attention_inputs(
     Some((f32s(qkv)?, bias))
 }
 
+/// Attention's output and its inputs, with the probabilities when `for_backward`, or `None`
+/// for tensors the kernels do not take.
+fn attention(
+    qkv: &FlexTensor,
+    pair_bias: Option<&FlexTensor>,
+    lens: &[usize],
+    heads: usize,
+    for_backward: bool,
+) -> Option<(FlexTensor, AttentionSaved)> {
+    let (qkv, pair_bias) = attention_inputs(qkv, pair_bias, lens, heads)?;
+    let mut saved = AttentionSaved {
+        qkv,
+        pair_bias,
+        lens: lens.to_vec(),
+        heads,
+        probs: Vec::new(),
+    };
+    let (out, probs) = attention_forward(&saved.view(), for_backward);
+    saved.probs = probs.unwrap_or_default();
+    let [rows, d3] = shape(&saved.qkv)[..] else {
+        unreachable!("checked 2-D")
+    };
+    Some((tensor(out, &[rows, d3 / 3]), saved))
+}
+
 /// The linear layer's output and, `for_backward`, what its backward needs (the GELU's input
 /// kept), or `None` for tensors the kernels do not take.
 fn linear(
@@ -159,7 +184,7 @@ fn linear(
         },
         (None, false) => Then::Nothing,
     };
-    let (y, pre) = linear_forward(xm, wm, bias.as_ref().map(values), then);
+    let (y, pre) = linear_forward(xm, None, wm, bias.as_ref().map(values), then);
     let saved = LinearSaved {
         x: x.clone(),
         weight: weight.clone(),
@@ -195,7 +220,47 @@ impl TransformerBackend for Flex {
         lens: &[usize],
         heads: usize,
     ) -> Option<FlexTensor> {
-        Self::attention_saving(&qkv, pair_bias.as_ref(), lens, heads).map(|(y, _)| y)
+        attention(&qkv, pair_bias.as_ref(), lens, heads, false).map(|(y, _)| y)
+    }
+
+    fn fused_norm_linear(
+        x: FlexTensor,
+        norm: (FlexTensor, Option<FlexTensor>, f64),
+        weight: FlexTensor,
+        bias: Option<FlexTensor>,
+        gelu: bool,
+    ) -> Option<FlexTensor> {
+        let (gamma, beta, epsilon) = norm;
+        let (x, gamma, beta) = norm_inputs(&x, &gamma, beta.as_ref())?;
+        let wm = matrix(&weight)?;
+        let [n, d_in] = shape(&x)[..] else {
+            return None;
+        };
+        let d_out = wm.cols();
+        let fits = d_in == wm.rows()
+            && shape(&gamma) == [d_in]
+            && beta.as_ref().is_none_or(|b| shape(b) == [d_in]);
+        let bias = match bias {
+            Some(b) if fits && b.layout().num_elements() == d_out => Some(f32s(&b)?),
+            Some(_) => return None,
+            None => None,
+        };
+        if !fits || weight.dtype() != DType::F32 {
+            return None;
+        }
+        let norm = RowNorm {
+            gamma: values(&gamma),
+            beta: beta.as_ref().map(values),
+            epsilon: epsilon as f32,
+        };
+        let then = if gelu {
+            Then::Gelu { keep_input: false }
+        } else {
+            Then::Nothing
+        };
+        let xm = MatRef::row_major(values(&x), n, d_in);
+        let (y, _) = linear_forward(xm, Some(norm), wm, bias.as_ref().map(values), then);
+        Some(tensor(y, &[n, d_out]))
     }
 }
 
@@ -270,20 +335,7 @@ impl TransformerGradBackend for Flex {
         lens: &[usize],
         heads: usize,
     ) -> Option<(FlexTensor, AttentionSaved)> {
-        let (qkv, pair_bias) = attention_inputs(qkv, pair_bias, lens, heads)?;
-        let mut saved = AttentionSaved {
-            qkv,
-            pair_bias,
-            lens: lens.to_vec(),
-            heads,
-            probs: Vec::new(),
-        };
-        let (out, probs) = attention_forward(&saved.view());
-        saved.probs = probs;
-        let [rows, d3] = shape(&saved.qkv)[..] else {
-            unreachable!("checked 2-D")
-        };
-        Some((tensor(out, &[rows, d3 / 3]), saved))
+        attention(qkv, pair_bias, lens, heads, true)
     }
 
     fn attention_backward(

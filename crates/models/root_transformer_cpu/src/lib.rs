@@ -63,6 +63,22 @@ pub trait TransformerBackend: Backend {
         lens: &[usize],
         heads: usize,
     ) -> Option<FloatTensor<Self>>;
+
+    /// `LayerNorm(x) · weight + bias` (then the exact GELU with `gelu`) as one operation, the
+    /// LayerNorm's output not kept: for inference. `norm` is `(γ, β, ε)`. `None` by default
+    /// (the caller then runs [`TransformerBackend::row_layer_norm`] and
+    /// [`TransformerBackend::fused_linear`]), as for autodiff, whose backward needs the
+    /// normalised rows.
+    fn fused_norm_linear(
+        x: FloatTensor<Self>,
+        norm: (FloatTensor<Self>, Option<FloatTensor<Self>>, f64),
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        gelu: bool,
+    ) -> Option<FloatTensor<Self>> {
+        let _ = (x, norm, weight, bias, gelu);
+        None
+    }
 }
 
 /// What the autodiff implementation of [`TransformerBackend`] needs of the backend it wraps:
@@ -172,6 +188,37 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
 
     fn linear(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
         fused_linear(linear, x.clone(), None, false).unwrap_or_else(|| OpByOp.linear(linear, x))
+    }
+
+    fn norm_linear(
+        &self,
+        norm: &LayerNorm<B>,
+        linear: &Linear<B>,
+        x: Tensor<B, 2>,
+        gelu: bool,
+    ) -> Tensor<B, 2> {
+        let fused = B::fused_norm_linear(
+            primitive(x.clone()),
+            (
+                primitive(norm.gamma.val()),
+                norm.beta.as_ref().map(|b| primitive(b.val())),
+                LAYER_NORM_EPSILON,
+            ),
+            primitive(linear.weight.val()),
+            linear.bias.as_ref().map(|b| primitive(b.val())),
+            gelu,
+        );
+        match fused {
+            Some(y) => tensor(y),
+            None => {
+                let y = self.layer_norm(norm, x);
+                if gelu {
+                    self.linear_gelu(linear, y)
+                } else {
+                    self.linear(linear, y)
+                }
+            }
+        }
     }
 
     fn linear_gelu(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
