@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
 use crate::mat::{MatRef, block_rows, gemm_into, gemm_write, row_blocks};
 use crate::norm::layer_norm_rows;
-use crate::rows::{RowsOut, as_slots};
+use crate::rows::{RowsOut, as_slots, zeroed};
 
 /// Rows per block (and per task), at most.
 const ROWS: usize = 256;
@@ -188,7 +188,7 @@ pub fn linear_backward(
     let n_chunks = blocks.len().clamp(1, CHUNKS);
     let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
     let (w_len, b_len) = ((d_in * d_out).max(1), d_out.max(1));
-    let mut part_w = vec![0.0f32; n_chunks * w_len];
+    let mut part_w = RowsOut::new(n_chunks * w_len);
     let mut part_b = vec![0.0f64; n_chunks * b_len];
     let mut dx = RowsOut::new(if want_x { n * d_in } else { 0 });
 
@@ -205,15 +205,22 @@ pub fn linear_backward(
         parts.push((first, m, mine));
     }
     let mut parts = parts.into_iter();
-    let chunks: Vec<(Vec<Part<'_>>, &mut [f32], &mut [f64])> = part_w
+    type Chunk<'p> = (Vec<Part<'p>>, &'p mut [MaybeUninit<f32>], &'p mut [f64]);
+    let chunks: Vec<Chunk<'_>> = part_w
+        .parts()
         .chunks_exact_mut(w_len)
         .zip(part_b.chunks_exact_mut(b_len))
         .enumerate()
         .map(|(c, (w, b))| (parts.by_ref().take(chunk_len(c)).collect(), w, b))
         .collect();
     chunks.into_par_iter().for_each(|(blocks, pw, pb)| {
+        // The chunk's first product writes its partial dW, the others add onto it.
+        let mut pw = match blocks.is_empty() || d_in * d_out == 0 {
+            true => Written::Done(zeroed(pw)),
+            false => Written::Slots(pw),
+        };
         let mut dz_buffer = Vec::new();
-        for (k, (first, m, dx_rows)) in blocks.into_iter().enumerate() {
+        for (first, m, dx_rows) in blocks {
             let g = &grad[first * d_out..(first + m) * d_out];
             let dz: &[f32] = match pre {
                 Some(pre) => {
@@ -226,14 +233,14 @@ pub fn linear_backward(
             };
             column_sums(dz, &mut pb[..d_out]);
             let dz_m = MatRef::row_major(dz, m, d_out);
-            if d_in > 0 && d_out > 0 {
-                gemm_into(
-                    x.row_range(first, m).t(),
-                    dz_m,
-                    &mut pw[..d_in * d_out],
-                    k > 0,
-                );
-            }
+            let x_t = x.row_range(first, m).t();
+            pw = match pw {
+                Written::Slots(slots) => Written::Done(gemm_write(x_t, dz_m, slots)),
+                Written::Done(w) => {
+                    gemm_into(x_t, dz_m, &mut w[..d_in * d_out], true);
+                    Written::Done(w)
+                }
+            };
             if want_x {
                 gemm_write(dz_m, weight.t(), dx_rows);
             }
@@ -242,20 +249,53 @@ pub fn linear_backward(
     // SAFETY: with `want_x`, the blocks cover all `n` rows and each wrote its rows of `dx`
     // (with `n = 0` it is empty); without, `dx` has no elements.
     let dx = unsafe { dx.into_vec() };
-    let mut dw = vec![0.0f64; d_in * d_out];
-    for part in part_w.chunks_exact(w_len) {
-        for (s, v) in dw.iter_mut().zip(part) {
-            *s += f64::from(*v);
-        }
-    }
+    // SAFETY: every chunk wrote its whole partial (its first product, or zeros).
+    let part_w = unsafe { part_w.into_vec() };
+    let dw = sum_partials(&part_w, w_len, d_in * d_out);
     let mut db = vec![0.0f64; d_out];
     for part in part_b.chunks_exact(b_len) {
         for (s, v) in db.iter_mut().zip(part) {
             *s += *v;
         }
     }
-    let narrow = |v: Vec<f64>| v.into_iter().map(|s| s as f32).collect::<Vec<f32>>();
-    (want_x.then_some(dx), narrow(dw), narrow(db))
+    let db = db.into_iter().map(|s| s as f32).collect();
+    (want_x.then_some(dx), dw, db)
+}
+
+/// A chunk's partial dW: not written yet, or written.
+enum Written<'p> {
+    Slots(&'p mut [MaybeUninit<f32>]),
+    Done(&'p mut [f32]),
+}
+
+/// The first `len` values of the sum of the partials (`stride` apart in `parts`), added in f64
+/// in the partials' order; the elements in parallel ranges (the values do not depend on them).
+fn sum_partials(parts: &[f32], stride: usize, len: usize) -> Vec<f32> {
+    const RANGE: usize = 4096;
+    let mut out = vec![0.0f32; len];
+    out.par_chunks_mut(RANGE)
+        .enumerate()
+        .for_each_init(Vec::new, |acc, (r, out)| {
+            let first = r * RANGE;
+            acc.clear();
+            acc.resize(out.len(), 0.0f64);
+            for part in parts.chunks_exact(stride) {
+                add_wide(&part[first..first + out.len()], acc);
+            }
+            for (o, &s) in out.iter_mut().zip(acc.iter()) {
+                *o = s as f32;
+            }
+        });
+    out
+}
+
+multiversioned! {
+    /// `acc += v`, widened to f64.
+    fn add_wide(v: &[f32], acc: &mut [f64]) {
+        for (a, &x) in acc.iter_mut().zip(v) {
+            *a += f64::from(x);
+        }
+    }
 }
 
 multiversioned! {

@@ -519,7 +519,7 @@ pub fn mlp_backward(
             &grad[first * d_out..(first + m) * d_out],
             block.gamma,
             block.epsilon,
-            &mut cur[..m * d_out],
+            as_slots(&mut cur[..m * d_out]),
             pg,
             pb,
         );

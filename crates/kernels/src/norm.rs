@@ -92,15 +92,15 @@ pub(crate) fn layer_norm_rows<'a, S: Simd>(
 
 /// LayerNorm's gradient over whole rows (`xs`, `gs`: the rows' inputs and incoming gradients,
 /// `gamma.len()` values each): with `x̂ = (x − μ)·r`, `r = 1/√(σ² + ε)`,
-/// `dx = (g·γ − mean(g·γ) − x̂·mean(g·γ·x̂))·r` into `dx`, and `Σ g·x̂`, `Σ g` added in f64
-/// onto `dgamma`, `dbeta`.
+/// `dx = (g·γ − mean(g·γ) − x̂·mean(g·γ·x̂))·r` into `dx` (every slot written), and `Σ g·x̂`,
+/// `Σ g` added in f64 onto `dgamma`, `dbeta`.
 #[macerator::with_simd]
 pub(crate) fn layer_norm_backward_rows<S: Simd>(
     xs: &[f32],
     gs: &[f32],
     gamma: &[f32],
     eps: f32,
-    dx: &mut [f32],
+    dx: &mut [MaybeUninit<f32>],
     dgamma: &mut [f64],
     dbeta: &mut [f64],
 ) {
@@ -140,7 +140,7 @@ pub(crate) fn layer_norm_backward_rows<S: Simd>(
         let a = lane_sum::<S>(&gg, |v| v, |v| v) / n;
         let c = lane_sum::<S>(&ggx, |v| v, |v| v) / n;
         for ((dx, q), h) in dx.iter_mut().zip(&gg).zip(&xhat) {
-            *dx = (*q - a - *h * c) * rstd;
+            dx.write((*q - a - *h * c) * rstd);
         }
     }
 }
@@ -175,14 +175,15 @@ pub fn layer_norm_backward(
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let d = gamma.len();
     assert_eq!(x.len(), grad.len(), "LayerNorm gradient: shapes");
-    let mut dx = vec![0.0f32; x.len()];
     if d == 0 || x.is_empty() {
-        return (dx, vec![0.0; d], vec![0.0; d]);
+        return (vec![0.0; x.len()], vec![0.0; d], vec![0.0; d]);
     }
+    let mut dx = RowsOut::new(x.len());
     let block = block_rows(x.len() / d, ROWS) * d;
     let n_blocks = x.len().div_ceil(block);
     let mut partial = vec![0.0f64; n_blocks * 2 * d];
-    dx.par_chunks_mut(block)
+    dx.parts()
+        .par_chunks_mut(block)
         .zip(partial.par_chunks_mut(2 * d))
         .enumerate()
         .for_each(|(b, (dx, part))| {
@@ -197,6 +198,8 @@ pub fn layer_norm_backward(
         }
     }
     let narrow = |v: &[f64]| v.iter().map(|&s| s as f32).collect::<Vec<f32>>();
+    // SAFETY: the blocks cover every row, and `layer_norm_backward_rows` wrote each slot.
+    let dx = unsafe { dx.into_vec() };
     (dx, narrow(&sums[..d]), narrow(&sums[d..]))
 }
 
