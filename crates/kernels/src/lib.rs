@@ -24,6 +24,7 @@ mod dispatch;
 mod act;
 mod alloc;
 mod attention;
+mod ffn;
 mod linear;
 mod mat;
 mod mlp;
@@ -34,6 +35,7 @@ mod test_values;
 
 pub use alloc::tune_allocator;
 pub use attention::{Attention, attention_backward, attention_forward};
+pub use ffn::{FeedForward, FeedForwardGrads, feed_forward, feed_forward_backward};
 pub use linear::{RowNorm, Then, linear_backward, linear_forward};
 pub use mat::{MatRef, row_blocks};
 pub use mlp::{

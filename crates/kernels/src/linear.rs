@@ -22,7 +22,7 @@ use crate::rows::{RowsOut, as_slots, zeroed};
 const ROWS: usize = 256;
 
 /// Tasks of the backward (at most), each with its partial sums.
-const CHUNKS: usize = 16;
+pub(crate) const CHUNKS: usize = 16;
 
 /// What follows the product.
 #[derive(Debug, Clone, Copy)]
@@ -145,7 +145,7 @@ pub fn linear_forward(
 
 multiversioned! {
     /// `row + bias + residual`, in that order (PyTorch's `r + (x·W + b)`), each where given.
-    fn add_rows(row: &mut [f32], bias: Option<&[f32]>, residual: Option<&[f32]>) {
+    pub(crate) fn add_rows(row: &mut [f32], bias: Option<&[f32]>, residual: Option<&[f32]>) {
         if let Some(b) = bias {
             for (z, &b) in row.iter_mut().zip(b) {
                 *z += b;
@@ -214,11 +214,10 @@ pub fn linear_backward(
         .map(|(c, (w, b))| (parts.by_ref().take(chunk_len(c)).collect(), w, b))
         .collect();
     chunks.into_par_iter().for_each(|(blocks, pw, pb)| {
-        // The chunk's first product writes its partial dW, the others add onto it.
-        let mut pw = match blocks.is_empty() || d_in * d_out == 0 {
-            true => Written::Done(zeroed(pw)),
-            false => Written::Slots(pw),
-        };
+        // The product's values, then (only when it is empty) one unused slot.
+        let (pw, spare) = pw.split_at_mut(d_in * d_out);
+        zeroed(spare);
+        let mut pw = Partial::new(pw, !blocks.is_empty());
         let mut dz_buffer = Vec::new();
         for (first, m, dx_rows) in blocks {
             let g = &grad[first * d_out..(first + m) * d_out];
@@ -233,18 +232,12 @@ pub fn linear_backward(
             };
             column_sums(dz, &mut pb[..d_out]);
             let dz_m = MatRef::row_major(dz, m, d_out);
-            let x_t = x.row_range(first, m).t();
-            pw = match pw {
-                Written::Slots(slots) => Written::Done(gemm_write(x_t, dz_m, slots)),
-                Written::Done(w) => {
-                    gemm_into(x_t, dz_m, &mut w[..d_in * d_out], true);
-                    Written::Done(w)
-                }
-            };
+            pw.add(x.row_range(first, m).t(), dz_m);
             if want_x {
                 gemm_write(dz_m, weight.t(), dx_rows);
             }
         }
+        pw.finish();
     });
     // SAFETY: with `want_x`, the blocks cover all `n` rows and each wrote its rows of `dx`
     // (with `n = 0` it is empty); without, `dx` has no elements.
@@ -262,15 +255,48 @@ pub fn linear_backward(
     (want_x.then_some(dx), dw, db)
 }
 
-/// A chunk's partial dW: not written yet, or written.
-enum Written<'p> {
+/// A chunk's partial sum of products `Σ aᵀ·b` (a weight's gradient over the chunk's blocks):
+/// the first product writes it, the others add onto it; zeros if there is none.
+pub(crate) enum Partial<'p> {
+    /// Not written yet.
     Slots(&'p mut [MaybeUninit<f32>]),
+    /// Written.
     Done(&'p mut [f32]),
+}
+
+impl<'p> Partial<'p> {
+    /// The partial over `slots`; zeros already when no product will come (`products` false).
+    pub(crate) fn new(slots: &'p mut [MaybeUninit<f32>], products: bool) -> Self {
+        if products {
+            Partial::Slots(slots)
+        } else {
+            Partial::Done(zeroed(slots))
+        }
+    }
+
+    /// Adds `a · b` (the partial's shape).
+    pub(crate) fn add(&mut self, a: MatRef<'_>, b: MatRef<'_>) {
+        let state = std::mem::replace(self, Partial::Slots(&mut []));
+        *self = match state {
+            Partial::Slots(slots) => Partial::Done(gemm_write(a, b, slots)),
+            Partial::Done(w) => {
+                gemm_into(a, b, w, true);
+                Partial::Done(w)
+            }
+        };
+    }
+
+    /// Zeros where no product came after all.
+    pub(crate) fn finish(self) {
+        if let Partial::Slots(slots) = self {
+            zeroed(slots);
+        }
+    }
 }
 
 /// The first `len` values of the sum of the partials (`stride` apart in `parts`), added in f64
 /// in the partials' order; the elements in parallel ranges (the values do not depend on them).
-fn sum_partials(parts: &[f32], stride: usize, len: usize) -> Vec<f32> {
+pub(crate) fn sum_partials(parts: &[f32], stride: usize, len: usize) -> Vec<f32> {
     const RANGE: usize = 4096;
     let mut out = vec![0.0f32; len];
     out.par_chunks_mut(RANGE)
@@ -300,7 +326,7 @@ multiversioned! {
 
 multiversioned! {
     /// Column sums of the rows of `acc.len()` values of `v`, added (f64) onto `acc`.
-    fn column_sums(v: &[f32], acc: &mut [f64]) {
+    pub(crate) fn column_sums(v: &[f32], acc: &mut [f64]) {
         if acc.is_empty() {
             return;
         }

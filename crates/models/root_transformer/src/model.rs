@@ -235,6 +235,21 @@ pub trait TransformerKernel<B: Backend> {
         }
     }
 
+    /// The feed-forward half of a pre-norm layer: `x + second(GELU(first(LayerNorm(x))))`.
+    ///
+    /// # Shapes
+    /// `x [rows, d]` → `[rows, d]`.
+    fn feed_forward(
+        &self,
+        norm: &LayerNorm<B>,
+        first: &Linear<B>,
+        second: &Linear<B>,
+        x: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        let h = self.norm_linear(norm, first, x.clone(), true);
+        self.linear_residual(second, h, x)
+    }
+
     /// `residual + linear(x)`.
     ///
     /// # Shapes
@@ -408,12 +423,12 @@ impl<B: Backend> EncoderLayer<B> {
         } else {
             kernel.linear_residual(&self.self_attn.out_proj, a, x)
         }; // [Σ s, d]
-        let h = kernel.norm_linear(&self.norm2, &self.linear1, x.clone(), true); // [Σ s, 4d]
         if dropping {
+            let h = kernel.norm_linear(&self.norm2, &self.linear1, x.clone(), true); // [Σ s, 4d]
             let f = self.linear2.forward(self.dropout.forward(h)); // [Σ s, d]
             x + self.dropout.forward(f)
         } else {
-            kernel.linear_residual(&self.linear2, h, x)
+            kernel.feed_forward(&self.norm2, &self.linear1, &self.linear2, x)
         }
     }
 }

@@ -10,7 +10,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
 
-use crate::{TransformerBackend, TransformerGradBackend};
+use crate::{LinearParams, NormParams, TransformerBackend, TransformerGradBackend};
 
 /// Registers each gradient for its parent, where the parent is tracked.
 macro_rules! register {
@@ -68,6 +68,25 @@ impl<B: TransformerGradBackend> Backward<B, 2> for AttentionOp {
     }
 }
 
+/// The feed-forward half as one tracked operation: parents x, γ, β, W₁, b₁, W₂, b₂.
+#[derive(Debug)]
+struct FeedForwardOp;
+
+impl<B: TransformerGradBackend> Backward<B, 7> for FeedForwardOp {
+    type State = B::FeedForwardSaved;
+
+    fn backward(self, ops: Ops<Self::State, 7>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [dx, dgamma, dbeta, dw1, db1, dw2, db2] = B::feed_forward_backward(&ops.state, grad);
+        let values = [dx, dgamma, dbeta, dw1, db1, dw2, db2].map(Some);
+        for (parent, value) in ops.parents.iter().zip(values) {
+            if let (Some(node), Some(value)) = (parent, value) {
+                grads.register::<B>(node.id, value);
+            }
+        }
+    }
+}
+
 /// An untracked tensor, whose node fills a parent place an operation does not use (an absent
 /// β or pair bias): no gradient flows there.
 fn unused_place<B: Backend, C: CheckpointStrategy>(
@@ -78,7 +97,63 @@ fn unused_place<B: Backend, C: CheckpointStrategy>(
         .tensor()
 }
 
+/// An optional parameter as the tensor whose node takes its parent place (an unused place when
+/// absent) and its value.
+fn optional<B: Backend, C: CheckpointStrategy>(
+    t: Option<FloatTensor<Autodiff<B, C>>>,
+    device: &B::Device,
+) -> (FloatTensor<Autodiff<B, C>>, Option<FloatTensor<B>>) {
+    match t {
+        Some(t) => {
+            let value = t.primitive.clone();
+            (t, Some(value))
+        }
+        None => (unused_place::<B, C>(device), None),
+    }
+}
+
 impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Autodiff<B, C> {
+    fn fused_feed_forward(
+        x: FloatTensor<Self>,
+        norm: NormParams<Self>,
+        first: LinearParams<Self>,
+        second: LinearParams<Self>,
+    ) -> Option<FloatTensor<Self>> {
+        let device = B::float_device(&x.primitive);
+        let ((gamma, beta, epsilon), (w1, b1), (w2, b2)) = (norm, first, second);
+        let (beta_node, beta) = optional::<B, C>(beta, &device);
+        let (b1_node, b1) = optional::<B, C>(b1, &device);
+        let (b2_node, b2) = optional::<B, C>(b2, &device);
+        let nodes = [
+            x.node.clone(),
+            gamma.node.clone(),
+            beta_node.node,
+            w1.node.clone(),
+            b1_node.node,
+            w2.node.clone(),
+            b2_node.node,
+        ];
+        let inputs = (
+            x.primitive,
+            (gamma.primitive, beta, epsilon),
+            (w1.primitive, b1),
+            (w2.primitive, b2),
+        );
+        Some(
+            match FeedForwardOp.prepare::<C>(nodes).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let (x, norm, first, second) = inputs;
+                    let (y, saved) = B::feed_forward_saving(x, norm, first, second)?;
+                    prep.finish(saved, y)
+                }
+                OpsKind::UnTracked(prep) => {
+                    let (x, norm, first, second) = inputs;
+                    prep.finish(B::fused_feed_forward(x, norm, first, second)?)
+                }
+            },
+        )
+    }
+
     fn row_layer_norm(
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,

@@ -4,11 +4,12 @@ use burn::backend::Flex;
 use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 use gnn4c_kernels::{
-    Attention, MatRef, RowNorm, Then, attention_backward, attention_forward, layer_norm,
-    layer_norm_backward, linear_backward, linear_forward,
+    Attention, FeedForward, MatRef, RowNorm, Then, attention_backward, attention_forward,
+    feed_forward, feed_forward_backward, layer_norm, layer_norm_backward, linear_backward,
+    linear_forward,
 };
 
-use crate::{TransformerBackend, TransformerGradBackend};
+use crate::{LinearParams, NormParams, TransformerBackend, TransformerGradBackend};
 
 /// `t` made contiguous, if it is f32 (the kernels take nothing else).
 fn f32s(t: &FlexTensor) -> Option<FlexTensor> {
@@ -123,6 +124,92 @@ fn attention_inputs(
     Some((f32s(qkv)?, bias))
 }
 
+/// The feed-forward half's inputs made contiguous f32 (checked against each other), and the
+/// `z` its forward kept.
+#[derive(Debug, Clone)]
+pub struct FeedForwardSaved {
+    x: FlexTensor,
+    norm: (FlexTensor, Option<FlexTensor>, f32),
+    first: (FlexTensor, Option<FlexTensor>),
+    second: (FlexTensor, Option<FlexTensor>),
+    z: Option<FlexTensor>,
+}
+
+impl FeedForwardSaved {
+    /// The inputs, or `None` for tensors the kernel does not take.
+    fn of(
+        x: &FlexTensor,
+        norm: NormParams<Flex>,
+        first: LinearParams<Flex>,
+        second: LinearParams<Flex>,
+    ) -> Option<Self> {
+        let optional = |t: Option<FlexTensor>| match t {
+            Some(t) => f32s(&t).map(Some),
+            None => Some(None),
+        };
+        let (gamma, beta, epsilon) = norm;
+        let saved = FeedForwardSaved {
+            x: f32s(x)?,
+            norm: (f32s(&gamma)?, optional(beta)?, epsilon as f32),
+            first: (f32s(&first.0)?, optional(first.1)?),
+            second: (f32s(&second.0)?, optional(second.1)?),
+            z: None,
+        };
+        let [n, d] = shape(&saved.x)[..] else {
+            return None;
+        };
+        let [d1, f] = shape(&saved.first.0)[..] else {
+            return None;
+        };
+        let width = |t: &Option<FlexTensor>, w: usize| t.as_ref().is_none_or(|t| shape(t) == [w]);
+        let fits = n > 0
+            && d > 0
+            && d1 == d
+            && shape(&saved.second.0) == [f, d]
+            && shape(&saved.norm.0) == [d]
+            && width(&saved.norm.1, d)
+            && width(&saved.first.1, f)
+            && width(&saved.second.1, d);
+        fits.then_some(saved)
+    }
+
+    fn view(&self) -> FeedForward<'_> {
+        let [d, f] = shape(&self.first.0)[..] else {
+            unreachable!("checked 2-D")
+        };
+        FeedForward {
+            x: values(&self.x),
+            norm: RowNorm {
+                gamma: values(&self.norm.0),
+                beta: self.norm.1.as_ref().map(values),
+                epsilon: self.norm.2,
+            },
+            w1: MatRef::row_major(values(&self.first.0), d, f),
+            b1: self.first.1.as_ref().map(values),
+            w2: MatRef::row_major(values(&self.second.0), f, d),
+            b2: self.second.1.as_ref().map(values),
+        }
+    }
+}
+
+/// The feed-forward half's output and its inputs, with `z` when `for_backward`, or `None`.
+fn feed_forward_run(
+    x: &FlexTensor,
+    norm: NormParams<Flex>,
+    first: LinearParams<Flex>,
+    second: LinearParams<Flex>,
+    for_backward: bool,
+) -> Option<(FlexTensor, FeedForwardSaved)> {
+    let mut saved = FeedForwardSaved::of(x, norm, first, second)?;
+    let (y, z) = feed_forward(&saved.view(), for_backward);
+    let [n, d] = shape(&saved.x)[..] else {
+        unreachable!("checked 2-D")
+    };
+    let f = shape(&saved.first.0)[1];
+    saved.z = z.map(|z| tensor(z, &[n, f]));
+    Some((tensor(y, &[n, d]), saved))
+}
+
 /// Attention's output and its inputs, with the probabilities when `for_backward`, or `None`
 /// for tensors the kernels do not take.
 fn attention(
@@ -223,9 +310,18 @@ impl TransformerBackend for Flex {
         attention(&qkv, pair_bias.as_ref(), lens, heads, false).map(|(y, _)| y)
     }
 
+    fn fused_feed_forward(
+        x: FlexTensor,
+        norm: NormParams<Flex>,
+        first: LinearParams<Flex>,
+        second: LinearParams<Flex>,
+    ) -> Option<FlexTensor> {
+        feed_forward_run(&x, norm, first, second, false).map(|(y, _)| y)
+    }
+
     fn fused_norm_linear(
         x: FlexTensor,
-        norm: (FlexTensor, Option<FlexTensor>, f64),
+        norm: NormParams<Flex>,
         weight: FlexTensor,
         bias: Option<FlexTensor>,
         gelu: bool,
@@ -268,6 +364,7 @@ impl TransformerGradBackend for Flex {
     type NormSaved = NormSaved;
     type LinearSaved = LinearSaved;
     type AttentionSaved = AttentionSaved;
+    type FeedForwardSaved = FeedForwardSaved;
 
     fn layer_norm_saving(
         x: &FlexTensor,
@@ -348,5 +445,32 @@ impl TransformerGradBackend for Flex {
             .zip(saved.pair_bias.as_ref())
             .map(|(v, b)| tensor(v, &shape(b)));
         (tensor(dqkv, &shape(&saved.qkv)), dbias)
+    }
+
+    fn feed_forward_saving(
+        x: FlexTensor,
+        norm: NormParams<Flex>,
+        first: LinearParams<Flex>,
+        second: LinearParams<Flex>,
+    ) -> Option<(FlexTensor, FeedForwardSaved)> {
+        feed_forward_run(&x, norm, first, second, true)
+    }
+
+    fn feed_forward_backward(saved: &FeedForwardSaved, grad: FlexTensor) -> [FlexTensor; 7] {
+        let grad = grad.to_contiguous();
+        let z = saved.z.as_ref().expect("kept by feed_forward_saving");
+        let g = feed_forward_backward(&saved.view(), values(z), values(&grad));
+        let [d, f] = shape(&saved.first.0)[..] else {
+            unreachable!("checked 2-D")
+        };
+        [
+            tensor(g.x, &shape(&saved.x)),
+            tensor(g.gamma, &[d]),
+            tensor(g.beta, &[d]),
+            tensor(g.w1, &[d, f]),
+            tensor(g.b1, &[f]),
+            tensor(g.w2, &[f, d]),
+            tensor(g.b2, &[d]),
+        ]
     }
 }

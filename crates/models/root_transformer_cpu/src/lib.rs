@@ -71,7 +71,7 @@ pub trait TransformerBackend: Backend {
     /// normalised rows.
     fn fused_norm_linear(
         x: FloatTensor<Self>,
-        norm: (FloatTensor<Self>, Option<FloatTensor<Self>>, f64),
+        norm: NormParams<Self>,
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
         gelu: bool,
@@ -79,7 +79,25 @@ pub trait TransformerBackend: Backend {
         let _ = (x, norm, weight, bias, gelu);
         None
     }
+
+    /// The feed-forward half of a pre-norm layer, `x + GELU(LayerNorm(x)·W₁ + b₁)·W₂ + b₂`, as
+    /// one operation (the `4d`-wide activations never a full tensor). `None` by default.
+    fn fused_feed_forward(
+        x: FloatTensor<Self>,
+        norm: NormParams<Self>,
+        first: LinearParams<Self>,
+        second: LinearParams<Self>,
+    ) -> Option<FloatTensor<Self>> {
+        let _ = (x, norm, first, second);
+        None
+    }
 }
+
+/// A LayerNorm's γ, β and ε.
+pub type NormParams<B> = (FloatTensor<B>, Option<FloatTensor<B>>, f64);
+
+/// A linear layer's weight `[d_in, d_out]` and bias.
+pub type LinearParams<B> = (FloatTensor<B>, Option<FloatTensor<B>>);
 
 /// What the autodiff implementation of [`TransformerBackend`] needs of the backend it wraps:
 /// each forward keeping what its backward needs, and the backwards.
@@ -90,6 +108,8 @@ pub trait TransformerGradBackend: TransformerBackend {
     type LinearSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
     /// What attention's forward keeps.
     type AttentionSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
+    /// What the feed-forward half's forward keeps.
+    type FeedForwardSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
 
     /// [`TransformerBackend::row_layer_norm`], keeping what the backward needs.
     fn layer_norm_saving(
@@ -140,6 +160,21 @@ pub trait TransformerGradBackend: TransformerBackend {
         saved: &Self::AttentionSaved,
         grad: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>);
+
+    /// [`TransformerBackend::fused_feed_forward`], keeping what the backward needs.
+    fn feed_forward_saving(
+        x: FloatTensor<Self>,
+        norm: NormParams<Self>,
+        first: LinearParams<Self>,
+        second: LinearParams<Self>,
+    ) -> Option<(FloatTensor<Self>, Self::FeedForwardSaved)>;
+
+    /// `[dx, dγ, dβ, dW₁, db₁, dW₂, db₂]` for the output gradient `grad` (those of absent
+    /// parameters unused).
+    fn feed_forward_backward(
+        saved: &Self::FeedForwardSaved,
+        grad: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 7];
 }
 
 /// Runs the Transformer's LayerNorms, linear layers and attention as one operation each of
@@ -155,6 +190,18 @@ fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
 /// A primitive as a tensor.
 fn tensor<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(t))
+}
+
+/// A LayerNorm's parameters as the backend takes them.
+fn norm_params<B: Backend>(norm: &LayerNorm<B>) -> NormParams<B> {
+    let beta = norm.beta.as_ref().map(|b| primitive(b.val()));
+    (primitive(norm.gamma.val()), beta, LAYER_NORM_EPSILON)
+}
+
+/// A linear layer's parameters as the backend takes them.
+fn linear_params<B: Backend>(linear: &Linear<B>) -> LinearParams<B> {
+    let bias = linear.bias.as_ref().map(|b| primitive(b.val()));
+    (primitive(linear.weight.val()), bias)
 }
 
 /// `linear` (then the residual added, or the GELU) as one operation of the backend, or `None`.
@@ -197,17 +244,9 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
         x: Tensor<B, 2>,
         gelu: bool,
     ) -> Tensor<B, 2> {
-        let fused = B::fused_norm_linear(
-            primitive(x.clone()),
-            (
-                primitive(norm.gamma.val()),
-                norm.beta.as_ref().map(|b| primitive(b.val())),
-                LAYER_NORM_EPSILON,
-            ),
-            primitive(linear.weight.val()),
-            linear.bias.as_ref().map(|b| primitive(b.val())),
-            gelu,
-        );
+        let (weight, bias) = linear_params(linear);
+        let fused =
+            B::fused_norm_linear(primitive(x.clone()), norm_params(norm), weight, bias, gelu);
         match fused {
             Some(y) => tensor(y),
             None => {
@@ -223,6 +262,28 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
 
     fn linear_gelu(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
         fused_linear(linear, x.clone(), None, true).unwrap_or_else(|| OpByOp.linear_gelu(linear, x))
+    }
+
+    fn feed_forward(
+        &self,
+        norm: &LayerNorm<B>,
+        first: &Linear<B>,
+        second: &Linear<B>,
+        x: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        let fused = B::fused_feed_forward(
+            primitive(x.clone()),
+            norm_params(norm),
+            linear_params(first),
+            linear_params(second),
+        );
+        match fused {
+            Some(y) => tensor(y),
+            None => {
+                let h = self.norm_linear(norm, first, x.clone(), true);
+                self.linear_residual(second, h, x)
+            }
+        }
     }
 
     fn linear_residual(

@@ -1,0 +1,322 @@
+//! A pre-norm Transformer layer's feed-forward half as one kernel, forward and backward:
+//! `y = x + GELU(LayerNorm(x) · W₁ + b₁) · W₂ + b₂` (exact GELU).
+//!
+//! Each block of rows runs the whole chain while its rows are in cache: the normalised rows and
+//! the hidden activations (`4d` wide, the largest values of the layer) live in per-task
+//! scratch, never in a full-size tensor. The forward keeps only `z = LN(x)·W₁ + b₁` for the
+//! backward, which recomputes `LN(x)` and `GELU(z)` per block (an element-wise pass each, no
+//! product) instead of reading them back. Parameter gradients are summed as in
+//! [`crate::linear_backward`]: per fixed chunk of blocks (f32 products, f64 sums), then the
+//! chunks in order, so no value depends on the number of threads.
+
+use rayon::prelude::*;
+
+use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
+use crate::linear::{CHUNKS, Partial, RowNorm, add_rows, column_sums, sum_partials};
+use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
+use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
+use crate::rows::{RowsOut, as_slots, assume_init};
+
+/// Rows per block (and per task), at most.
+const ROWS: usize = 256;
+
+/// The feed-forward half's inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct FeedForward<'a> {
+    /// `[n, d]` row-major: the layer's input (and the residual).
+    pub x: &'a [f32],
+    /// The LayerNorm before the first layer (`d` wide).
+    pub norm: RowNorm<'a>,
+    /// `W₁ [d, f]`.
+    pub w1: MatRef<'a>,
+    /// `b₁ [f]`, if any.
+    pub b1: Option<&'a [f32]>,
+    /// `W₂ [f, d]`.
+    pub w2: MatRef<'a>,
+    /// `b₂ [d]`, if any.
+    pub b2: Option<&'a [f32]>,
+}
+
+/// The gradients of [`feed_forward`].
+#[derive(Debug, Clone)]
+pub struct FeedForwardGrads {
+    /// `[n, d]`.
+    pub x: Vec<f32>,
+    /// γ's, `[d]`.
+    pub gamma: Vec<f32>,
+    /// β's, `[d]`.
+    pub beta: Vec<f32>,
+    /// `W₁`'s, `[d, f]`.
+    pub w1: Vec<f32>,
+    /// `b₁`'s, `[f]`.
+    pub b1: Vec<f32>,
+    /// `W₂`'s, `[f, d]`.
+    pub w2: Vec<f32>,
+    /// `b₂`'s, `[d]`.
+    pub b2: Vec<f32>,
+}
+
+impl FeedForward<'_> {
+    /// `(n, d, f)`; panics unless the shapes agree.
+    fn dims(&self) -> (usize, usize, usize) {
+        let (d, f) = (self.w1.rows(), self.w1.cols());
+        assert!(
+            d > 0 && self.x.len().is_multiple_of(d),
+            "feed-forward: x is whole rows of W₁'s height"
+        );
+        assert_eq!(
+            (self.w2.rows(), self.w2.cols()),
+            (f, d),
+            "feed-forward: W₂ is W₁ transposed in shape"
+        );
+        assert!(
+            self.norm.gamma.len() == d && self.norm.beta.is_none_or(|b| b.len() == d),
+            "feed-forward: the LayerNorm's width"
+        );
+        assert!(
+            self.b1.is_none_or(|b| b.len() == f) && self.b2.is_none_or(|b| b.len() == d),
+            "feed-forward: the biases' widths"
+        );
+        (self.x.len() / d, d, f)
+    }
+
+    /// `LN(x)` of rows `first..first + m` into `u`.
+    fn normalised<'u>(&self, first: usize, m: usize, u: &'u mut Vec<f32>) -> &'u mut [f32] {
+        let d = self.w1.rows();
+        u.resize(m * d, 0.0);
+        let nm = self.norm;
+        let rows = &self.x[first * d..(first + m) * d];
+        layer_norm_rows(rows, as_slots(u), nm.gamma, nm.beta, nm.epsilon);
+        u
+    }
+}
+
+/// Per-task scratch: normalised rows, hidden rows, and one more of each width.
+#[derive(Default)]
+struct Scratch {
+    u: Vec<f32>,
+    h: Vec<f32>,
+    wide: Vec<f32>,
+    narrow: Vec<f32>,
+}
+
+/// The output `y [n, d]` and, with `keep` (training), `z = LN(x)·W₁ + b₁ [n, f]` for
+/// [`feed_forward_backward`]. Panics on inconsistent shapes.
+pub fn feed_forward(ff: &FeedForward<'_>, keep: bool) -> (Vec<f32>, Option<Vec<f32>>) {
+    let (n, d, f) = ff.dims();
+    let mut out = RowsOut::new(n * d);
+    let mut kept = RowsOut::new(if keep { n * f } else { 0 });
+    let blocks = row_blocks(n, block_rows(n, ROWS));
+    let mut parts = Vec::with_capacity(blocks.len());
+    let (mut rest, mut rest_z) = (out.parts(), kept.parts());
+    for &(first, m) in &blocks {
+        let (mine, tail) = rest.split_at_mut(m * d);
+        let (mine_z, tail_z) = rest_z.split_at_mut(if keep { m * f } else { 0 });
+        (rest, rest_z) = (tail, tail_z);
+        parts.push((first, m, mine, mine_z));
+    }
+    parts
+        .into_par_iter()
+        .for_each_init(Scratch::default, |sc, (first, m, out, z_slots)| {
+            let u = ff.normalised(first, m, &mut sc.u);
+            let u = MatRef::row_major(u, m, d);
+            sc.h.resize(m * f, 0.0);
+            // z into the kept rows, GELU(z) into scratch; or both in scratch, in place.
+            if keep {
+                let z = gemm_write(u, ff.w1, z_slots);
+                for row in z.chunks_exact_mut(f) {
+                    add_rows(row, ff.b1, None);
+                }
+                gelu_rows(z, as_slots(&mut sc.h));
+            } else {
+                let z = gemm_write(u, ff.w1, as_slots(&mut sc.h));
+                for row in z.chunks_exact_mut(f) {
+                    add_rows(row, ff.b1, None);
+                }
+                gelu_in_place(z);
+            }
+            let h = MatRef::row_major(&sc.h, m, f);
+            let y = gemm_write(h, ff.w2, out);
+            for (k, row) in y.chunks_exact_mut(d).enumerate() {
+                let x = &ff.x[(first + k) * d..(first + k + 1) * d];
+                add_rows(row, ff.b2, Some(x));
+            }
+        });
+    // SAFETY: the blocks cover all `n` rows; each wrote its rows of `out` (the second product)
+    // and, when kept, of `z` (the first).
+    unsafe { (out.into_vec(), keep.then(|| kept.into_vec())) }
+}
+
+/// The gradients of [`feed_forward`] for the output's gradient `grad [n, d]`, from the `z` the
+/// forward kept. Panics on inconsistent shapes.
+pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> FeedForwardGrads {
+    let (n, d, f) = ff.dims();
+    assert_eq!(z.len(), n * f, "feed-forward gradient: z's shape");
+    assert_eq!(
+        grad.len(),
+        n * d,
+        "feed-forward gradient: the output gradient's shape"
+    );
+    let blocks = row_blocks(n, block_rows(n, ROWS));
+    let n_chunks = blocks.len().clamp(1, CHUNKS);
+    let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
+    let w_len = d * f;
+    let mut part_w1 = RowsOut::new(n_chunks * w_len);
+    let mut part_w2 = RowsOut::new(n_chunks * w_len);
+    // Per chunk: Σ dz (f), Σ dy (d), Σ g·x̂ (d), Σ g (d), in f64.
+    let sums_len = f + 3 * d;
+    let mut part_sums = vec![0.0f64; n_chunks * sums_len];
+    let mut dx = RowsOut::new(n * d);
+
+    let mut rows = Vec::with_capacity(blocks.len());
+    let mut rest = dx.parts();
+    for &(first, m) in &blocks {
+        let (mine, tail) = rest.split_at_mut(m * d);
+        rest = tail;
+        rows.push((first, m, mine));
+    }
+    let mut rows = rows.into_iter();
+    let chunks: Vec<_> = part_w1
+        .parts()
+        .chunks_exact_mut(w_len)
+        .zip(part_w2.parts().chunks_exact_mut(w_len))
+        .zip(part_sums.chunks_exact_mut(sums_len))
+        .enumerate()
+        .map(|(c, ((w1, w2), sums))| {
+            let mine: Vec<_> = rows.by_ref().take(chunk_len(c)).collect();
+            (mine, w1, w2, sums)
+        })
+        .collect();
+    chunks.into_par_iter().for_each(|(blocks, w1, w2, sums)| {
+        let (mut pw1, mut pw2) = (
+            Partial::new(w1, !blocks.is_empty()),
+            Partial::new(w2, !blocks.is_empty()),
+        );
+        let (db1, rest) = sums.split_at_mut(f);
+        let (db2, rest) = rest.split_at_mut(d);
+        let (dgamma, dbeta) = rest.split_at_mut(d);
+        let mut sc = Scratch::default();
+        for (first, m, dx_rows) in blocks {
+            let g = &grad[first * d..(first + m) * d];
+            let zb = &z[first * f..(first + m) * f];
+            // The second layer: dW₂ += GELU(z)ᵀ·g, db₂ += Σ g, dh = g·W₂ᵀ.
+            sc.h.resize(m * f, 0.0);
+            gelu_rows(zb, as_slots(&mut sc.h));
+            let g_m = MatRef::row_major(g, m, d);
+            column_sums(g, db2);
+            pw2.add(MatRef::row_major(&sc.h, m, f).t(), g_m);
+            sc.wide.resize(m * f, 0.0);
+            let dh = gemm_write(g_m, ff.w2.t(), as_slots(&mut sc.wide));
+            // The GELU, then the first layer: dW₁ += LN(x)ᵀ·dz, db₁ += Σ dz, du = dz·W₁ᵀ.
+            gelu_backward_rows(zb, dh, &mut sc.h);
+            let dz = MatRef::row_major(&sc.h, m, f);
+            column_sums(&sc.h, db1);
+            let u = ff.normalised(first, m, &mut sc.u);
+            pw1.add(MatRef::row_major(u, m, d).t(), dz);
+            sc.narrow.resize(m * d, 0.0);
+            let du = gemm_write(dz, ff.w1.t(), as_slots(&mut sc.narrow));
+            // The LayerNorm, then the residual: dx = LN′(du) + g.
+            let xb = &ff.x[first * d..(first + m) * d];
+            let nm = ff.norm;
+            layer_norm_backward_rows(xb, du, nm.gamma, nm.epsilon, dx_rows, dgamma, dbeta);
+            // SAFETY: `layer_norm_backward_rows` wrote every slot of `dx_rows`.
+            let dx_rows = unsafe { assume_init(dx_rows) };
+            for (dx, &g) in dx_rows.iter_mut().zip(g) {
+                *dx += g;
+            }
+        }
+        pw1.finish();
+        pw2.finish();
+    });
+    // SAFETY: the blocks cover every row, each wrote its rows of `dx`; every chunk wrote its
+    // whole partials (its first products, or zeros).
+    let (dx, part_w1, part_w2) = unsafe { (dx.into_vec(), part_w1.into_vec(), part_w2.into_vec()) };
+    let mut sums = vec![0.0f64; sums_len];
+    for part in part_sums.chunks_exact(sums_len) {
+        for (s, v) in sums.iter_mut().zip(part) {
+            *s += *v;
+        }
+    }
+    let narrow = |v: &[f64]| v.iter().map(|&s| s as f32).collect::<Vec<f32>>();
+    FeedForwardGrads {
+        x: dx,
+        gamma: narrow(&sums[f + d..f + 2 * d]),
+        beta: narrow(&sums[f + 2 * d..]),
+        w1: sum_partials(&part_w1, w_len, w_len),
+        b1: narrow(&sums[..f]),
+        w2: sum_partials(&part_w2, w_len, w_len),
+        b2: narrow(&sums[f..f + d]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linear::{Then, linear_backward, linear_forward};
+    use crate::norm::{layer_norm, layer_norm_backward};
+    use crate::test_values::values;
+
+    fn close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        let scale = b.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+        for (k, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!((x - y).abs() <= tol * scale, "{what} {k}: {x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn forward_and_backward_match_the_layers_one_by_one() {
+        // 600 rows: several blocks and chunks, a short last block.
+        let (n, d, f) = (600, 12, 40);
+        let (x, gamma, beta) = (values(n * d, 11), values(d, 12), values(d, 13));
+        let (w1, b1, w2, b2) = (
+            values(d * f, 14),
+            values(f, 15),
+            values(f * d, 16),
+            values(d, 17),
+        );
+        let grad = values(n * d, 18);
+        let (w1m, w2m) = (MatRef::row_major(&w1, d, f), MatRef::row_major(&w2, f, d));
+        let norm = RowNorm {
+            gamma: &gamma,
+            beta: Some(&beta),
+            epsilon: 1e-5,
+        };
+        let ff = FeedForward {
+            x: &x,
+            norm,
+            w1: w1m,
+            b1: Some(&b1),
+            w2: w2m,
+            b2: Some(&b2),
+        };
+        // The same layers one at a time.
+        let u = layer_norm(&x, &gamma, Some(&beta), 1e-5);
+        let um = MatRef::row_major(&u, n, d);
+        let gelu = Then::Gelu { keep_input: true };
+        let (h, z) = linear_forward(um, None, w1m, Some(&b1), gelu);
+        let z = z.expect("kept");
+        let hm = MatRef::row_major(&h, n, f);
+        let (y, _) = linear_forward(hm, None, w2m, Some(&b2), Then::Residual(&x));
+
+        let (fused, kept) = feed_forward(&ff, true);
+        close(&fused, &y, 1e-6, "y");
+        close(kept.as_deref().expect("kept"), &z, 1e-6, "z");
+        let (inference, none) = feed_forward(&ff, false);
+        assert!(none.is_none());
+        close(&inference, &y, 1e-6, "y without keeping z");
+
+        let (dh, dw2, db2) = linear_backward(hm, w2m, &grad, None, true);
+        let (du, dw1, db1) = linear_backward(um, w1m, &dh.expect("asked"), Some(&z), true);
+        let (dx_norm, dgamma, dbeta) = layer_norm_backward(&x, &du.expect("asked"), &gamma, 1e-5);
+        let dx: Vec<f32> = dx_norm.iter().zip(&grad).map(|(a, g)| a + g).collect();
+        let got = feed_forward_backward(&ff, &z, &grad);
+        close(&got.x, &dx, 1e-5, "dx");
+        close(&got.gamma, &dgamma, 1e-5, "dγ");
+        close(&got.beta, &dbeta, 1e-5, "dβ");
+        close(&got.w1, &dw1, 1e-5, "dW₁");
+        close(&got.b1, &db1, 1e-5, "db₁");
+        close(&got.w2, &dw2, 1e-5, "dW₂");
+        close(&got.b2, &db2, 1e-5, "db₂");
+    }
+}
