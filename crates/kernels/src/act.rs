@@ -73,6 +73,20 @@ multiversioned! {
 }
 
 multiversioned! {
+    /// `y = GELU(z)` (every slot written) and `slope = GELU′(z)`, element by element, from one
+    /// erf and one exponential each.
+    pub(crate) fn gelu_with_slope(z: &[f32], y: &mut [MaybeUninit<f32>], slope: &mut [f32]) {
+        assert!(z.len() == y.len() && z.len() == slope.len(), "GELU rows");
+        for ((&v, y), slope) in z.iter().zip(y.iter_mut()).zip(slope.iter_mut()) {
+            let (erf, gauss) = erf_and_gauss(v * FRAC_1_SQRT_2);
+            let cdf = 0.5 * (1.0 + erf);
+            y.write(v * cdf);
+            *slope = cdf + v * (FRAC_1_SQRT_2PI * gauss);
+        }
+    }
+}
+
+multiversioned! {
     /// `dz = g · GELU′(z)`, element by element.
     pub(crate) fn gelu_backward_rows(z: &[f32], grad: &[f32], dz: &mut [f32]) {
         for ((&v, &g), dz) in z.iter().zip(grad).zip(dz.iter_mut()) {
@@ -141,6 +155,8 @@ mod tests {
         let (mut y, mut dz) = (vec![0.0; z.len()], vec![0.0; z.len()]);
         gelu_rows(&z, crate::rows::as_slots(&mut y));
         gelu_backward_rows(&z, &g, &mut dz);
+        let (mut y2, mut slope) = (vec![0.0; z.len()], vec![0.0; z.len()]);
+        gelu_with_slope(&z, crate::rows::as_slots(&mut y2), &mut slope);
         for (i, &v) in z.iter().enumerate() {
             let v = f64::from(v);
             let cdf = 0.5 * (1.0 + libm_erf(v / 2f64.sqrt()));
@@ -148,6 +164,8 @@ mod tests {
             let pdf = (-0.5 * v * v).exp() / (2.0 * std::f64::consts::PI).sqrt();
             let d = f64::from(g[i]) * (cdf + v * pdf);
             assert!((f64::from(dz[i]) - d).abs() < 2e-6, "gradient at {i}");
+            assert!((f64::from(y2[i]) - v * cdf).abs() < 2e-6, "value with slope at {i}");
+            assert!((f64::from(g[i] * slope[i]) - d).abs() < 2e-6, "slope at {i}");
         }
     }
 }

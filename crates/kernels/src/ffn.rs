@@ -11,7 +11,7 @@
 
 use rayon::prelude::*;
 
-use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
+use crate::act::{gelu_in_place, gelu_rows, gelu_with_slope};
 use crate::linear::{CHUNKS, Partial, RowNorm, add_rows, column_sums, sum_partials};
 use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
 use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
@@ -91,11 +91,13 @@ impl FeedForward<'_> {
     }
 }
 
-/// Per-task scratch: normalised rows, hidden rows, and one more of each width.
+/// Per-task scratch: normalised rows, hidden rows (and the GELU's slopes), and one more of each
+/// width.
 #[derive(Default)]
 struct Scratch {
     u: Vec<f32>,
     h: Vec<f32>,
+    slope: Vec<f32>,
     wide: Vec<f32>,
     narrow: Vec<f32>,
 }
@@ -201,16 +203,17 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> F
             let zb = &z[first * f..(first + m) * f];
             // The second layer: dW₂ += GELU(z)ᵀ·g, db₂ += Σ g, dh = g·W₂ᵀ.
             sc.h.resize(m * f, 0.0);
-            gelu_rows(zb, as_slots(&mut sc.h));
+            sc.slope.resize(m * f, 0.0);
+            gelu_with_slope(zb, as_slots(&mut sc.h), &mut sc.slope);
             let g_m = MatRef::row_major(g, m, d);
             column_sums(g, db2);
             pw2.add(MatRef::row_major(&sc.h, m, f).t(), g_m);
             sc.wide.resize(m * f, 0.0);
             let dh = gemm_write(g_m, ff.w2.t(), as_slots(&mut sc.wide));
             // The GELU, then the first layer: dW₁ += LN(x)ᵀ·dz, db₁ += Σ dz, du = dz·W₁ᵀ.
-            gelu_backward_rows(zb, dh, &mut sc.h);
-            let dz = MatRef::row_major(&sc.h, m, f);
-            column_sums(&sc.h, db1);
+            times(dh, &sc.slope);
+            let dz = MatRef::row_major(dh, m, f);
+            column_sums(dh, db1);
             let u = ff.normalised(first, m, &mut sc.u);
             pw1.add(MatRef::row_major(u, m, d).t(), dz);
             sc.narrow.resize(m * d, 0.0);
@@ -246,6 +249,15 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> F
         b1: narrow(&sums[..f]),
         w2: sum_partials(&part_w2, w_len, w_len),
         b2: narrow(&sums[f..f + d]),
+    }
+}
+
+multiversioned! {
+    /// `v *= by`, element by element.
+    fn times(v: &mut [f32], by: &[f32]) {
+        for (v, &b) in v.iter_mut().zip(by) {
+            *v *= b;
+        }
     }
 }
 
