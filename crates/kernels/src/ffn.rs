@@ -189,6 +189,8 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> F
             (mine, w1, w2, sums)
         })
         .collect();
+    let (w1_t, w2_t) = (ff.w1.transposed(), ff.w2.transposed());
+    let (w1_t, w2_t) = (MatRef::row_major(&w1_t, f, d), MatRef::row_major(&w2_t, d, f));
     chunks.into_par_iter().for_each(|(blocks, w1, w2, sums)| {
         let (mut pw1, mut pw2) = (
             Partial::new(w1, !blocks.is_empty()),
@@ -209,7 +211,7 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> F
             column_sums(g, db2);
             pw2.add(MatRef::row_major(&sc.h, m, f).t(), g_m);
             sc.wide.resize(m * f, 0.0);
-            let dh = gemm_write(g_m, ff.w2.t(), as_slots(&mut sc.wide));
+            let dh = gemm_write(g_m, w2_t, as_slots(&mut sc.wide));
             // The GELU, then the first layer: dW₁ += LN(x)ᵀ·dz, db₁ += Σ dz, du = dz·W₁ᵀ.
             times(dh, &sc.slope);
             let dz = MatRef::row_major(dh, m, f);
@@ -217,7 +219,7 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> F
             let u = ff.normalised(first, m, &mut sc.u);
             pw1.add(MatRef::row_major(u, m, d).t(), dz);
             sc.narrow.resize(m * d, 0.0);
-            let du = gemm_write(dz, ff.w1.t(), as_slots(&mut sc.narrow));
+            let du = gemm_write(dz, w1_t, as_slots(&mut sc.narrow));
             // The LayerNorm, then the residual: dx = LN′(du) + g.
             let xb = &ff.x[first * d..(first + m) * d];
             let nm = ff.norm;

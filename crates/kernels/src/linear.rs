@@ -213,6 +213,8 @@ pub fn linear_backward(
         .enumerate()
         .map(|(c, (w, b))| (parts.by_ref().take(chunk_len(c)).collect(), w, b))
         .collect();
+    let w_t = weight.transposed();
+    let w_t = MatRef::row_major(&w_t, d_out, d_in);
     chunks.into_par_iter().for_each(|(blocks, pw, pb)| {
         // The product's values, then (only when it is empty) one unused slot.
         let (pw, spare) = pw.split_at_mut(d_in * d_out);
@@ -234,7 +236,7 @@ pub fn linear_backward(
             let dz_m = MatRef::row_major(dz, m, d_out);
             pw.add(x.row_range(first, m).t(), dz_m);
             if want_x {
-                gemm_write(dz_m, weight.t(), dx_rows);
+                gemm_write(dz_m, w_t, dx_rows);
             }
         }
         pw.finish();

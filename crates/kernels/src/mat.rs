@@ -57,6 +57,21 @@ impl<'a> MatRef<'a> {
         (dense || len == 0).then(|| &self.data[self.offset..self.offset + len])
     }
 
+    /// The transpose as a dense row-major matrix `[cols, rows]` (a copy): a product's right
+    /// operand that `gemm` then packs from contiguous rows instead of gathering strided values
+    /// for every block of rows it is used with.
+    pub(crate) fn transposed(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.rows * self.cols);
+        for c in 0..self.cols {
+            for r in 0..self.rows {
+                let at = self.offset as isize + r as isize * self.row_stride
+                    + c as isize * self.col_stride;
+                out.push(self.data[at as usize]);
+            }
+        }
+        out
+    }
+
     /// Rows.
     pub fn rows(&self) -> usize {
         self.rows
