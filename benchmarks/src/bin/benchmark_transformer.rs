@@ -3,30 +3,34 @@
 //! `cargo run --release -p gnn4c-benchmarks --bin benchmark_transformer -- [BATCH] [REPS]
 //! [default|part|both] [fused|op-by-op|both] [--events demo|busy|DATA.yaml] [--dump-batch
 //! FILE.npz]`: the model run by the CPU's fused kernels (`FusedTransformer`, what the CLI runs),
-//! by Burn's operations (`OpByOp`), or both side by side. The default
-//! model (d 64, 4 heads, 4 layers, pair bias; docs/root-transformer.md) and the ParT-like size
-//! (d 128, 8 heads, 8 layers), 12 outputs, on BATCH (default 512) events of the same batch
-//! `benchmark_training` uses: the forward without autodiff, and a training step (forward and
-//! weighted loss, backward, Adam step, each timed), with the GFLOP/s of their matrix products
-//! (`transformer_matmul_flops` over the real tokens; a training step counted as 3 forwards) against this machine's
-//! 1024³ GEMM rate. `--dump-batch` writes the batch for the PyTorch reference
-//! (`python benchmarks/reference/root_transformer.py --time FILE.npz REPS [default|part]`), so
-//! both time the same events. Medians of REPS (default 10) after 2 warm-up runs; peak RSS at the
-//! end.
+//! by Burn's operations (`OpByOp`), or both side by side. The default model (d 64, 4 heads,
+//! 4 layers, pair bias; docs/root-transformer.md) and the ParT-like size (d 128, 8 heads,
+//! 8 layers), 12 outputs, on BATCH (default 512) events of the same batch `benchmark_training`
+//! uses: the forward without autodiff, and a training step (forward and weighted loss,
+//! backward, Adam step, each timed; the set-up, model initialisation and the first step,
+//! apart), with the GFLOP/s of their matrix products (`transformer_matmul_flops` over the real
+//! tokens; a training step counted as 3 forwards) against this machine's 1024³ GEMM rate. A
+//! second table splits the inference forward by part (the kernel's calls timed one by one).
+//! `--dump-batch` writes the batch for the PyTorch reference (`python
+//! benchmarks/reference/root_transformer.py --time FILE.npz REPS [default|part]`), so both time
+//! the same events. Medians of REPS (default 10) after 2 warm-up runs; peak RSS at the end.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
+use burn::nn::{LayerNorm, Linear};
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
-use std::time::Instant;
 
 use gnn4c_benchmarks::{
     Events, Meta, Stats, gemm_gflops, machine, time_reps, transformer_matmul_flops, write_peak_rss,
 };
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_transformer::{
-    FlatGraphs, OpByOp, RootTransformer, RootTransformerConfig, TokenBatch, TransformerKernel,
+    FlatGraphs, OpByOp, RootTransformer, RootTransformerConfig, Sequences, TokenBatch,
+    TransformerKernel,
 };
 use gnn4c_root_transformer_cpu::FusedTransformer;
 use gnn4c_run::device::DeviceChoice;
@@ -57,12 +61,119 @@ struct Setup {
     device: burn::backend::flex::FlexDevice,
 }
 
-/// One size run by one kernel: inference and training-step times, and the training step's
-/// median forward+loss, backward and optimiser parts.
+/// One size run by one kernel: inference and training-step times, the training step's median
+/// forward+loss, backward and optimiser parts, the set-up (model initialisation and the first
+/// step), and the inference forward's mean seconds per part ([`PARTS`]).
 struct Row {
     forward: Stats,
     step: Stats,
     parts: (f64, f64, f64),
+    setup: f64,
+    split: [f64; PARTS.len()],
+}
+
+/// The parts of a forward that [`Timed`] tells apart; the last is the rest of the forward
+/// (token and class-token embeddings, the pair-bias MLP, packing, the head).
+const PARTS: [&str; 5] = [
+    "LayerNorm + q,k,v projection",
+    "attention",
+    "output projection + residual",
+    "feed-forward (LayerNorm, linear, GELU, linear, residual)",
+    "embeddings, pair bias, head, packing",
+];
+
+/// The kernel `K` with the wall time of each of its calls added to `spent` under its part of
+/// [`PARTS`]: the CPU backend runs an operation before it returns, so a call's wall time is its
+/// cost.
+#[derive(Debug, Clone)]
+struct Timed<K> {
+    inner: K,
+    spent: Arc<Mutex<[f64; PARTS.len()]>>,
+}
+
+impl<K> Timed<K> {
+    fn time<T>(&self, part: usize, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let out = f();
+        if let Ok(mut spent) = self.spent.lock() {
+            spent[part] += t.elapsed().as_secs_f64();
+        }
+        out
+    }
+}
+
+impl<B: Backend, K: TransformerKernel<B>> TransformerKernel<B> for Timed<K> {
+    fn layer_norm(&self, norm: &LayerNorm<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.inner.layer_norm(norm, x)
+    }
+
+    fn linear(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.inner.linear(linear, x)
+    }
+
+    fn norm_linear(
+        &self,
+        norm: &LayerNorm<B>,
+        linear: &Linear<B>,
+        x: Tensor<B, 2>,
+        gelu: bool,
+    ) -> Tensor<B, 2> {
+        self.time(0, || self.inner.norm_linear(norm, linear, x, gelu))
+    }
+
+    fn linear_residual(
+        &self,
+        linear: &Linear<B>,
+        x: Tensor<B, 2>,
+        residual: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        self.time(2, || self.inner.linear_residual(linear, x, residual))
+    }
+
+    fn attention(
+        &self,
+        qkv: Tensor<B, 2>,
+        pair_bias: Option<Tensor<B, 2>>,
+        seqs: &Sequences,
+        n_heads: usize,
+    ) -> Tensor<B, 2> {
+        self.time(1, || self.inner.attention(qkv, pair_bias, seqs, n_heads))
+    }
+
+    fn feed_forward(
+        &self,
+        norm: &LayerNorm<B>,
+        first: &Linear<B>,
+        second: &Linear<B>,
+        x: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        self.time(3, || self.inner.feed_forward(norm, first, second, x))
+    }
+}
+
+/// The inference forward's mean seconds per part of [`PARTS`] over `reps` runs.
+fn forward_split<K: TransformerKernel<Flex> + Copy>(
+    model: RootTransformer<Flex, K>,
+    s: &Setup,
+    reps: usize,
+) -> [f64; PARTS.len()] {
+    let spent = Arc::new(Mutex::new([0.0; PARTS.len()]));
+    let kernel = model.kernel;
+    let timed = model.with_kernel(Timed {
+        inner: kernel,
+        spent: spent.clone(),
+    });
+    let mut total = 0.0;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let logits = timed.forward(&s.tokens, &s.device);
+        std::hint::black_box(logits.into_data());
+        total += t.elapsed().as_secs_f64();
+    }
+    let mut split = spent.lock().map_or([0.0; PARTS.len()], |v| *v);
+    let kernels: f64 = split[..PARTS.len() - 1].iter().sum();
+    split[PARTS.len() - 1] = total - kernels;
+    split.map(|x| x / reps.max(1) as f64)
 }
 
 fn measure<K>(
@@ -87,6 +198,9 @@ where
         let logits = model.forward(&s.tokens, device);
         std::hint::black_box(logits.into_data());
     });
+    let split = forward_split(model, s, reps);
+    let t_setup = Instant::now();
+    let mut setup = None;
     let mut model: RootTransformer<AD, K> = config.init(device).with_kernel(kernel);
     let mut optim = AdamConfig::new()
         .with_epsilon(1e-8)
@@ -103,6 +217,7 @@ where
         let t2 = Instant::now();
         model = optim.step(1e-4, model.clone(), grads);
         let t3 = Instant::now();
+        setup.get_or_insert((t3 - t_setup).as_secs_f64());
         fwd.push((t1 - t0).as_secs_f64());
         bwd.push((t2 - t1).as_secs_f64());
         opt.push((t3 - t2).as_secs_f64());
@@ -113,6 +228,8 @@ where
         forward: Stats::of(&forward),
         step: Stats::of(&step),
         parts: (last(&fwd), last(&bwd), last(&opt)),
+        setup: setup.unwrap_or(0.0),
+        split,
     })
 }
 
@@ -168,9 +285,10 @@ fn main() -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "| size | kernel | measure | median s | events/s | forward+loss s | backward s | optimiser s | GFLOP/s (% of GEMM) |"
+        "| size | kernel | measure | median s | events/s | forward+loss s | backward s | optimiser s | setup s | GFLOP/s (% of GEMM) |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    let mut splits = Vec::new();
     for (size, d, heads, layers) in sizes {
         let config = RootTransformerConfig::new(12)
             .with_d_model(d)
@@ -193,32 +311,54 @@ fn main() -> anyhow::Result<()> {
                 "fused" => measure(&config, FusedTransformer, &setup, reps)?,
                 _ => measure(&config, OpByOp, &setup, reps)?,
             };
+            splits.push((size, kernel.clone(), row.split, row.forward.median));
             for (name, st, parts, work) in [
                 ("inference (forward)", &row.forward, None, flops),
                 ("training step", &row.step, Some(row.parts), 3.0 * flops),
             ] {
+                let setup = parts.map(|_| row.setup);
                 let gflops = work / st.median / 1e9;
                 meta.emit(serde_json::json!({
                     "measure": name, "size": size, "kernel": kernel, "d_model": d, "n_heads": heads,
                     "n_layers": layers, "median_s": st.median, "min_s": st.min, "max_s": st.max,
                     "reps": st.n, "events_per_s": batch as f64 / st.median, "batch": batch,
                     "forward_loss_s": parts.map(|p| p.0), "backward_s": parts.map(|p| p.1),
-                    "optimiser_s": parts.map(|p| p.2), "gflops": gflops, "gemm_gflops": gemm,
+                    "optimiser_s": parts.map(|p| p.2), "setup_s": setup, "gflops": gflops, "gemm_gflops": gemm,
                     "gemm_fraction": gflops / gemm,
                 }));
                 let part = |p: Option<f64>| p.map_or_else(|| "–".to_owned(), |x| format!("{x:.4}"));
                 writeln!(
                     out,
-                    "| {size} | {kernel} | {name} | {:.4} | {:.0} | {} | {} | {} | {gflops:.1} ({:.0} %) |",
+                    "| {size} | {kernel} | {name} | {:.4} | {:.0} | {} | {} | {} | {} | {gflops:.1} ({:.0} %) |",
                     st.median,
                     batch as f64 / st.median,
                     part(parts.map(|p| p.0)),
                     part(parts.map(|p| p.1)),
                     part(parts.map(|p| p.2)),
+                    part(setup),
                     100.0 * gflops / gemm
                 )?;
             }
         }
+    }
+    writeln!(
+        out,
+        "\nThe inference forward by part (mean s over {reps} runs, each part's calls timed; % of the forward):"
+    )?;
+    writeln!(out, "| size | kernel | {} |", PARTS.join(" | "))?;
+    writeln!(out, "|---|---|{}", "---|".repeat(PARTS.len()))?;
+    for (size, kernel, split, median) in splits {
+        let total: f64 = split.iter().sum();
+        let cells: Vec<String> = split
+            .iter()
+            .map(|x| format!("{x:.4} ({:.0} %)", 100.0 * x / total))
+            .collect();
+        meta.emit(serde_json::json!({
+            "measure": "inference split", "size": size, "kernel": kernel,
+            "parts": PARTS.iter().zip(split).map(|(p, x)| serde_json::json!({"part": p, "mean_s": x})).collect::<Vec<_>>(),
+            "forward_median_s": median,
+        }));
+        writeln!(out, "| {size} | {kernel} | {} |", cells.join(" | "))?;
     }
     write_peak_rss(&mut out)?;
     Ok(())

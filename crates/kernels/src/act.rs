@@ -164,8 +164,14 @@ mod tests {
             let pdf = (-0.5 * v * v).exp() / (2.0 * std::f64::consts::PI).sqrt();
             let d = f64::from(g[i]) * (cdf + v * pdf);
             assert!((f64::from(dz[i]) - d).abs() < 2e-6, "gradient at {i}");
-            assert!((f64::from(y2[i]) - v * cdf).abs() < 2e-6, "value with slope at {i}");
-            assert!((f64::from(g[i] * slope[i]) - d).abs() < 2e-6, "slope at {i}");
+            assert!(
+                (f64::from(y2[i]) - v * cdf).abs() < 2e-6,
+                "value with slope at {i}"
+            );
+            assert!(
+                (f64::from(g[i] * slope[i]) - d).abs() < 2e-6,
+                "slope at {i}"
+            );
         }
     }
 }

@@ -190,7 +190,10 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> F
         })
         .collect();
     let (w1_t, w2_t) = (ff.w1.transposed(), ff.w2.transposed());
-    let (w1_t, w2_t) = (MatRef::row_major(&w1_t, f, d), MatRef::row_major(&w2_t, d, f));
+    let (w1_t, w2_t) = (
+        MatRef::row_major(&w1_t, f, d),
+        MatRef::row_major(&w2_t, d, f),
+    );
     chunks.into_par_iter().for_each(|(blocks, w1, w2, sums)| {
         let (mut pw1, mut pw2) = (
             Partial::new(w1, !blocks.is_empty()),

@@ -64,7 +64,8 @@ impl<'a> MatRef<'a> {
         let mut out = Vec::with_capacity(self.rows * self.cols);
         for c in 0..self.cols {
             for r in 0..self.rows {
-                let at = self.offset as isize + r as isize * self.row_stride
+                let at = self.offset as isize
+                    + r as isize * self.row_stride
                     + c as isize * self.col_stride;
                 out.push(self.data[at as usize]);
             }
