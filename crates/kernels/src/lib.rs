@@ -29,6 +29,7 @@ mod linear;
 mod mat;
 mod mlp;
 mod norm;
+mod pair;
 mod rows;
 #[cfg(test)]
 mod test_values;
@@ -43,3 +44,4 @@ pub use mlp::{
     mlp_forward_saving,
 };
 pub use norm::{layer_norm, layer_norm_backward};
+pub use pair::{PairMlp, PairMlpGrads, pair_mlp_backward, pair_mlp_forward};

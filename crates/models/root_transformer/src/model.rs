@@ -235,6 +235,20 @@ pub trait TransformerKernel<B: Backend> {
         }
     }
 
+    /// The pair-bias MLP on the object pairs' features, zero on the diagonal pairs:
+    /// `embed.out(ReLU(embed.hidden(features))) · off_diagonal`.
+    ///
+    /// # Shapes
+    /// `features [pairs, d_pair]`, `off_diagonal [pairs, 1]` → `[pairs, heads]`.
+    fn pair_bias(
+        &self,
+        embed: &PairEmbed<B>,
+        features: Tensor<B, 2>,
+        off_diagonal: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        embed.out.forward(relu(embed.hidden.forward(features))) * off_diagonal
+    }
+
     /// The feed-forward half of a pre-norm layer: `x + second(GELU(first(LayerNorm(x))))`.
     ///
     /// # Shapes
@@ -527,7 +541,7 @@ impl<B: Backend, K: TransformerKernel<B>> RootTransformer<B, K> {
             );
             let off_diagonal =
                 Tensor::<B, 2>::from_data(TensorData::new(packed.off_diagonal, [pairs, 1]), device);
-            p.out.forward(relu(p.hidden.forward(features))) * off_diagonal // [Σ k², h]
+            self.kernel.pair_bias(p, features, off_diagonal) // [Σ k², h]
         });
         for layer in &self.layers {
             x = layer.forward(x, bias.clone(), &packed.seqs, h, &self.kernel);

@@ -10,7 +10,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
 
-use crate::{LinearParams, NormParams, TransformerBackend, TransformerGradBackend};
+use crate::{LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend};
 
 /// Registers each gradient for its parent, where the parent is tracked.
 macro_rules! register {
@@ -87,6 +87,21 @@ impl<B: TransformerGradBackend> Backward<B, 7> for FeedForwardOp {
     }
 }
 
+/// The pair-bias MLP as one tracked operation: parents W₁, b₁, W₂, b₂ (its input and mask are
+/// data).
+#[derive(Debug)]
+struct PairMlpOp;
+
+impl<B: TransformerGradBackend> Backward<B, 4> for PairMlpOp {
+    type State = B::PairMlpSaved;
+
+    fn backward(self, ops: Ops<Self::State, 4>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [dw1, db1, dw2, db2] = B::pair_mlp_backward(&ops.state, grad);
+        register!(grads, ops, [Some(dw1), Some(db1), Some(dw2), Some(db2)]);
+    }
+}
+
 /// An untracked tensor, whose node fills a parent place an operation does not use (an absent
 /// β or pair bias): no gradient flows there.
 fn unused_place<B: Backend, C: CheckpointStrategy>(
@@ -113,6 +128,42 @@ fn optional<B: Backend, C: CheckpointStrategy>(
 }
 
 impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Autodiff<B, C> {
+    fn fused_pair_mlp(
+        inputs: PairInputs<Self>,
+        first: LinearParams<Self>,
+        second: LinearParams<Self>,
+    ) -> Option<FloatTensor<Self>> {
+        let (x, mask) = inputs;
+        // The kernel gives no gradient to the input or the mask: Burn's operations where
+        // either is tracked.
+        if !x.node.requirement.is_none() || !mask.node.requirement.is_none() {
+            return None;
+        }
+        let device = B::float_device(&x.primitive);
+        let ((w1, b1), (w2, b2)) = (first, second);
+        let (b1_node, b1) = optional::<B, C>(b1, &device);
+        let (b2_node, b2) = optional::<B, C>(b2, &device);
+        let nodes = [w1.node.clone(), b1_node.node, w2.node.clone(), b2_node.node];
+        let inputs = (
+            (x.primitive, mask.primitive),
+            (w1.primitive, b1),
+            (w2.primitive, b2),
+        );
+        Some(
+            match PairMlpOp.prepare::<C>(nodes).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let (inputs, first, second) = inputs;
+                    let (y, saved) = B::pair_mlp_saving(inputs, first, second)?;
+                    prep.finish(saved, y)
+                }
+                OpsKind::UnTracked(prep) => {
+                    let (inputs, first, second) = inputs;
+                    prep.finish(B::fused_pair_mlp(inputs, first, second)?)
+                }
+            },
+        )
+    }
+
     fn fused_feed_forward(
         x: FloatTensor<Self>,
         norm: NormParams<Self>,

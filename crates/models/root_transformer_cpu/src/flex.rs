@@ -4,12 +4,12 @@ use burn::backend::Flex;
 use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 use gnn4c_kernels::{
-    Attention, FeedForward, MatRef, RowNorm, Then, attention_backward, attention_forward,
+    Attention, FeedForward, MatRef, PairMlp, RowNorm, Then, attention_backward, attention_forward,
     feed_forward, feed_forward_backward, layer_norm, layer_norm_backward, linear_backward,
-    linear_forward,
+    linear_forward, pair_mlp_backward, pair_mlp_forward,
 };
 
-use crate::{LinearParams, NormParams, TransformerBackend, TransformerGradBackend};
+use crate::{LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend};
 
 /// `t` made contiguous, if it is f32 (the kernels take nothing else).
 fn f32s(t: &FlexTensor) -> Option<FlexTensor> {
@@ -210,6 +210,75 @@ fn feed_forward_run(
     Some((tensor(y, &[n, d]), saved))
 }
 
+/// The pair-bias MLP's inputs made contiguous f32 (checked against each other).
+#[derive(Debug, Clone)]
+pub struct PairMlpSaved {
+    x: FlexTensor,
+    mask: FlexTensor,
+    first: (FlexTensor, Option<FlexTensor>),
+    second: (FlexTensor, Option<FlexTensor>),
+}
+
+impl PairMlpSaved {
+    /// The inputs, or `None` for tensors the kernel does not take.
+    fn of(
+        inputs: PairInputs<Flex>,
+        first: LinearParams<Flex>,
+        second: LinearParams<Flex>,
+    ) -> Option<Self> {
+        let optional = |t: Option<FlexTensor>| match t {
+            Some(t) => f32s(&t).map(Some),
+            None => Some(None),
+        };
+        let (x, mask) = inputs;
+        let saved = PairMlpSaved {
+            x: f32s(&x)?,
+            mask: f32s(&mask)?,
+            first: (f32s(&first.0)?, optional(first.1)?),
+            second: (f32s(&second.0)?, optional(second.1)?),
+        };
+        let [n, d_in] = shape(&saved.x)[..] else {
+            return None;
+        };
+        let [d1, h] = shape(&saved.first.0)[..] else {
+            return None;
+        };
+        let [h2, d_out] = shape(&saved.second.0)[..] else {
+            return None;
+        };
+        let width = |t: &Option<FlexTensor>, w: usize| t.as_ref().is_none_or(|t| shape(t) == [w]);
+        let fits = d_in > 0
+            && d1 == d_in
+            && h2 == h
+            && shape(&saved.mask) == [n, 1]
+            && width(&saved.first.1, h)
+            && width(&saved.second.1, d_out);
+        fits.then_some(saved)
+    }
+
+    fn view(&self) -> PairMlp<'_> {
+        let [d_in, h] = shape(&self.first.0)[..] else {
+            unreachable!("checked 2-D")
+        };
+        let d_out = shape(&self.second.0)[1];
+        PairMlp {
+            x: values(&self.x),
+            w1: MatRef::row_major(values(&self.first.0), d_in, h),
+            b1: self.first.1.as_ref().map(values),
+            w2: MatRef::row_major(values(&self.second.0), h, d_out),
+            b2: self.second.1.as_ref().map(values),
+            mask: values(&self.mask),
+        }
+    }
+
+    /// The output, `[pairs, d_out]`.
+    fn forward(&self) -> FlexTensor {
+        let y = pair_mlp_forward(&self.view());
+        let (n, d_out) = (shape(&self.x)[0], shape(&self.second.0)[1]);
+        tensor(y, &[n, d_out])
+    }
+}
+
 /// Attention's output and its inputs, with the probabilities when `for_backward`, or `None`
 /// for tensors the kernels do not take.
 fn attention(
@@ -310,6 +379,14 @@ impl TransformerBackend for Flex {
         attention(&qkv, pair_bias.as_ref(), lens, heads, false).map(|(y, _)| y)
     }
 
+    fn fused_pair_mlp(
+        inputs: PairInputs<Flex>,
+        first: LinearParams<Flex>,
+        second: LinearParams<Flex>,
+    ) -> Option<FlexTensor> {
+        PairMlpSaved::of(inputs, first, second).map(|saved| saved.forward())
+    }
+
     fn fused_feed_forward(
         x: FlexTensor,
         norm: NormParams<Flex>,
@@ -365,6 +442,7 @@ impl TransformerGradBackend for Flex {
     type LinearSaved = LinearSaved;
     type AttentionSaved = AttentionSaved;
     type FeedForwardSaved = FeedForwardSaved;
+    type PairMlpSaved = PairMlpSaved;
 
     fn layer_norm_saving(
         x: &FlexTensor,
@@ -454,6 +532,30 @@ impl TransformerGradBackend for Flex {
         second: LinearParams<Flex>,
     ) -> Option<(FlexTensor, FeedForwardSaved)> {
         feed_forward_run(&x, norm, first, second, true)
+    }
+
+    fn pair_mlp_saving(
+        inputs: PairInputs<Flex>,
+        first: LinearParams<Flex>,
+        second: LinearParams<Flex>,
+    ) -> Option<(FlexTensor, PairMlpSaved)> {
+        let saved = PairMlpSaved::of(inputs, first, second)?;
+        Some((saved.forward(), saved))
+    }
+
+    fn pair_mlp_backward(saved: &PairMlpSaved, grad: FlexTensor) -> [FlexTensor; 4] {
+        let grad = grad.to_contiguous();
+        let g = pair_mlp_backward(&saved.view(), values(&grad));
+        let [d_in, h] = shape(&saved.first.0)[..] else {
+            unreachable!("checked 2-D")
+        };
+        let d_out = shape(&saved.second.0)[1];
+        [
+            tensor(g.w1, &[d_in, h]),
+            tensor(g.b1, &[h]),
+            tensor(g.w2, &[h, d_out]),
+            tensor(g.b2, &[d_out]),
+        ]
     }
 
     fn feed_forward_backward(saved: &FeedForwardSaved, grad: FlexTensor) -> [FlexTensor; 7] {

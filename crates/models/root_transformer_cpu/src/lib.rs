@@ -31,7 +31,7 @@ use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use burn::tensor::ops::FloatTensor;
-use gnn4c_root_transformer::{LAYER_NORM_EPSILON, OpByOp, Sequences, TransformerKernel};
+use gnn4c_root_transformer::{LAYER_NORM_EPSILON, OpByOp, PairEmbed, Sequences, TransformerKernel};
 
 /// A backend that runs the Transformer's LayerNorm, linear layers and packed attention as one
 /// operation each; `None` where it does not run these tensors (the caller then runs Burn's
@@ -91,7 +91,22 @@ pub trait TransformerBackend: Backend {
         let _ = (x, norm, first, second);
         None
     }
+
+    /// The pair-bias MLP, `(ReLU(x·W₁ + b₁)·W₂ + b₂) ⊙ mask`, as one operation. `None` by
+    /// default.
+    fn fused_pair_mlp(
+        inputs: PairInputs<Self>,
+        first: LinearParams<Self>,
+        second: LinearParams<Self>,
+    ) -> Option<FloatTensor<Self>> {
+        let _ = (inputs, first, second);
+        None
+    }
 }
+
+/// The pair-bias MLP's input `x [pairs, d_pair]` and per-row `mask [pairs, 1]` (data: no
+/// gradient flows to them).
+pub type PairInputs<B> = (FloatTensor<B>, FloatTensor<B>);
 
 /// A LayerNorm's γ, β and ε.
 pub type NormParams<B> = (FloatTensor<B>, Option<FloatTensor<B>>, f64);
@@ -110,6 +125,8 @@ pub trait TransformerGradBackend: TransformerBackend {
     type AttentionSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
     /// What the feed-forward half's forward keeps.
     type FeedForwardSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
+    /// What the pair-bias MLP's forward keeps.
+    type PairMlpSaved: Clone + Send + Sync + std::fmt::Debug + 'static;
 
     /// [`TransformerBackend::row_layer_norm`], keeping what the backward needs.
     fn layer_norm_saving(
@@ -175,6 +192,19 @@ pub trait TransformerGradBackend: TransformerBackend {
         saved: &Self::FeedForwardSaved,
         grad: FloatTensor<Self>,
     ) -> [FloatTensor<Self>; 7];
+
+    /// [`TransformerBackend::fused_pair_mlp`], keeping what the backward needs.
+    fn pair_mlp_saving(
+        inputs: PairInputs<Self>,
+        first: LinearParams<Self>,
+        second: LinearParams<Self>,
+    ) -> Option<(FloatTensor<Self>, Self::PairMlpSaved)>;
+
+    /// `[dW₁, db₁, dW₂, db₂]` for the output gradient `grad` (those of absent biases unused).
+    fn pair_mlp_backward(
+        saved: &Self::PairMlpSaved,
+        grad: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 4];
 }
 
 /// Runs the Transformer's LayerNorms, linear layers and attention as one operation each of
@@ -262,6 +292,20 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
 
     fn linear_gelu(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
         fused_linear(linear, x.clone(), None, true).unwrap_or_else(|| OpByOp.linear_gelu(linear, x))
+    }
+
+    fn pair_bias(
+        &self,
+        embed: &PairEmbed<B>,
+        features: Tensor<B, 2>,
+        off_diagonal: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        let fused = B::fused_pair_mlp(
+            (primitive(features.clone()), primitive(off_diagonal.clone())),
+            linear_params(&embed.hidden),
+            linear_params(&embed.out),
+        );
+        fused.map_or_else(|| OpByOp.pair_bias(embed, features, off_diagonal), tensor)
     }
 
     fn feed_forward(
