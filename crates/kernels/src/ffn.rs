@@ -323,9 +323,23 @@ mod tests {
         assert!(none.is_none());
         close(&inference, &y, 1e-6, "y without keeping z");
 
-        let (dh, dw2, db2) = linear_backward(hm, w2m, &grad, None, true);
-        let (du, dw1, db1) = linear_backward(um, w1m, &dh.expect("asked"), Some(&z), true);
-        let (dx_norm, dgamma, dbeta) = layer_norm_backward(&x, &du.expect("asked"), &gamma, 1e-5);
+        let second = linear_backward(hm, None, w2m, &grad, None, true);
+        let (dh, dw2, db2) = (second.x.expect("asked"), second.weight, second.bias);
+        let first = linear_backward(um, None, w1m, &dh, Some(&z), true);
+        let (du, dw1, db1) = (first.x.expect("asked"), first.weight, first.bias);
+        let (dx_norm, dgamma, dbeta) = layer_norm_backward(&x, &du, &gamma, 1e-5);
+        // The first layer with its LayerNorm recomputed from x, as one kernel.
+        let xm = MatRef::row_major(&x, n, d);
+        let fused = linear_backward(xm, Some(norm), w1m, &dh, Some(&z), false);
+        let (fx, (fg, fb)) = (
+            fused.x.expect("through the norm"),
+            fused.norm.expect("norm"),
+        );
+        close(&fused.weight, &dw1, 1e-5, "norm+linear dW₁");
+        close(&fused.bias, &db1, 1e-5, "norm+linear db₁");
+        close(&fx, &dx_norm, 1e-5, "norm+linear dx");
+        close(&fg, &dgamma, 1e-5, "norm+linear dγ");
+        close(&fb, &dbeta, 1e-5, "norm+linear dβ");
         let dx: Vec<f32> = dx_norm.iter().zip(&grad).map(|(a, g)| a + g).collect();
         let got = feed_forward_backward(&ff, &z, &grad);
         close(&got.x, &dx, 1e-5, "dx");

@@ -37,7 +37,7 @@ mod test_values;
 pub use alloc::tune_allocator;
 pub use attention::{Attention, attention_backward, attention_forward};
 pub use ffn::{FeedForward, FeedForwardGrads, feed_forward, feed_forward_backward};
-pub use linear::{RowNorm, Then, linear_backward, linear_forward};
+pub use linear::{LinearGrads, RowNorm, Then, linear_backward, linear_forward};
 pub use mat::{MatRef, row_blocks};
 pub use mlp::{
     Index, MlpBlock, MlpGrads, MlpLayer, MlpTerm, TermGrads, mlp_backward, mlp_forward,

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
 use crate::mat::{MatRef, block_rows, gemm_into, gemm_write, row_blocks};
-use crate::norm::layer_norm_rows;
+use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
 use crate::rows::{RowsOut, as_slots, zeroed};
 
 /// Rows per block (and per task), at most.
@@ -159,16 +159,33 @@ multiversioned! {
     }
 }
 
-/// The gradients of [`linear_forward`] for the output's gradient `grad [n, d_out]`: `dx` (if
-/// `want_x`), `dW [d_in, d_out]` and `db [d_out]`; `pre` is what a GELU forward kept (`None`
-/// without a GELU; a residual's gradient is `grad` itself).
+/// The gradients of [`linear_backward`]: of `x` (where asked), of the weight and bias, and of
+/// a LayerNorm before the layer (γ, β) where there is one.
+#[derive(Debug, Clone)]
+pub struct LinearGrads {
+    /// `[n, d_in]`.
+    pub x: Option<Vec<f32>>,
+    /// `[d_in, d_out]`.
+    pub weight: Vec<f32>,
+    /// `[d_out]`.
+    pub bias: Vec<f32>,
+    /// `(dγ, dβ)`, `[d_in]` each.
+    pub norm: Option<(Vec<f32>, Vec<f32>)>,
+}
+
+/// The gradients of [`linear_forward`] for the output's gradient `grad [n, d_out]`; `pre` is
+/// what a GELU forward kept (`None` without a GELU; a residual's gradient is `grad` itself).
+/// With `norm`, `x` is the LayerNorm's input (row-major), whose normalised rows each block
+/// recomputes (the forward kept none), and `dx` is through the LayerNorm (always computed);
+/// otherwise `dx` only if `want_x`.
 pub fn linear_backward(
     x: MatRef<'_>,
+    norm: Option<RowNorm<'_>>,
     weight: MatRef<'_>,
     grad: &[f32],
     pre: Option<&[f32]>,
     want_x: bool,
-) -> (Option<Vec<f32>>, Vec<f32>, Vec<f32>) {
+) -> LinearGrads {
     let (n, d_in, d_out) = (x.rows(), x.cols(), weight.cols());
     assert_eq!(
         d_in,
@@ -184,12 +201,25 @@ pub fn linear_backward(
         pre.is_none_or(|p| p.len() == n * d_out),
         "linear gradient: the GELU input's shape"
     );
+    let x_values = norm.map(|nm| {
+        assert!(
+            nm.gamma.len() == d_in && nm.beta.is_none_or(|b| b.len() == d_in),
+            "linear gradient: the LayerNorm's width"
+        );
+        x.row_major_values()
+            .expect("linear gradient: a LayerNorm's input is row-major")
+    });
+    let want_x = want_x || norm.is_some();
     let blocks = row_blocks(n, block_rows(n, ROWS));
     let n_chunks = blocks.len().clamp(1, CHUNKS);
     let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
-    let (w_len, b_len) = ((d_in * d_out).max(1), d_out.max(1));
+    // Per chunk: Σ dz (d_out), and with a LayerNorm Σ g·x̂ and Σ g (d_in each), in f64.
+    let (w_len, b_len) = (
+        (d_in * d_out).max(1),
+        d_out + if norm.is_some() { 2 * d_in } else { 0 },
+    );
     let mut part_w = RowsOut::new(n_chunks * w_len);
-    let mut part_b = vec![0.0f64; n_chunks * b_len];
+    let mut part_b = vec![0.0f64; n_chunks * b_len.max(1)];
     let mut dx = RowsOut::new(if want_x { n * d_in } else { 0 });
 
     type Part<'p> = (usize, usize, &'p mut [MaybeUninit<f32>]);
@@ -209,18 +239,19 @@ pub fn linear_backward(
     let chunks: Vec<Chunk<'_>> = part_w
         .parts()
         .chunks_exact_mut(w_len)
-        .zip(part_b.chunks_exact_mut(b_len))
+        .zip(part_b.chunks_exact_mut(b_len.max(1)))
         .enumerate()
         .map(|(c, (w, b))| (parts.by_ref().take(chunk_len(c)).collect(), w, b))
         .collect();
     let w_t = weight.transposed();
     let w_t = MatRef::row_major(&w_t, d_out, d_in);
-    chunks.into_par_iter().for_each(|(blocks, pw, pb)| {
+    chunks.into_par_iter().for_each(|(blocks, pw, sums)| {
         // The product's values, then (only when it is empty) one unused slot.
         let (pw, spare) = pw.split_at_mut(d_in * d_out);
         zeroed(spare);
         let mut pw = Partial::new(pw, !blocks.is_empty());
-        let mut dz_buffer = Vec::new();
+        let (pb, norm_sums) = sums.split_at_mut(d_out.min(sums.len()));
+        let (mut dz_buffer, mut normed, mut du) = (Vec::new(), Vec::new(), Vec::new());
         for (first, m, dx_rows) in blocks {
             let g = &grad[first * d_out..(first + m) * d_out];
             let dz: &[f32] = match pre {
@@ -232,11 +263,28 @@ pub fn linear_backward(
                 }
                 None => g,
             };
-            column_sums(dz, &mut pb[..d_out]);
+            column_sums(dz, pb);
             let dz_m = MatRef::row_major(dz, m, d_out);
-            pw.add(x.row_range(first, m).t(), dz_m);
-            if want_x {
-                gemm_write(dz_m, w_t, dx_rows);
+            match (norm, x_values) {
+                (Some(nm), Some(v)) => {
+                    // dW from the normalised rows, recomputed; dx through the LayerNorm.
+                    let rows = &v[first * d_in..(first + m) * d_in];
+                    normed.resize(m * d_in, 0.0);
+                    layer_norm_rows(rows, as_slots(&mut normed), nm.gamma, nm.beta, nm.epsilon);
+                    pw.add(MatRef::row_major(&normed, m, d_in).t(), dz_m);
+                    du.resize(m * d_in, 0.0);
+                    let du = gemm_write(dz_m, w_t, as_slots(&mut du));
+                    let (dgamma, dbeta) = norm_sums.split_at_mut(d_in);
+                    layer_norm_backward_rows(
+                        rows, du, nm.gamma, nm.epsilon, dx_rows, dgamma, dbeta,
+                    );
+                }
+                _ => {
+                    pw.add(x.row_range(first, m).t(), dz_m);
+                    if want_x {
+                        gemm_write(dz_m, w_t, dx_rows);
+                    }
+                }
             }
         }
         pw.finish();
@@ -247,14 +295,24 @@ pub fn linear_backward(
     // SAFETY: every chunk wrote its whole partial (its first product, or zeros).
     let part_w = unsafe { part_w.into_vec() };
     let dw = sum_partials(&part_w, w_len, d_in * d_out);
-    let mut db = vec![0.0f64; d_out];
-    for part in part_b.chunks_exact(b_len) {
-        for (s, v) in db.iter_mut().zip(part) {
+    let mut sums = vec![0.0f64; b_len];
+    for part in part_b.chunks_exact(b_len.max(1)) {
+        for (s, v) in sums.iter_mut().zip(part) {
             *s += *v;
         }
     }
-    let db = db.into_iter().map(|s| s as f32).collect();
-    (want_x.then_some(dx), dw, db)
+    let narrow = |v: &[f64]| v.iter().map(|&s| s as f32).collect::<Vec<f32>>();
+    LinearGrads {
+        x: want_x.then_some(dx),
+        weight: dw,
+        bias: narrow(&sums[..d_out]),
+        norm: norm.map(|_| {
+            (
+                narrow(&sums[d_out..d_out + d_in]),
+                narrow(&sums[d_out + d_in..]),
+            )
+        }),
+    }
 }
 
 /// A chunk's partial sum of products `Σ aᵀ·b` (a weight's gradient over the chunk's blocks):
@@ -408,8 +466,8 @@ mod tests {
                     "{then:?} output {k}: {y} vs {w}"
                 );
             }
-            let (dx, dw, db) = linear_backward(xm, wm, &grad, pre.as_deref(), true);
-            let dx = dx.expect("asked for");
+            let grads = linear_backward(xm, None, wm, &grad, pre.as_deref(), true);
+            let (dx, dw, db) = (grads.x.expect("asked for"), grads.weight, grads.bias);
             // Gradients of Σ y ⊙ grad by the chain rule in f64.
             let dz: Vec<f64> = (0..n * d_out)
                 .map(|k| {

@@ -87,6 +87,25 @@ impl<B: TransformerGradBackend> Backward<B, 7> for FeedForwardOp {
     }
 }
 
+/// A LayerNorm and the linear layer after it (and its GELU) as one tracked operation: parents
+/// x, γ, β, weight, bias.
+#[derive(Debug)]
+struct NormLinearOp;
+
+impl<B: TransformerGradBackend> Backward<B, 5> for NormLinearOp {
+    type State = B::LinearSaved;
+
+    fn backward(self, ops: Ops<Self::State, 5>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [dx, dgamma, dbeta, dw, db] = B::norm_linear_backward(&ops.state, grad);
+        register!(
+            grads,
+            ops,
+            [Some(dx), Some(dgamma), Some(dbeta), Some(dw), Some(db)]
+        );
+    }
+}
+
 /// The pair-bias MLP as one tracked operation: parents W₁, b₁, W₂, b₂ (its input and mask are
 /// data).
 #[derive(Debug)]
@@ -128,6 +147,42 @@ fn optional<B: Backend, C: CheckpointStrategy>(
 }
 
 impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Autodiff<B, C> {
+    fn fused_norm_linear(
+        x: FloatTensor<Self>,
+        norm: NormParams<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        gelu: bool,
+    ) -> Option<FloatTensor<Self>> {
+        let device = B::float_device(&x.primitive);
+        let (gamma, beta, epsilon) = norm;
+        let (beta_node, beta) = optional::<B, C>(beta, &device);
+        let (bias_node, bias) = optional::<B, C>(bias, &device);
+        let nodes = [
+            x.node.clone(),
+            gamma.node.clone(),
+            beta_node.node,
+            weight.node.clone(),
+            bias_node.node,
+        ];
+        let (x, norm, weight) = (
+            x.primitive,
+            (gamma.primitive, beta, epsilon),
+            weight.primitive,
+        );
+        Some(
+            match NormLinearOp.prepare::<C>(nodes).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let (y, saved) = B::norm_linear_saving(x, norm, weight, bias, gelu)?;
+                    prep.finish(saved, y)
+                }
+                OpsKind::UnTracked(prep) => {
+                    prep.finish(B::fused_norm_linear(x, norm, weight, bias, gelu)?)
+                }
+            },
+        )
+    }
+
     fn fused_pair_mlp(
         inputs: PairInputs<Self>,
         first: LinearParams<Self>,

@@ -67,14 +67,26 @@ fn matrix(t: &FlexTensor) -> Option<MatRef<'_>> {
     )
 }
 
-/// What a linear layer keeps: its input and weight (views of their storage), and the GELU's
-/// input where there is one.
+/// What a linear layer keeps: its input and weight (views of their storage), the GELU's input
+/// where there is one, and the LayerNorm before it where it runs as one kernel with it (`x`
+/// then the LayerNorm's input, contiguous; its output is not kept).
 #[derive(Debug, Clone)]
 pub struct LinearSaved {
     x: FlexTensor,
     weight: FlexTensor,
     pre: Option<FlexTensor>,
     d_out: usize,
+    norm: Option<(FlexTensor, Option<FlexTensor>, f32)>,
+}
+
+impl LinearSaved {
+    fn row_norm(&self) -> Option<RowNorm<'_>> {
+        self.norm.as_ref().map(|(gamma, beta, epsilon)| RowNorm {
+            gamma: values(gamma),
+            beta: beta.as_ref().map(values),
+            epsilon: *epsilon,
+        })
+    }
 }
 
 /// What attention keeps: its inputs and the probabilities (none in inference).
@@ -279,6 +291,32 @@ impl PairMlpSaved {
     }
 }
 
+/// A linear layer's gradients `[dx, dγ, dβ, dW, db]` from what its forward kept (dx where asked
+/// or through a LayerNorm; dγ, dβ with a LayerNorm).
+fn linear_gradients(
+    saved: &LinearSaved,
+    grad: &FlexTensor,
+    want_x: bool,
+) -> [Option<FlexTensor>; 5] {
+    let grad = grad.to_contiguous();
+    let xm = matrix(&saved.x).expect("checked in the forward");
+    let wm = matrix(&saved.weight).expect("checked in the forward");
+    let pre = saved.pre.as_ref().map(values);
+    let g = linear_backward(xm, saved.row_norm(), wm, values(&grad), pre, want_x);
+    let d_in = xm.cols();
+    let (dgamma, dbeta) = match g.norm {
+        Some((dg, db)) => (Some(tensor(dg, &[d_in])), Some(tensor(db, &[d_in]))),
+        None => (None, None),
+    };
+    [
+        g.x.map(|v| tensor(v, &[xm.rows(), d_in])),
+        dgamma,
+        dbeta,
+        Some(tensor(g.weight, &[wm.rows(), wm.cols()])),
+        Some(tensor(g.bias, &[saved.d_out])),
+    ]
+}
+
 /// Attention's output and its inputs, with the probabilities when `for_backward`, or `None`
 /// for tensors the kernels do not take.
 fn attention(
@@ -346,7 +384,58 @@ fn linear(
         weight: weight.clone(),
         pre: pre.map(|p| tensor(p, &[n, d_out])),
         d_out,
+        norm: None,
     };
+    Some((tensor(y, &[n, d_out]), saved))
+}
+
+/// `LayerNorm(x) · weight + bias` (then the GELU) as one kernel: the output and, `for_backward`,
+/// what the backward needs (the GELU's input kept; the normalised rows not), or `None` for
+/// tensors the kernels do not take.
+fn norm_linear(
+    x: &FlexTensor,
+    norm: NormParams<Flex>,
+    weight: &FlexTensor,
+    bias: Option<&FlexTensor>,
+    gelu: bool,
+    for_backward: bool,
+) -> Option<(FlexTensor, LinearSaved)> {
+    let (gamma, beta, epsilon) = norm;
+    let (x, gamma, beta) = norm_inputs(x, &gamma, beta.as_ref())?;
+    let wm = matrix(weight)?;
+    let [n, d_in] = shape(&x)[..] else {
+        return None;
+    };
+    let d_out = wm.cols();
+    let fits = d_in == wm.rows()
+        && weight.dtype() == DType::F32
+        && shape(&gamma) == [d_in]
+        && beta.as_ref().is_none_or(|b| shape(b) == [d_in]);
+    let bias = match bias {
+        Some(b) if fits && b.layout().num_elements() == d_out => Some(f32s(b)?),
+        Some(_) => return None,
+        None => None,
+    };
+    if !fits {
+        return None;
+    }
+    let then = if gelu {
+        Then::Gelu {
+            keep_input: for_backward,
+        }
+    } else {
+        Then::Nothing
+    };
+    let mut saved = LinearSaved {
+        x,
+        weight: weight.clone(),
+        pre: None,
+        d_out,
+        norm: Some((gamma, beta, epsilon as f32)),
+    };
+    let xm = MatRef::row_major(values(&saved.x), n, d_in);
+    let (y, pre) = linear_forward(xm, saved.row_norm(), wm, bias.as_ref().map(values), then);
+    saved.pre = pre.map(|p| tensor(p, &[n, d_out]));
     Some((tensor(y, &[n, d_out]), saved))
 }
 
@@ -403,37 +492,7 @@ impl TransformerBackend for Flex {
         bias: Option<FlexTensor>,
         gelu: bool,
     ) -> Option<FlexTensor> {
-        let (gamma, beta, epsilon) = norm;
-        let (x, gamma, beta) = norm_inputs(&x, &gamma, beta.as_ref())?;
-        let wm = matrix(&weight)?;
-        let [n, d_in] = shape(&x)[..] else {
-            return None;
-        };
-        let d_out = wm.cols();
-        let fits = d_in == wm.rows()
-            && shape(&gamma) == [d_in]
-            && beta.as_ref().is_none_or(|b| shape(b) == [d_in]);
-        let bias = match bias {
-            Some(b) if fits && b.layout().num_elements() == d_out => Some(f32s(&b)?),
-            Some(_) => return None,
-            None => None,
-        };
-        if !fits || weight.dtype() != DType::F32 {
-            return None;
-        }
-        let norm = RowNorm {
-            gamma: values(&gamma),
-            beta: beta.as_ref().map(values),
-            epsilon: epsilon as f32,
-        };
-        let then = if gelu {
-            Then::Gelu { keep_input: false }
-        } else {
-            Then::Nothing
-        };
-        let xm = MatRef::row_major(values(&x), n, d_in);
-        let (y, _) = linear_forward(xm, Some(norm), wm, bias.as_ref().map(values), then);
-        Some(tensor(y, &[n, d_out]))
+        norm_linear(&x, norm, &weight, bias.as_ref(), gelu, false).map(|(y, _)| y)
     }
 }
 
@@ -492,16 +551,22 @@ impl TransformerGradBackend for Flex {
         grad: FlexTensor,
         want_x: bool,
     ) -> (Option<FlexTensor>, FlexTensor, FlexTensor) {
-        let grad = grad.to_contiguous();
-        let xm = matrix(&saved.x).expect("checked in the forward");
-        let wm = matrix(&saved.weight).expect("checked in the forward");
-        let pre = saved.pre.as_ref().map(values);
-        let (dx, dw, db) = linear_backward(xm, wm, values(&grad), pre, want_x);
-        (
-            dx.map(|v| tensor(v, &[xm.rows(), xm.cols()])),
-            tensor(dw, &[wm.rows(), wm.cols()]),
-            tensor(db, &[saved.d_out]),
-        )
+        let [dx, _, _, dw, db] = linear_gradients(saved, &grad, want_x);
+        (dx, dw.expect("always"), db.expect("always"))
+    }
+
+    fn norm_linear_saving(
+        x: FlexTensor,
+        norm: NormParams<Flex>,
+        weight: FlexTensor,
+        bias: Option<FlexTensor>,
+        gelu: bool,
+    ) -> Option<(FlexTensor, LinearSaved)> {
+        norm_linear(&x, norm, &weight, bias.as_ref(), gelu, true)
+    }
+
+    fn norm_linear_backward(saved: &LinearSaved, grad: FlexTensor) -> [FlexTensor; 5] {
+        linear_gradients(saved, &grad, true).map(|t| t.expect("a LayerNorm's linear layer"))
     }
 
     fn attention_saving(

@@ -65,10 +65,8 @@ pub trait TransformerBackend: Backend {
     ) -> Option<FloatTensor<Self>>;
 
     /// `LayerNorm(x) · weight + bias` (then the exact GELU with `gelu`) as one operation, the
-    /// LayerNorm's output not kept: for inference. `norm` is `(γ, β, ε)`. `None` by default
-    /// (the caller then runs [`TransformerBackend::row_layer_norm`] and
-    /// [`TransformerBackend::fused_linear`]), as for autodiff, whose backward needs the
-    /// normalised rows.
+    /// LayerNorm's output not kept. `norm` is `(γ, β, ε)`. `None` by default (the caller then
+    /// runs [`TransformerBackend::row_layer_norm`] and [`TransformerBackend::fused_linear`]).
     fn fused_norm_linear(
         x: FloatTensor<Self>,
         norm: NormParams<Self>,
@@ -192,6 +190,23 @@ pub trait TransformerGradBackend: TransformerBackend {
         saved: &Self::FeedForwardSaved,
         grad: FloatTensor<Self>,
     ) -> [FloatTensor<Self>; 7];
+
+    /// [`TransformerBackend::fused_norm_linear`], keeping what the backward needs (not the
+    /// normalised rows: the backward recomputes them).
+    fn norm_linear_saving(
+        x: FloatTensor<Self>,
+        norm: NormParams<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        gelu: bool,
+    ) -> Option<(FloatTensor<Self>, Self::LinearSaved)>;
+
+    /// `[dx, dγ, dβ, dW, db]` for the output gradient `grad` of a
+    /// [`TransformerGradBackend::norm_linear_saving`] (dβ, db unused where absent).
+    fn norm_linear_backward(
+        saved: &Self::LinearSaved,
+        grad: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 5];
 
     /// [`TransformerBackend::fused_pair_mlp`], keeping what the backward needs.
     fn pair_mlp_saving(
