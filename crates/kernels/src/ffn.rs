@@ -9,13 +9,16 @@
 //! [`crate::linear_backward`]: per fixed chunk of blocks (f32 products, f64 sums), then the
 //! chunks in order, so no value depends on the number of threads.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
 use crate::act::{gelu_in_place, gelu_rows, gelu_with_slope};
-use crate::linear::{CHUNKS, Partial, RowNorm, add_rows, column_sums, sum_partials};
+use crate::chunks::{ChunkSums, backward_chunks, narrow};
+use crate::linear::{RowNorm, add_rows, column_sums};
 use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
 use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
-use crate::rows::{RowsOut, as_slots, assume_init};
+use crate::rows::{RowsOut, as_slots, assume_init, block_slots};
 
 /// Rows per block (and per task), at most.
 const ROWS: usize = 256;
@@ -109,14 +112,13 @@ pub fn feed_forward(ff: &FeedForward<'_>, keep: bool) -> (Vec<f32>, Option<Vec<f
     let mut out = RowsOut::new(n * d);
     let mut kept = RowsOut::new(if keep { n * f } else { 0 });
     let blocks = row_blocks(n, block_rows(n, ROWS));
-    let mut parts = Vec::with_capacity(blocks.len());
-    let (mut rest, mut rest_z) = (out.parts(), kept.parts());
-    for &(first, m) in &blocks {
-        let (mine, tail) = rest.split_at_mut(m * d);
-        let (mine_z, tail_z) = rest_z.split_at_mut(if keep { m * f } else { 0 });
-        (rest, rest_z) = (tail, tail_z);
-        parts.push((first, m, mine, mine_z));
-    }
+    let outs = block_slots(out.parts(), &blocks, d);
+    let zs = block_slots(kept.parts(), &blocks, if keep { f } else { 0 });
+    let parts: Vec<_> = outs
+        .into_iter()
+        .zip(zs)
+        .map(|((first, m, out), (_, _, z))| (first, m, out, z))
+        .collect();
     parts
         .into_par_iter()
         .for_each_init(Scratch::default, |sc, (first, m, out, z_slots)| {
@@ -160,99 +162,62 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> F
         "feed-forward gradient: the output gradient's shape"
     );
     let blocks = row_blocks(n, block_rows(n, ROWS));
-    let n_chunks = blocks.len().clamp(1, CHUNKS);
-    let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
-    let w_len = d * f;
-    let mut part_w1 = RowsOut::new(n_chunks * w_len);
-    let mut part_w2 = RowsOut::new(n_chunks * w_len);
-    // Per chunk: Σ dz (f), Σ dy (d), Σ g·x̂ (d), Σ g (d), in f64.
-    let sums_len = f + 3 * d;
-    let mut part_sums = vec![0.0f64; n_chunks * sums_len];
     let mut dx = RowsOut::new(n * d);
-
-    let mut rows = Vec::with_capacity(blocks.len());
-    let mut rest = dx.parts();
-    for &(first, m) in &blocks {
-        let (mine, tail) = rest.split_at_mut(m * d);
-        rest = tail;
-        rows.push((first, m, mine));
-    }
-    let mut rows = rows.into_iter();
-    let chunks: Vec<_> = part_w1
-        .parts()
-        .chunks_exact_mut(w_len)
-        .zip(part_w2.parts().chunks_exact_mut(w_len))
-        .zip(part_sums.chunks_exact_mut(sums_len))
-        .enumerate()
-        .map(|(c, ((w1, w2), sums))| {
-            let mine: Vec<_> = rows.by_ref().take(chunk_len(c)).collect();
-            (mine, w1, w2, sums)
-        })
-        .collect();
+    let parts = block_slots(dx.parts(), &blocks, d);
     let (w1_t, w2_t) = (ff.w1.transposed(), ff.w2.transposed());
     let (w1_t, w2_t) = (
         MatRef::row_major(&w1_t, f, d),
         MatRef::row_major(&w2_t, d, f),
     );
-    chunks.into_par_iter().for_each(|(blocks, w1, w2, sums)| {
-        let (mut pw1, mut pw2) = (
-            Partial::new(w1, !blocks.is_empty()),
-            Partial::new(w2, !blocks.is_empty()),
-        );
-        let (db1, rest) = sums.split_at_mut(f);
+    let block = |chunk: &mut ChunkSums<'_>,
+                 sc: &mut Scratch,
+                 first: usize,
+                 m: usize,
+                 dx_rows: &mut [MaybeUninit<f32>]| {
+        // Sums: Σ dz (f), Σ dy (d), Σ g·x̂ (d), Σ g (d).
+        let (db1, rest) = chunk.sums.split_at_mut(f);
         let (db2, rest) = rest.split_at_mut(d);
         let (dgamma, dbeta) = rest.split_at_mut(d);
-        let mut sc = Scratch::default();
-        for (first, m, dx_rows) in blocks {
-            let g = &grad[first * d..(first + m) * d];
-            let zb = &z[first * f..(first + m) * f];
-            // The second layer: dW₂ += GELU(z)ᵀ·g, db₂ += Σ g, dh = g·W₂ᵀ.
-            sc.h.resize(m * f, 0.0);
-            sc.slope.resize(m * f, 0.0);
-            gelu_with_slope(zb, as_slots(&mut sc.h), &mut sc.slope);
-            let g_m = MatRef::row_major(g, m, d);
-            column_sums(g, db2);
-            pw2.add(MatRef::row_major(&sc.h, m, f).t(), g_m);
-            sc.wide.resize(m * f, 0.0);
-            let dh = gemm_write(g_m, w2_t, as_slots(&mut sc.wide));
-            // The GELU, then the first layer: dW₁ += LN(x)ᵀ·dz, db₁ += Σ dz, du = dz·W₁ᵀ.
-            times(dh, &sc.slope);
-            let dz = MatRef::row_major(dh, m, f);
-            column_sums(dh, db1);
-            let u = ff.normalised(first, m, &mut sc.u);
-            pw1.add(MatRef::row_major(u, m, d).t(), dz);
-            sc.narrow.resize(m * d, 0.0);
-            let du = gemm_write(dz, w1_t, as_slots(&mut sc.narrow));
-            // The LayerNorm, then the residual: dx = LN′(du) + g.
-            let xb = &ff.x[first * d..(first + m) * d];
-            let nm = ff.norm;
-            layer_norm_backward_rows(xb, du, nm.gamma, nm.epsilon, dx_rows, dgamma, dbeta);
-            // SAFETY: `layer_norm_backward_rows` wrote every slot of `dx_rows`.
-            let dx_rows = unsafe { assume_init(dx_rows) };
-            for (dx, &g) in dx_rows.iter_mut().zip(g) {
-                *dx += g;
-            }
+        let g = &grad[first * d..(first + m) * d];
+        let zb = &z[first * f..(first + m) * f];
+        // The second layer: dW₂ += GELU(z)ᵀ·g, db₂ += Σ g, dh = g·W₂ᵀ.
+        sc.h.resize(m * f, 0.0);
+        sc.slope.resize(m * f, 0.0);
+        gelu_with_slope(zb, as_slots(&mut sc.h), &mut sc.slope);
+        let g_m = MatRef::row_major(g, m, d);
+        column_sums(g, db2);
+        chunk.weights[1].add(MatRef::row_major(&sc.h, m, f).t(), g_m);
+        sc.wide.resize(m * f, 0.0);
+        let dh = gemm_write(g_m, w2_t, as_slots(&mut sc.wide));
+        // The GELU, then the first layer: dW₁ += LN(x)ᵀ·dz, db₁ += Σ dz, du = dz·W₁ᵀ.
+        times(dh, &sc.slope);
+        let dz = MatRef::row_major(dh, m, f);
+        column_sums(dh, db1);
+        let u = ff.normalised(first, m, &mut sc.u);
+        chunk.weights[0].add(MatRef::row_major(u, m, d).t(), dz);
+        sc.narrow.resize(m * d, 0.0);
+        let du = gemm_write(dz, w1_t, as_slots(&mut sc.narrow));
+        // The LayerNorm, then the residual: dx = LN′(du) + g.
+        let xb = &ff.x[first * d..(first + m) * d];
+        let nm = ff.norm;
+        layer_norm_backward_rows(xb, du, nm.gamma, nm.epsilon, dx_rows, dgamma, dbeta);
+        // SAFETY: `layer_norm_backward_rows` wrote every slot of `dx_rows`.
+        let dx_rows = unsafe { assume_init(dx_rows) };
+        for (dx, &g) in dx_rows.iter_mut().zip(g) {
+            *dx += g;
         }
-        pw1.finish();
-        pw2.finish();
-    });
-    // SAFETY: the blocks cover every row, each wrote its rows of `dx`; every chunk wrote its
-    // whole partials (its first products, or zeros).
-    let (dx, part_w1, part_w2) = unsafe { (dx.into_vec(), part_w1.into_vec(), part_w2.into_vec()) };
-    let mut sums = vec![0.0f64; sums_len];
-    for part in part_sums.chunks_exact(sums_len) {
-        for (s, v) in sums.iter_mut().zip(part) {
-            *s += *v;
-        }
-    }
-    let narrow = |v: &[f64]| v.iter().map(|&s| s as f32).collect::<Vec<f32>>();
+    };
+    let (weights, sums) = backward_chunks(parts, &[d * f, f * d], f + 3 * d, block);
+    let [w1, w2]: [Vec<f32>; 2] = weights.try_into().expect("two weights");
+    // SAFETY: the blocks cover every row, and each wrote its rows of `dx`.
+    let dx = unsafe { dx.into_vec() };
     FeedForwardGrads {
         x: dx,
         gamma: narrow(&sums[f + d..f + 2 * d]),
         beta: narrow(&sums[f + 2 * d..]),
-        w1: sum_partials(&part_w1, w_len, w_len),
+        w1,
         b1: narrow(&sums[..f]),
-        w2: sum_partials(&part_w2, w_len, w_len),
+        w2,
         b2: narrow(&sums[f..f + d]),
     }
 }

@@ -24,6 +24,7 @@ mod dispatch;
 mod act;
 mod alloc;
 mod attention;
+mod chunks;
 mod ffn;
 mod linear;
 mod mat;

@@ -9,20 +9,16 @@
 //! chunk of blocks (f32 products, f64 bias sums), then the chunks in order in f64, so no value
 //! depends on the number of threads.
 
-use std::mem::MaybeUninit;
-
 use rayon::prelude::*;
 
 use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
-use crate::mat::{MatRef, block_rows, gemm_into, gemm_write, row_blocks};
+use crate::chunks::{ChunkSums, backward_chunks, narrow};
+use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
 use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
-use crate::rows::{RowsOut, as_slots, zeroed};
+use crate::rows::{RowsOut, as_slots, block_slots};
 
 /// Rows per block (and per task), at most.
 const ROWS: usize = 256;
-
-/// Tasks of the backward (at most), each with its partial sums.
-pub(crate) const CHUNKS: usize = 16;
 
 /// What follows the product.
 #[derive(Debug, Clone, Copy)]
@@ -87,26 +83,13 @@ pub fn linear_forward(
         return unsafe { (out.into_vec(), keep.then(|| pre.into_vec())) };
     }
     let blocks = row_blocks(n, block_rows(n, ROWS));
-    /// A block: its first row, its rows, its rows of the output and of the GELU's input.
-    type Part<'p> = (
-        usize,
-        usize,
-        &'p mut [MaybeUninit<f32>],
-        &'p mut [MaybeUninit<f32>],
-    );
-    let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
-    let (mut rest, mut rest_pre) = (out.parts(), pre.parts());
-    for &(first, m) in &blocks {
-        let (mine, tail) = rest.split_at_mut(m * d_out);
-        rest = tail;
-        let (mine_pre, tail_pre) = if keep {
-            rest_pre.split_at_mut(m * d_out)
-        } else {
-            (&mut [][..], rest_pre)
-        };
-        rest_pre = tail_pre;
-        parts.push((first, m, mine, mine_pre));
-    }
+    let outs = block_slots(out.parts(), &blocks, d_out);
+    let pres = block_slots(pre.parts(), &blocks, if keep { d_out } else { 0 });
+    let parts: Vec<_> = outs
+        .into_iter()
+        .zip(pres)
+        .map(|((first, m, out), (_, _, pre))| (first, m, out, pre))
+        .collect();
     parts
         .into_par_iter()
         .for_each_init(Vec::new, |normed, (first, m, out, pre)| {
@@ -211,100 +194,59 @@ pub fn linear_backward(
     });
     let want_x = want_x || norm.is_some();
     let blocks = row_blocks(n, block_rows(n, ROWS));
-    let n_chunks = blocks.len().clamp(1, CHUNKS);
-    let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
-    // Per chunk: Σ dz (d_out), and with a LayerNorm Σ g·x̂ and Σ g (d_in each), in f64.
-    let (w_len, b_len) = (
-        (d_in * d_out).max(1),
-        d_out + if norm.is_some() { 2 * d_in } else { 0 },
-    );
-    let mut part_w = RowsOut::new(n_chunks * w_len);
-    let mut part_b = vec![0.0f64; n_chunks * b_len.max(1)];
     let mut dx = RowsOut::new(if want_x { n * d_in } else { 0 });
-
-    type Part<'p> = (usize, usize, &'p mut [MaybeUninit<f32>]);
-    let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
-    let mut rest = dx.parts();
-    for &(first, m) in &blocks {
-        let (mine, tail) = if want_x {
-            rest.split_at_mut(m * d_in)
-        } else {
-            (&mut [][..], rest)
-        };
-        rest = tail;
-        parts.push((first, m, mine));
-    }
-    let mut parts = parts.into_iter();
-    type Chunk<'p> = (Vec<Part<'p>>, &'p mut [MaybeUninit<f32>], &'p mut [f64]);
-    let chunks: Vec<Chunk<'_>> = part_w
-        .parts()
-        .chunks_exact_mut(w_len)
-        .zip(part_b.chunks_exact_mut(b_len.max(1)))
-        .enumerate()
-        .map(|(c, (w, b))| (parts.by_ref().take(chunk_len(c)).collect(), w, b))
-        .collect();
+    let parts = block_slots(dx.parts(), &blocks, if want_x { d_in } else { 0 });
     let w_t = weight.transposed();
     let w_t = MatRef::row_major(&w_t, d_out, d_in);
-    chunks.into_par_iter().for_each(|(blocks, pw, sums)| {
-        // The product's values, then (only when it is empty) one unused slot.
-        let (pw, spare) = pw.split_at_mut(d_in * d_out);
-        zeroed(spare);
-        let mut pw = Partial::new(pw, !blocks.is_empty());
-        let (pb, norm_sums) = sums.split_at_mut(d_out.min(sums.len()));
-        let (mut dz_buffer, mut normed, mut du) = (Vec::new(), Vec::new(), Vec::new());
-        for (first, m, dx_rows) in blocks {
-            let g = &grad[first * d_out..(first + m) * d_out];
-            let dz: &[f32] = match pre {
-                Some(pre) => {
-                    dz_buffer.resize(m * d_out, 0.0);
-                    let p = &pre[first * d_out..(first + m) * d_out];
-                    gelu_backward_rows(p, g, &mut dz_buffer);
-                    &dz_buffer
-                }
-                None => g,
-            };
-            column_sums(dz, pb);
-            let dz_m = MatRef::row_major(dz, m, d_out);
-            match (norm, x_values) {
-                (Some(nm), Some(v)) => {
-                    // dW from the normalised rows, recomputed; dx through the LayerNorm.
-                    let rows = &v[first * d_in..(first + m) * d_in];
-                    normed.resize(m * d_in, 0.0);
-                    layer_norm_rows(rows, as_slots(&mut normed), nm.gamma, nm.beta, nm.epsilon);
-                    pw.add(MatRef::row_major(&normed, m, d_in).t(), dz_m);
-                    du.resize(m * d_in, 0.0);
-                    let du = gemm_write(dz_m, w_t, as_slots(&mut du));
-                    let (dgamma, dbeta) = norm_sums.split_at_mut(d_in);
-                    layer_norm_backward_rows(
-                        rows, du, nm.gamma, nm.epsilon, dx_rows, dgamma, dbeta,
-                    );
-                }
-                _ => {
-                    pw.add(x.row_range(first, m).t(), dz_m);
-                    if want_x {
-                        gemm_write(dz_m, w_t, dx_rows);
-                    }
+    // Sums: Σ dz (d_out), and with a LayerNorm Σ g·x̂ and Σ g (d_in each).
+    let sums_len = d_out + if norm.is_some() { 2 * d_in } else { 0 };
+    let block = |chunk: &mut ChunkSums<'_>, sc: &mut Scratch, first, m, dx_rows| {
+        let g = &grad[first * d_out..(first + m) * d_out];
+        let dz: &[f32] = match pre {
+            Some(pre) => {
+                sc.dz.resize(m * d_out, 0.0);
+                let p = &pre[first * d_out..(first + m) * d_out];
+                gelu_backward_rows(p, g, &mut sc.dz);
+                &sc.dz
+            }
+            None => g,
+        };
+        let (db, norm_sums) = chunk.sums.split_at_mut(d_out);
+        column_sums(dz, db);
+        let dz_m = MatRef::row_major(dz, m, d_out);
+        match (norm, x_values) {
+            (Some(nm), Some(v)) => {
+                // dW from the normalised rows, recomputed; dx through the LayerNorm.
+                let rows = &v[first * d_in..(first + m) * d_in];
+                sc.normed.resize(m * d_in, 0.0);
+                layer_norm_rows(
+                    rows,
+                    as_slots(&mut sc.normed),
+                    nm.gamma,
+                    nm.beta,
+                    nm.epsilon,
+                );
+                chunk.weights[0].add(MatRef::row_major(&sc.normed, m, d_in).t(), dz_m);
+                sc.du.resize(m * d_in, 0.0);
+                let du = gemm_write(dz_m, w_t, as_slots(&mut sc.du));
+                let (dgamma, dbeta) = norm_sums.split_at_mut(d_in);
+                layer_norm_backward_rows(rows, du, nm.gamma, nm.epsilon, dx_rows, dgamma, dbeta);
+            }
+            _ => {
+                chunk.weights[0].add(x.row_range(first, m).t(), dz_m);
+                if want_x {
+                    gemm_write(dz_m, w_t, dx_rows);
                 }
             }
         }
-        pw.finish();
-    });
+    };
+    let (weights, sums) = backward_chunks(parts, &[d_in * d_out], sums_len, block);
     // SAFETY: with `want_x`, the blocks cover all `n` rows and each wrote its rows of `dx`
     // (with `n = 0` it is empty); without, `dx` has no elements.
     let dx = unsafe { dx.into_vec() };
-    // SAFETY: every chunk wrote its whole partial (its first product, or zeros).
-    let part_w = unsafe { part_w.into_vec() };
-    let dw = sum_partials(&part_w, w_len, d_in * d_out);
-    let mut sums = vec![0.0f64; b_len];
-    for part in part_b.chunks_exact(b_len.max(1)) {
-        for (s, v) in sums.iter_mut().zip(part) {
-            *s += *v;
-        }
-    }
-    let narrow = |v: &[f64]| v.iter().map(|&s| s as f32).collect::<Vec<f32>>();
     LinearGrads {
         x: want_x.then_some(dx),
-        weight: dw,
+        weight: weights.into_iter().next().expect("one weight"),
         bias: narrow(&sums[..d_out]),
         norm: norm.map(|_| {
             (
@@ -315,73 +257,13 @@ pub fn linear_backward(
     }
 }
 
-/// A chunk's partial sum of products `Σ aᵀ·b` (a weight's gradient over the chunk's blocks):
-/// the first product writes it, the others add onto it; zeros if there is none.
-pub(crate) enum Partial<'p> {
-    /// Not written yet.
-    Slots(&'p mut [MaybeUninit<f32>]),
-    /// Written.
-    Done(&'p mut [f32]),
-}
-
-impl<'p> Partial<'p> {
-    /// The partial over `slots`; zeros already when no product will come (`products` false).
-    pub(crate) fn new(slots: &'p mut [MaybeUninit<f32>], products: bool) -> Self {
-        if products {
-            Partial::Slots(slots)
-        } else {
-            Partial::Done(zeroed(slots))
-        }
-    }
-
-    /// Adds `a · b` (the partial's shape).
-    pub(crate) fn add(&mut self, a: MatRef<'_>, b: MatRef<'_>) {
-        let state = std::mem::replace(self, Partial::Slots(&mut []));
-        *self = match state {
-            Partial::Slots(slots) => Partial::Done(gemm_write(a, b, slots)),
-            Partial::Done(w) => {
-                gemm_into(a, b, w, true);
-                Partial::Done(w)
-            }
-        };
-    }
-
-    /// Zeros where no product came after all.
-    pub(crate) fn finish(self) {
-        if let Partial::Slots(slots) = self {
-            zeroed(slots);
-        }
-    }
-}
-
-/// The first `len` values of the sum of the partials (`stride` apart in `parts`), added in f64
-/// in the partials' order; the elements in parallel ranges (the values do not depend on them).
-pub(crate) fn sum_partials(parts: &[f32], stride: usize, len: usize) -> Vec<f32> {
-    const RANGE: usize = 4096;
-    let mut out = vec![0.0f32; len];
-    out.par_chunks_mut(RANGE)
-        .enumerate()
-        .for_each_init(Vec::new, |acc, (r, out)| {
-            let first = r * RANGE;
-            acc.clear();
-            acc.resize(out.len(), 0.0f64);
-            for part in parts.chunks_exact(stride) {
-                add_wide(&part[first..first + out.len()], acc);
-            }
-            for (o, &s) in out.iter_mut().zip(acc.iter()) {
-                *o = s as f32;
-            }
-        });
-    out
-}
-
-multiversioned! {
-    /// `acc += v`, widened to f64.
-    fn add_wide(v: &[f32], acc: &mut [f64]) {
-        for (a, &x) in acc.iter_mut().zip(v) {
-            *a += f64::from(x);
-        }
-    }
+/// A linear layer's backward scratch, per chunk: the GELU's gradient, the normalised rows and
+/// their gradient.
+#[derive(Default)]
+struct Scratch {
+    dz: Vec<f32>,
+    normed: Vec<f32>,
+    du: Vec<f32>,
 }
 
 multiversioned! {

@@ -10,9 +10,10 @@
 
 use rayon::prelude::*;
 
-use crate::linear::{CHUNKS, Partial, add_rows, column_sums, sum_partials};
+use crate::chunks::{ChunkSums, backward_chunks, narrow};
+use crate::linear::{add_rows, column_sums};
 use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
-use crate::rows::{RowsOut, as_slots};
+use crate::rows::{RowsOut, as_slots, block_slots};
 
 /// Rows per block (and per task), at most.
 const ROWS: usize = 1024;
@@ -84,14 +85,7 @@ pub fn pair_mlp_forward(p: &PairMlp<'_>) -> Vec<f32> {
     let (n, _, h, d_out) = p.dims();
     let mut out = RowsOut::new(n * d_out);
     let blocks = row_blocks(n, block_rows(n, ROWS));
-    let mut parts = Vec::with_capacity(blocks.len());
-    let mut rest = out.parts();
-    for &(first, m) in &blocks {
-        let (mine, tail) = rest.split_at_mut(m * d_out);
-        rest = tail;
-        parts.push((first, m, mine));
-    }
-    parts
+    block_slots(out.parts(), &blocks, d_out)
         .into_par_iter()
         .for_each_init(Vec::new, |hidden, (first, m, out)| {
             let hm = MatRef::row_major(p.hidden(first, m, hidden), m, h);
@@ -116,77 +110,56 @@ pub fn pair_mlp_backward(p: &PairMlp<'_>, grad: &[f32]) -> PairMlpGrads {
         n * d_out,
         "pair MLP gradient: the output gradient's shape"
     );
-    let blocks = row_blocks(n, block_rows(n, ROWS));
-    let (n_blocks, n_chunks) = (blocks.len(), blocks.len().clamp(1, CHUNKS));
-    let chunk_len = |c: usize| (c + 1) * n_blocks / n_chunks - c * n_blocks / n_chunks;
-    let (w1_len, w2_len) = (d_in * h, h * d_out);
-    let mut part_w1 = RowsOut::new(n_chunks * w1_len);
-    let mut part_w2 = RowsOut::new(n_chunks * w2_len);
-    // Per chunk: Σ dz (h), Σ dy (d_out), in f64.
-    let sums_len = h + d_out;
-    let mut part_sums = vec![0.0f64; n_chunks * sums_len];
-    let mut blocks = blocks.into_iter();
-    let chunks: Vec<_> = part_w1
-        .parts()
-        .chunks_exact_mut(w1_len.max(1))
-        .zip(part_w2.parts().chunks_exact_mut(w2_len.max(1)))
-        .zip(part_sums.chunks_exact_mut(sums_len.max(1)))
-        .enumerate()
-        .map(|(c, ((w1, w2), sums))| {
-            let mine: Vec<_> = blocks.by_ref().take(chunk_len(c)).collect();
-            (mine, w1, w2, sums)
-        })
+    let blocks: Vec<_> = row_blocks(n, block_rows(n, ROWS))
+        .into_iter()
+        .map(|(first, m)| (first, m, ()))
         .collect();
     let w2_t = p.w2.transposed();
     let w2_t = MatRef::row_major(&w2_t, d_out, h);
-    chunks.into_par_iter().for_each(|(blocks, w1, w2, sums)| {
-        let some = !blocks.is_empty();
-        let (mut pw1, mut pw2) = (Partial::new(w1, some), Partial::new(w2, some));
-        let (db1, db2) = sums.split_at_mut(h);
-        let (mut hidden, mut dy, mut dh) = (Vec::new(), Vec::new(), Vec::new());
-        for (first, m) in blocks {
-            let hm = p.hidden(first, m, &mut hidden);
-            // dy = grad ⊙ mask; dW₂ += hᵀ·dy, db₂ += Σ dy.
-            dy.clear();
-            for (row, &mask) in grad[first * d_out..(first + m) * d_out]
-                .chunks_exact(d_out)
-                .zip(&p.mask[first..first + m])
-            {
-                dy.extend(row.iter().map(|g| g * mask));
-            }
-            column_sums(&dy, db2);
-            let dy_m = MatRef::row_major(&dy, m, d_out);
-            pw2.add(MatRef::row_major(hm, m, h).t(), dy_m);
-            // dz = dy·W₂ᵀ where the ReLU passed; dW₁ += xᵀ·dz, db₁ += Σ dz.
-            dh.resize(m * h, 0.0);
-            let dz = gemm_write(dy_m, w2_t, as_slots(&mut dh));
-            for (dz, &h) in dz.iter_mut().zip(hm.iter()) {
-                if h <= 0.0 {
-                    *dz = 0.0;
-                }
-            }
-            column_sums(dz, db1);
-            let x = MatRef::row_major(&p.x[first * d_in..(first + m) * d_in], m, d_in);
-            pw1.add(x.t(), MatRef::row_major(dz, m, h));
+    let block = |chunk: &mut ChunkSums<'_>, sc: &mut Scratch, first, m, ()| {
+        // Sums: Σ dz (h), Σ dy (d_out).
+        let (db1, db2) = chunk.sums.split_at_mut(h);
+        let hm = p.hidden(first, m, &mut sc.hidden);
+        // dy = grad ⊙ mask; dW₂ += hᵀ·dy, db₂ += Σ dy.
+        sc.dy.clear();
+        for (row, &mask) in grad[first * d_out..(first + m) * d_out]
+            .chunks_exact(d_out)
+            .zip(&p.mask[first..first + m])
+        {
+            sc.dy.extend(row.iter().map(|g| g * mask));
         }
-        pw1.finish();
-        pw2.finish();
-    });
-    // SAFETY: every chunk wrote its whole partials (its first products, or zeros).
-    let (part_w1, part_w2) = unsafe { (part_w1.into_vec(), part_w2.into_vec()) };
-    let mut sums = vec![0.0f64; sums_len];
-    for part in part_sums.chunks_exact(sums_len.max(1)) {
-        for (s, v) in sums.iter_mut().zip(part) {
-            *s += *v;
+        column_sums(&sc.dy, db2);
+        let dy_m = MatRef::row_major(&sc.dy, m, d_out);
+        chunk.weights[1].add(MatRef::row_major(hm, m, h).t(), dy_m);
+        // dz = dy·W₂ᵀ where the ReLU passed; dW₁ += xᵀ·dz, db₁ += Σ dz.
+        sc.dh.resize(m * h, 0.0);
+        let dz = gemm_write(dy_m, w2_t, as_slots(&mut sc.dh));
+        for (dz, &h) in dz.iter_mut().zip(hm.iter()) {
+            if h <= 0.0 {
+                *dz = 0.0;
+            }
         }
-    }
-    let narrow = |v: &[f64]| v.iter().map(|&s| s as f32).collect::<Vec<f32>>();
+        column_sums(dz, db1);
+        let x = MatRef::row_major(&p.x[first * d_in..(first + m) * d_in], m, d_in);
+        chunk.weights[0].add(x.t(), MatRef::row_major(dz, m, h));
+    };
+    let (weights, sums) = backward_chunks(blocks, &[d_in * h, h * d_out], h + d_out, block);
+    let [w1, w2]: [Vec<f32>; 2] = weights.try_into().expect("two weights");
     PairMlpGrads {
-        w1: sum_partials(&part_w1, w1_len.max(1), w1_len),
+        w1,
         b1: narrow(&sums[..h]),
-        w2: sum_partials(&part_w2, w2_len.max(1), w2_len),
+        w2,
         b2: narrow(&sums[h..]),
     }
+}
+
+/// The pair MLP's backward scratch, per chunk: hidden rows, the output's gradient, the hidden
+/// rows' gradient.
+#[derive(Default)]
+struct Scratch {
+    hidden: Vec<f32>,
+    dy: Vec<f32>,
+    dh: Vec<f32>,
 }
 
 multiversioned! {

@@ -70,3 +70,20 @@ pub(crate) fn as_slots(s: &mut [f32]) -> &mut [MaybeUninit<f32>] {
     // the callers only write initialised values through the result.
     unsafe { &mut *(std::ptr::from_mut(s) as *mut [MaybeUninit<f32>]) }
 }
+
+/// `slots` cut into the rows of each block `(first, rows)` in order, `width` values a row
+/// (empty pieces where `width` is 0): `(first, rows, its slots)`.
+pub(crate) fn block_slots<'a>(
+    mut slots: &'a mut [MaybeUninit<f32>],
+    blocks: &[(usize, usize)],
+    width: usize,
+) -> Vec<(usize, usize, &'a mut [MaybeUninit<f32>])> {
+    blocks
+        .iter()
+        .map(|&(first, m)| {
+            let (mine, rest) = std::mem::take(&mut slots).split_at_mut(m * width);
+            slots = rest;
+            (first, m, mine)
+        })
+        .collect()
+}

@@ -52,6 +52,24 @@ fn norm_inputs(
     Some((f32s(x)?, f32s(gamma)?, beta))
 }
 
+/// An optional tensor made contiguous f32: `None` if it is not f32, `Some(None)` if absent.
+fn optional_f32s(t: Option<FlexTensor>) -> Option<Option<FlexTensor>> {
+    match t {
+        Some(t) => f32s(&t).map(Some),
+        None => Some(None),
+    }
+}
+
+/// A linear layer's weight and bias made contiguous f32, or `None`.
+fn linear_f32s(p: LinearParams<Flex>) -> Option<(FlexTensor, Option<FlexTensor>)> {
+    Some((f32s(&p.0)?, optional_f32s(p.1)?))
+}
+
+/// Whether an optional vector is absent or `w` wide.
+fn has_width(t: &Option<FlexTensor>, w: usize) -> bool {
+    t.as_ref().is_none_or(|t| shape(t) == [w])
+}
+
 /// A 2-D f32 tensor as a strided view of its storage (no copy), or `None` for another shape.
 fn matrix(t: &FlexTensor) -> Option<MatRef<'_>> {
     let layout = t.layout();
@@ -155,16 +173,12 @@ impl FeedForwardSaved {
         first: LinearParams<Flex>,
         second: LinearParams<Flex>,
     ) -> Option<Self> {
-        let optional = |t: Option<FlexTensor>| match t {
-            Some(t) => f32s(&t).map(Some),
-            None => Some(None),
-        };
         let (gamma, beta, epsilon) = norm;
         let saved = FeedForwardSaved {
             x: f32s(x)?,
-            norm: (f32s(&gamma)?, optional(beta)?, epsilon as f32),
-            first: (f32s(&first.0)?, optional(first.1)?),
-            second: (f32s(&second.0)?, optional(second.1)?),
+            norm: (f32s(&gamma)?, optional_f32s(beta)?, epsilon as f32),
+            first: linear_f32s(first)?,
+            second: linear_f32s(second)?,
             z: None,
         };
         let [n, d] = shape(&saved.x)[..] else {
@@ -173,15 +187,14 @@ impl FeedForwardSaved {
         let [d1, f] = shape(&saved.first.0)[..] else {
             return None;
         };
-        let width = |t: &Option<FlexTensor>, w: usize| t.as_ref().is_none_or(|t| shape(t) == [w]);
         let fits = n > 0
             && d > 0
             && d1 == d
             && shape(&saved.second.0) == [f, d]
             && shape(&saved.norm.0) == [d]
-            && width(&saved.norm.1, d)
-            && width(&saved.first.1, f)
-            && width(&saved.second.1, d);
+            && has_width(&saved.norm.1, d)
+            && has_width(&saved.first.1, f)
+            && has_width(&saved.second.1, d);
         fits.then_some(saved)
     }
 
@@ -238,16 +251,12 @@ impl PairMlpSaved {
         first: LinearParams<Flex>,
         second: LinearParams<Flex>,
     ) -> Option<Self> {
-        let optional = |t: Option<FlexTensor>| match t {
-            Some(t) => f32s(&t).map(Some),
-            None => Some(None),
-        };
         let (x, mask) = inputs;
         let saved = PairMlpSaved {
             x: f32s(&x)?,
             mask: f32s(&mask)?,
-            first: (f32s(&first.0)?, optional(first.1)?),
-            second: (f32s(&second.0)?, optional(second.1)?),
+            first: linear_f32s(first)?,
+            second: linear_f32s(second)?,
         };
         let [n, d_in] = shape(&saved.x)[..] else {
             return None;
@@ -258,13 +267,12 @@ impl PairMlpSaved {
         let [h2, d_out] = shape(&saved.second.0)[..] else {
             return None;
         };
-        let width = |t: &Option<FlexTensor>, w: usize| t.as_ref().is_none_or(|t| shape(t) == [w]);
         let fits = d_in > 0
             && d1 == d_in
             && h2 == h
             && shape(&saved.mask) == [n, 1]
-            && width(&saved.first.1, h)
-            && width(&saved.second.1, d_out);
+            && has_width(&saved.first.1, h)
+            && has_width(&saved.second.1, d_out);
         fits.then_some(saved)
     }
 
