@@ -1,9 +1,10 @@
 //! The project's CPU kernels, over plain `f32` slices: the Edge_Network's MLP block
 //! (`[Linear → ReLU] × L → LayerNorm`) forward, forward keeping every layer's output, and
 //! backward; the ROOT-Transformer's linear layer (a LayerNorm before it, the bias and the
-//! residual or the GELU after it) and multi-head attention over packed sequences, forward and
-//! backward; LayerNorm over rows (centred variance). Each runs in blocks of rows that stay in
-//! cache, with `gemm` for the products.
+//! residual or the GELU after it), its feed-forward half, its pair-bias MLP and multi-head
+//! attention over packed sequences, forward and backward; LayerNorm over rows (centred
+//! variance). Each runs in blocks of rows that stay in cache, with `gemm` for the products; the
+//! backwards sum parameter gradients per fixed chunk of blocks (`chunks.rs`).
 //!
 //! Knows no tensor library: the Burn glue (backend extension traits for the CPU backend and for
 //! autodiff) is `gnn4c-root-gnn-cpu` and `gnn4c-root-transformer-cpu`, which hand these
