@@ -147,8 +147,9 @@ pub(crate) fn backward_chunks<R: Send, S: Default>(
 /// in the partials' order; the elements in parallel ranges (the values do not depend on them).
 fn sum_partials(parts: &[f32], stride: usize, len: usize) -> Vec<f32> {
     const RANGE: usize = 4096;
-    let mut out = vec![0.0f32; len];
-    out.par_chunks_mut(RANGE)
+    let mut out = RowsOut::new(len);
+    out.parts()
+        .par_chunks_mut(RANGE)
         .enumerate()
         .for_each_init(Vec::new, |acc, (r, out)| {
             let first = r * RANGE;
@@ -158,10 +159,11 @@ fn sum_partials(parts: &[f32], stride: usize, len: usize) -> Vec<f32> {
                 add_wide(&part[first..first + out.len()], acc);
             }
             for (o, &s) in out.iter_mut().zip(acc.iter()) {
-                *o = s as f32;
+                o.write(s as f32);
             }
         });
-    out
+    // SAFETY: the ranges cover every element, and each wrote its own.
+    unsafe { out.into_vec() }
 }
 
 multiversioned! {

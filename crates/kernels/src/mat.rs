@@ -61,16 +61,27 @@ impl<'a> MatRef<'a> {
     /// operand that `gemm` then packs from contiguous rows instead of gathering strided values
     /// for every block of rows it is used with.
     pub(crate) fn transposed(&self) -> Vec<f32> {
-        let mut out = Vec::with_capacity(self.rows * self.cols);
-        for c in 0..self.cols {
-            for r in 0..self.rows {
-                let at = self.offset as isize
-                    + r as isize * self.row_stride
-                    + c as isize * self.col_stride;
-                out.push(self.data[at as usize]);
+        // In 16 × 16 tiles: the tile's source lines stay in L1 while its output runs are written.
+        const TILE: usize = 16;
+        let (rows, cols) = (self.rows, self.cols);
+        let mut out = vec![0.0f32; rows * cols];
+        for c0 in (0..cols).step_by(TILE) {
+            for r0 in (0..rows).step_by(TILE) {
+                for c in c0..(c0 + TILE).min(cols) {
+                    let run = &mut out[c * rows + r0..c * rows + (r0 + TILE).min(rows)];
+                    for (k, o) in run.iter_mut().enumerate() {
+                        *o = self.at(r0 + k, c);
+                    }
+                }
             }
         }
         out
+    }
+
+    /// Element `(r, c)` (inside the view: checked by [`MatRef::new`]).
+    fn at(&self, r: usize, c: usize) -> f32 {
+        let at = self.offset as isize + r as isize * self.row_stride + c as isize * self.col_stride;
+        self.data[at as usize]
     }
 
     /// Rows.
@@ -261,6 +272,19 @@ mod tests {
         assert_eq!(block_rows(5865, 256), 256);
         assert_eq!(block_rows(100, 256), 64);
         assert_eq!(block_rows(100, 16), 16);
+    }
+
+    #[test]
+    fn transposes_of_strided_views_are_their_elements() {
+        let v: Vec<f32> = (0..40 * 33).map(|k| k as f32).collect();
+        let m = MatRef::row_major(&v, 40, 33);
+        let t = m.transposed();
+        for r in 0..40 {
+            for c in 0..33 {
+                assert_eq!(t[c * 40 + r], v[r * 33 + c]);
+            }
+        }
+        assert_eq!(m.t().transposed(), v);
     }
 
     #[test]
