@@ -101,7 +101,8 @@ pub struct EncoderLayer<B: Backend> {
     pub dropout: Dropout,
 }
 
-/// The ROOT-Transformer. `K` runs its LayerNorms, activations and attention
+/// The ROOT-Transformer. `K` runs its blocks (LayerNorms, linear layers, attention, feed-forward
+/// half, pair-bias MLP)
 /// ([`TransformerKernel`]; Burn's operations by default); it holds no parameters and is not
 /// part of the record, so checkpoints and weights do not depend on it.
 #[derive(Module, Debug)]
@@ -120,7 +121,7 @@ pub struct RootTransformer<B: Backend, K = OpByOp> {
     pub classify: Linear<B>,
     /// Heads (no parameters).
     pub n_heads: usize,
-    /// How the LayerNorms, activations and attention run.
+    /// How its blocks run.
     #[module(skip)]
     pub kernel: K,
 }
@@ -191,7 +192,8 @@ fn layer_norm<B: Backend, const D: usize>(ln: &LayerNorm<B>, x: Tensor<B, D>) ->
     }
 }
 
-/// How a [`RootTransformer`] runs its LayerNorms, feed-forward activations and attention (its
+/// How a [`RootTransformer`] runs its blocks — LayerNorms, linear layers, attention, the
+/// feed-forward half and the pair-bias MLP (its
 /// `kernel` field). The provided methods are Burn's operations one at a time, which every
 /// backend (and autodiff) supports; a backend crate may run each as one operation instead,
 /// computing the same function (gnn4c-root-transformer-cpu does on the CPU backend, forward and

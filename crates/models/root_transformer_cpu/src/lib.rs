@@ -1,21 +1,23 @@
-//! The ROOT-Transformer's attention, LayerNorms and linear layers (with the GELU or the
-//! residual that follows them) as one operation each, through a Burn backend extension.
+//! The ROOT-Transformer's blocks as one operation each, through a Burn backend extension:
+//! attention; a LayerNorm and the linear layer after it; a linear layer with the residual or the
+//! GELU after it; the feed-forward half (LayerNorm, linear, GELU, linear, residual); the
+//! pair-bias MLP.
 //!
 //! Run operation by operation, attention pads every event to the batch's longest, slices q, k
 //! and v out of the projection, transposes heads, materialises `[n, heads, s, s]` logits, a mask
 //! and a bias, and autodiff keeps each step; a LayerNorm is nine operations; a linear layer a
-//! zero-filled product, a bias pass and, backward, transposed copies. The project's kernels
-//! (`gnn4c-kernels`) take each event's sequence through attention alone, without padding, a
-//! LayerNorm in one pass, and a linear layer as one product onto its bias rows (the residual or
-//! the GELU applied in the same blocks of rows). This crate plugs them into the
-//! unmodified registry Burn through its public extension points, as `gnn4c-root-gnn-cpu` does
-//! for the Edge_Network:
-//! - [`TransformerBackend`], a backend extension trait: the three operations. Implemented for
-//!   the CPU backend (`Flex`: the tensors' storage handed to the kernels) and for
-//!   `Autodiff<B, C>` over any [`TransformerGradBackend`] and checkpoint strategy: one tracked
-//!   operation each, whose forward keeps what its backward needs (attention: the
-//!   probabilities, `s²` per head and event), or the values alone where nothing needs a
-//!   gradient (a frozen backbone).
+//! zero-filled product, a bias pass and, backward, transposed copies; the feed-forward half
+//! keeps its `4d`-wide activations. The project's kernels (`gnn4c-kernels`) take each event's
+//! sequence through attention alone, without padding, and run the other blocks per block of
+//! rows in cache, keeping for the backward only what it cannot recompute element-wise. This
+//! crate plugs them into the unmodified registry Burn through its public extension points, as
+//! `gnn4c-root-gnn-cpu` does for the Edge_Network:
+//! - [`TransformerBackend`], a backend extension trait: the operations. Implemented for the CPU
+//!   backend (`Flex`: the tensors' storage handed to the kernels) and for `Autodiff<B, C>` over
+//!   any [`TransformerGradBackend`] and checkpoint strategy: one tracked operation each, whose
+//!   forward keeps what its backward needs (attention: the probabilities, `s²` per head and
+//!   event; the feed-forward half: its pre-GELU rows), or the values alone where nothing needs
+//!   a gradient (a frozen backbone).
 //! - [`FusedTransformer`], the model's [`TransformerKernel`] for every such backend; it falls
 //!   back to Burn's operations ([`gnn4c_root_transformer::OpByOp`]'s) for tensors the kernels
 //!   do not take (other than f32). Same function as `OpByOp`: values and gradients within
