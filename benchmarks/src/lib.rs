@@ -4,6 +4,10 @@
 //! The bench crate may depend on every workspace crate and choose a backend; nothing depends on it.
 //! Results are printed as JSON lines plus a table; speed is measured here, never asserted in tests.
 
+mod span_timer;
+
+pub use span_timer::SpanTimer;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

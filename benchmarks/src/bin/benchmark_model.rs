@@ -11,85 +11,16 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
-use gnn4c_benchmarks::{Events, Stats, machine, take_device, time_reps};
+use gnn4c_benchmarks::{Events, SpanTimer, Stats, machine, take_device, time_reps};
 use gnn4c_graphs::{GraphBatch, HostBatch};
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
 use gnn4c_run::backend::InferenceBackend;
 use gnn4c_run::device::{DeviceChoice, check_device};
-use tracing::span::{Attributes, Id};
-use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
-use tracing_subscriber::registry::LookupSpan;
-
-/// Accumulates wall time per span name (and `step` field) while enabled.
-#[derive(Clone, Default)]
-struct SpanTimer {
-    enabled: Arc<Mutex<bool>>,
-    times: Arc<Mutex<BTreeMap<String, f64>>>,
-}
-
-struct Label_(String);
-struct Entered(Instant);
-
-impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SpanTimer {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        struct Step(Option<u64>);
-        impl tracing::field::Visit for Step {
-            fn record_u64(&mut self, f: &tracing::field::Field, v: u64) {
-                if f.name() == "step" {
-                    self.0 = Some(v);
-                }
-            }
-            fn record_i64(&mut self, f: &tracing::field::Field, v: i64) {
-                if f.name() == "step" {
-                    self.0 = Some(v as u64);
-                }
-            }
-            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
-        }
-        let mut step = Step(None);
-        attrs.record(&mut step);
-        let name = match step.0 {
-            Some(s) => format!("step {s} {}", attrs.metadata().name()),
-            None => attrs.metadata().name().to_owned(),
-        };
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Label_(name));
-        }
-    }
-    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Entered(Instant::now()));
-        }
-    }
-    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        let mut ext = span.extensions_mut();
-        let Some(Entered(t)) = ext.remove::<Entered>() else {
-            return;
-        };
-        if *self
-            .enabled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-        {
-            let name = ext
-                .get_mut::<Label_>()
-                .map_or_else(|| span.name().to_owned(), |l| l.0.clone());
-            *self
-                .times
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .entry(name)
-                .or_default() += t.elapsed().as_secs_f64();
-        }
-    }
-}
 
 /// A forward pass over a batch already on the device.
 type Forward<'a, B> = Box<dyn Fn(&GraphBatch<B>) -> Tensor<B, 2> + 'a>;
@@ -106,31 +37,13 @@ fn split<B: Backend>(
     reps: usize,
     forward: impl Fn() -> Tensor<B, 2>,
 ) -> (f64, BTreeMap<String, f64>) {
-    let set = |on: bool| {
-        *timer
-            .enabled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = on;
-    };
-    let mut times = timer
-        .times
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    times.clear();
-    drop(times);
-    set(true);
     let t = Instant::now();
-    for _ in 0..reps {
-        let _ = forward().into_data();
-    }
-    let total = t.elapsed().as_secs_f64();
-    set(false);
-    let times = timer
-        .times
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    (total, times)
+    let times = timer.measure(|| {
+        for _ in 0..reps {
+            let _ = forward().into_data();
+        }
+    });
+    (t.elapsed().as_secs_f64(), times)
 }
 
 /// `inference`: [`inference_forward`] where the tool scores on `B`, else `None`.

@@ -10,7 +10,9 @@
 //! backward, Adam step, each timed; the set-up, model initialisation and the first step,
 //! apart), with the GFLOP/s of their matrix products (`transformer_matmul_flops` over the real
 //! tokens; a training step counted as 3 forwards) against this machine's 1024³ GEMM rate. A
-//! second table splits the inference forward by part (the kernel's calls timed one by one).
+//! second table splits the inference forward by part (the kernel's calls timed one by one), a
+//! third the training step, forward and backward, by fused block (the CPU kernels' `tracing`
+//! spans, summed by `SpanTimer`).
 //! `--dump-batch` writes the batch for the PyTorch reference (`python
 //! benchmarks/reference/root_transformer.py --time FILE.npz REPS [default|part]`), so both time
 //! the same events. Medians of REPS (default 10) after 2 warm-up runs; peak RSS at the end.
@@ -25,7 +27,8 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 
 use gnn4c_benchmarks::{
-    Events, Meta, Stats, gemm_gflops, machine, time_reps, transformer_matmul_flops, write_peak_rss,
+    Events, Meta, SpanTimer, Stats, gemm_gflops, machine, time_reps, transformer_matmul_flops,
+    write_peak_rss,
 };
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_transformer::{
@@ -35,6 +38,7 @@ use gnn4c_root_transformer::{
 use gnn4c_root_transformer_cpu::FusedTransformer;
 use gnn4c_run::device::DeviceChoice;
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
+use tracing_subscriber::prelude::*;
 
 /// The graphs of `h` as padded tokens.
 fn tokens_of(h: &HostBatch) -> TokenBatch {
@@ -59,6 +63,7 @@ struct Setup {
     weights: Vec<f32>,
     task: Task,
     device: burn::backend::flex::FlexDevice,
+    timer: SpanTimer,
 }
 
 /// One size run by one kernel: inference and training-step times, the training step's median
@@ -70,7 +75,26 @@ struct Row {
     parts: (f64, f64, f64),
     setup: f64,
     split: [f64; PARTS.len()],
+    step_split: Vec<f64>,
 }
+
+/// The CPU kernels' spans (`gnn4c-root-transformer-cpu`) a training step is split into, with
+/// their column names; the rest of a step (Burn's operations: embeddings, gathers, head, loss;
+/// autodiff's bookkeeping; Adam) is the last column.
+const STEP_PARTS: [(&str, &str); 12] = [
+    ("norm_linear", "LN + q,k,v fwd"),
+    ("attention", "attention fwd"),
+    ("linear", "output projection fwd"),
+    ("feed_forward", "feed-forward fwd"),
+    ("pair_mlp", "pair bias fwd"),
+    ("layer_norm", "LayerNorm fwd"),
+    ("norm_linear_backward", "LN + q,k,v bwd"),
+    ("attention_backward", "attention bwd"),
+    ("linear_backward", "output projection bwd"),
+    ("feed_forward_backward", "feed-forward bwd"),
+    ("pair_mlp_backward", "pair bias bwd"),
+    ("layer_norm_backward", "LayerNorm bwd"),
+];
 
 /// The parts of a forward that [`Timed`] tells apart; the last is the rest of the forward
 /// (token and class-token embeddings, the pair-bias MLP, packing, the head).
@@ -206,22 +230,34 @@ where
         .with_epsilon(1e-8)
         .init::<AD, RootTransformer<AD, K>>();
     let (mut fwd, mut bwd, mut opt) = (Vec::new(), Vec::new(), Vec::new());
-    let step = time_reps(2, reps, || {
-        let t0 = Instant::now();
-        let logits = model.forward(&s.tokens, device);
-        let y = Tensor::<AD, 1, Int>::from_data(TensorData::new(s.labels.clone(), [batch]), device);
-        let w = Tensor::<AD, 1>::from_data(TensorData::new(s.weights.clone(), [batch]), device);
-        let loss = weighted_loss(per_event_loss(&s.task, logits, y, None), w);
-        let t1 = Instant::now();
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        let t2 = Instant::now();
-        model = optim.step(1e-4, model.clone(), grads);
-        let t3 = Instant::now();
-        setup.get_or_insert((t3 - t_setup).as_secs_f64());
-        fwd.push((t1 - t0).as_secs_f64());
-        bwd.push((t2 - t1).as_secs_f64());
-        opt.push((t3 - t2).as_secs_f64());
+    let mut step = Vec::new();
+    let spans = s.timer.measure(|| {
+        step = time_reps(2, reps, || {
+            let t0 = Instant::now();
+            let logits = model.forward(&s.tokens, device);
+            let y =
+                Tensor::<AD, 1, Int>::from_data(TensorData::new(s.labels.clone(), [batch]), device);
+            let w = Tensor::<AD, 1>::from_data(TensorData::new(s.weights.clone(), [batch]), device);
+            let loss = weighted_loss(per_event_loss(&s.task, logits, y, None), w);
+            let t1 = Instant::now();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let t2 = Instant::now();
+            model = optim.step(1e-4, model.clone(), grads);
+            let t3 = Instant::now();
+            setup.get_or_insert((t3 - t_setup).as_secs_f64());
+            fwd.push((t1 - t0).as_secs_f64());
+            bwd.push((t2 - t1).as_secs_f64());
+            opt.push((t3 - t2).as_secs_f64());
+        })
     });
+    // The kernels' spans per step (warm-up steps included), and the rest of the mean step.
+    let steps = fwd.len().max(1) as f64;
+    let mut step_split: Vec<f64> = STEP_PARTS
+        .iter()
+        .map(|(span, _)| spans.get(*span).copied().unwrap_or(0.0) / steps)
+        .collect();
+    let mean_step = fwd.iter().chain(&bwd).chain(&opt).sum::<f64>() / steps;
+    step_split.push(mean_step - step_split.iter().sum::<f64>());
     // The warm-up steps are timed too: keep the last `reps` of each part.
     let last = |v: &[f64]| Stats::of(&v[v.len().saturating_sub(reps)..]).median;
     Ok(Row {
@@ -230,6 +266,7 @@ where
         parts: (last(&fwd), last(&bwd), last(&opt)),
         setup: setup.unwrap_or(0.0),
         split,
+        step_split,
     })
 }
 
@@ -267,7 +304,10 @@ fn main() -> anyhow::Result<()> {
     let device = Default::default();
     let gemm = gemm_gflops::<Flex>(&device, 1024, 10);
     let real_tokens: usize = objects.iter().sum();
+    let timer = SpanTimer::default();
+    tracing_subscriber::registry().with(timer.clone()).init();
     let setup = Setup {
+        timer,
         labels: host.labels.iter().map(|l| l % 12).collect(),
         weights: host.weights.clone(),
         task: Task::Multiclass { n_classes: 12 },
@@ -288,7 +328,7 @@ fn main() -> anyhow::Result<()> {
         "| size | kernel | measure | median s | events/s | forward+loss s | backward s | optimiser s | setup s | GFLOP/s (% of GEMM) |"
     )?;
     writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
-    let mut splits = Vec::new();
+    let (mut splits, mut step_splits) = (Vec::new(), Vec::new());
     for (size, d, heads, layers) in sizes {
         let config = RootTransformerConfig::new(12)
             .with_d_model(d)
@@ -312,6 +352,7 @@ fn main() -> anyhow::Result<()> {
                 _ => measure(&config, OpByOp, &setup, reps)?,
             };
             splits.push((size, kernel.clone(), row.split, row.forward.median));
+            step_splits.push((size, kernel.clone(), row.step_split.clone()));
             for (name, st, parts, work) in [
                 ("inference (forward)", &row.forward, None, flops),
                 ("training step", &row.step, Some(row.parts), 3.0 * flops),
@@ -357,6 +398,21 @@ fn main() -> anyhow::Result<()> {
             "measure": "inference split", "size": size, "kernel": kernel,
             "parts": PARTS.iter().zip(split).map(|(p, x)| serde_json::json!({"part": p, "mean_s": x})).collect::<Vec<_>>(),
             "forward_median_s": median,
+        }));
+        writeln!(out, "| {size} | {kernel} | {} |", cells.join(" | "))?;
+    }
+    writeln!(
+        out,
+        "\nThe training step by part (mean s per step, the fused kernels' spans; the rest is Burn's operations, autodiff and Adam; op-by-op: all in the rest):"
+    )?;
+    let names: Vec<&str> = STEP_PARTS.iter().map(|(_, name)| *name).collect();
+    writeln!(out, "| size | kernel | {} | the rest |", names.join(" | "))?;
+    writeln!(out, "|---|---|{}", "---|".repeat(names.len() + 1))?;
+    for (size, kernel, split) in step_splits {
+        let cells: Vec<String> = split.iter().map(|x| format!("{x:.4}")).collect();
+        meta.emit(serde_json::json!({
+            "measure": "training split", "size": size, "kernel": kernel,
+            "parts": names.iter().chain(["the rest"].iter()).zip(&split).map(|(p, x)| serde_json::json!({"part": p, "mean_s": x})).collect::<Vec<_>>(),
         }));
         writeln!(out, "| {size} | {kernel} | {} |", cells.join(" | "))?;
     }

@@ -225,6 +225,7 @@ fn feed_forward_run(
     second: LinearParams<Flex>,
     for_backward: bool,
 ) -> Option<(FlexTensor, FeedForwardSaved)> {
+    let _span = tracing::trace_span!("feed_forward").entered();
     let mut saved = FeedForwardSaved::of(x, norm, first, second)?;
     let (y, z) = feed_forward(&saved.view(), for_backward);
     let [n, d] = shape(&saved.x)[..] else {
@@ -293,6 +294,7 @@ impl PairMlpSaved {
 
     /// The output, `[pairs, d_out]`.
     fn forward(&self) -> FlexTensor {
+        let _span = tracing::trace_span!("pair_mlp").entered();
         let y = pair_mlp_forward(&self.view());
         let (n, d_out) = (shape(&self.x)[0], shape(&self.second.0)[1]);
         tensor(y, &[n, d_out])
@@ -306,6 +308,11 @@ fn linear_gradients(
     grad: &FlexTensor,
     want_x: bool,
 ) -> [Option<FlexTensor>; 5] {
+    let _span = match saved.norm {
+        Some(_) => tracing::trace_span!("norm_linear_backward"),
+        None => tracing::trace_span!("linear_backward"),
+    }
+    .entered();
     let grad = grad.to_contiguous();
     let xm = matrix(&saved.x).expect("checked in the forward");
     let wm = matrix(&saved.weight).expect("checked in the forward");
@@ -334,6 +341,7 @@ fn attention(
     heads: usize,
     for_backward: bool,
 ) -> Option<(FlexTensor, AttentionSaved)> {
+    let _span = tracing::trace_span!("attention").entered();
     let (qkv, pair_bias) = attention_inputs(qkv, pair_bias, lens, heads)?;
     let mut saved = AttentionSaved {
         qkv,
@@ -360,6 +368,7 @@ fn linear(
     gelu: bool,
     for_backward: bool,
 ) -> Option<(FlexTensor, LinearSaved)> {
+    let _span = tracing::trace_span!("linear").entered();
     let is_f32 = |t: &FlexTensor| t.dtype() == DType::F32;
     if !is_f32(x) || !is_f32(weight) || (gelu && residual.is_some()) {
         return None;
@@ -408,6 +417,7 @@ fn norm_linear(
     gelu: bool,
     for_backward: bool,
 ) -> Option<(FlexTensor, LinearSaved)> {
+    let _span = tracing::trace_span!("norm_linear").entered();
     let (gamma, beta, epsilon) = norm;
     let (x, gamma, beta) = norm_inputs(x, &gamma, beta.as_ref())?;
     let wm = matrix(weight)?;
@@ -517,6 +527,7 @@ impl TransformerGradBackend for Flex {
         beta: Option<&FlexTensor>,
         epsilon: f64,
     ) -> Option<(FlexTensor, NormSaved)> {
+        let _span = tracing::trace_span!("layer_norm").entered();
         let (x, gamma, beta) = norm_inputs(x, gamma, beta)?;
         let y = layer_norm(
             values(&x),
@@ -529,6 +540,7 @@ impl TransformerGradBackend for Flex {
     }
 
     fn layer_norm_backward(saved: &NormSaved, grad: FlexTensor) -> [FlexTensor; 3] {
+        let _span = tracing::trace_span!("layer_norm_backward").entered();
         let grad = grad.to_contiguous();
         let (dx, dgamma, dbeta) = layer_norm_backward(
             values(&saved.x),
@@ -590,6 +602,7 @@ impl TransformerGradBackend for Flex {
         saved: &AttentionSaved,
         grad: FlexTensor,
     ) -> (FlexTensor, Option<FlexTensor>) {
+        let _span = tracing::trace_span!("attention_backward").entered();
         let grad = grad.to_contiguous();
         let (dqkv, dbias) = attention_backward(&saved.view(), &saved.probs, values(&grad));
         let dbias = dbias
@@ -617,6 +630,7 @@ impl TransformerGradBackend for Flex {
     }
 
     fn pair_mlp_backward(saved: &PairMlpSaved, grad: FlexTensor) -> [FlexTensor; 4] {
+        let _span = tracing::trace_span!("pair_mlp_backward").entered();
         let grad = grad.to_contiguous();
         let g = pair_mlp_backward(&saved.view(), values(&grad));
         let [d_in, h] = shape(&saved.first.0)[..] else {
@@ -632,6 +646,7 @@ impl TransformerGradBackend for Flex {
     }
 
     fn feed_forward_backward(saved: &FeedForwardSaved, grad: FlexTensor) -> [FlexTensor; 7] {
+        let _span = tracing::trace_span!("feed_forward_backward").entered();
         let grad = grad.to_contiguous();
         let z = saved.z.as_ref().expect("kept by feed_forward_saving");
         let g = feed_forward_backward(&saved.view(), values(z), values(&grad));
