@@ -13,9 +13,9 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use crate::act::{gelu_in_place, gelu_rows, gelu_with_slope};
+use crate::act::gelu_with_slope;
 use crate::chunks::{ChunkSums, backward_chunks, narrow};
-use crate::linear::{RowNorm, add_rows, column_sums};
+use crate::linear::{RowNorm, column_sums, finish_rows};
 use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
 use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
 use crate::rows::{RowsOut, as_slots, assume_init, block_slots};
@@ -126,25 +126,16 @@ pub fn feed_forward(ff: &FeedForward<'_>, keep: bool) -> (Vec<f32>, Option<Vec<f
             let u = MatRef::row_major(u, m, d);
             sc.h.resize(m * f, 0.0);
             // z into the kept rows, GELU(z) into scratch; or both in scratch, in place.
-            if keep {
-                let z = gemm_write(u, ff.w1, z_slots);
-                for row in z.chunks_exact_mut(f) {
-                    add_rows(row, ff.b1, None);
-                }
-                gelu_rows(z, as_slots(&mut sc.h));
+            let (z, gelu_out) = if keep {
+                (gemm_write(u, ff.w1, z_slots), Some(as_slots(&mut sc.h)))
             } else {
-                let z = gemm_write(u, ff.w1, as_slots(&mut sc.h));
-                for row in z.chunks_exact_mut(f) {
-                    add_rows(row, ff.b1, None);
-                }
-                gelu_in_place(z);
-            }
+                (gemm_write(u, ff.w1, as_slots(&mut sc.h)), None)
+            };
+            finish_rows(z, f, ff.b1, None, true, gelu_out);
             let h = MatRef::row_major(&sc.h, m, f);
             let y = gemm_write(h, ff.w2, out);
-            for (k, row) in y.chunks_exact_mut(d).enumerate() {
-                let x = &ff.x[(first + k) * d..(first + k + 1) * d];
-                add_rows(row, ff.b2, Some(x));
-            }
+            let x = &ff.x[first * d..(first + m) * d];
+            finish_rows(y, d, ff.b2, Some(x), false, None);
         });
     // SAFETY: the blocks cover all `n` rows; each wrote its rows of `out` (the second product)
     // and, when kept, of `z` (the first).

@@ -9,6 +9,8 @@
 //! chunk of blocks (f32 products, f64 bias sums), then the chunks in order in f64, so no value
 //! depends on the number of threads.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
 use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
@@ -106,24 +108,37 @@ pub fn linear_forward(
             // The product goes where the GELU's input is kept, else straight into the output.
             let (z_slots, gelu_out) = if keep { (pre, Some(out)) } else { (out, None) };
             let z = gemm_write(x_rows, weight, z_slots);
-            // Row by row, so that the GELU reads the row the additions left in L1.
-            let mut gelu_out = gelu_out.map(|out| out.chunks_exact_mut(d_out));
-            for (k, row) in z.chunks_exact_mut(d_out).enumerate() {
-                let residual = match then {
-                    Then::Residual(r) => Some(&r[(first + k) * d_out..(first + k + 1) * d_out]),
-                    _ => None,
-                };
-                add_rows(row, bias, residual);
-                if let Some(out) = gelu_out.as_mut().and_then(Iterator::next) {
-                    gelu_rows(row, out);
-                } else if gelu {
-                    gelu_in_place(row);
-                }
-            }
+            let residual = match then {
+                Then::Residual(r) => Some(&r[first * d_out..(first + m) * d_out]),
+                _ => None,
+            };
+            finish_rows(z, d_out, bias, residual, gelu, gelu_out);
         });
     // SAFETY: the blocks cover all `n` rows, and each wrote its rows of `out` (and of `pre`
     // when it is kept): the product, then the GELU.
     unsafe { (out.into_vec(), keep.then(|| pre.into_vec())) }
+}
+
+/// A block's product `z` (rows `width` wide) finished row by row, so that the GELU reads the
+/// row the additions left in L1: the bias and then the block's rows of `residual` added, then,
+/// with `gelu`, the exact GELU into `gelu_out` (`z` kept as its input) or in place.
+pub(crate) fn finish_rows(
+    z: &mut [f32],
+    width: usize,
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    gelu: bool,
+    gelu_out: Option<&mut [MaybeUninit<f32>]>,
+) {
+    let mut gelu_out = gelu_out.map(|out| out.chunks_exact_mut(width));
+    for (k, row) in z.chunks_exact_mut(width).enumerate() {
+        add_rows(row, bias, residual.map(|r| &r[k * width..(k + 1) * width]));
+        if let Some(out) = gelu_out.as_mut().and_then(Iterator::next) {
+            gelu_rows(row, out);
+        } else if gelu {
+            gelu_in_place(row);
+        }
+    }
 }
 
 multiversioned! {
