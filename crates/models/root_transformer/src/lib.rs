@@ -14,6 +14,7 @@ pub use batch::{FlatGraphs, TokenBatch, TokenEvent};
 pub use family::RootTransformerFamily;
 pub use model::{
     EmbedBlock, EncoderLayer, HEAD_WEIGHT, LAYER_NORM_EPSILON, OpByOp, PairEmbed, RootTransformer,
-    RootTransformerConfig, SelfAttention, Sequences, TransformerKernel, is_head_parameter,
+    RootTransformerConfig, SelfAttention, Sequences, TransformerKernel, feed_forward_in_steps,
+    is_head_parameter, norm_then_linear,
 };
 pub use weights::{load_pytorch_safetensors, save_pytorch_safetensors};

@@ -229,12 +229,7 @@ pub trait TransformerKernel<B: Backend> {
         x: Tensor<B, 2>,
         gelu: bool,
     ) -> Tensor<B, 2> {
-        let y = self.layer_norm(norm, x);
-        if gelu {
-            self.linear_gelu(linear, y)
-        } else {
-            self.linear(linear, y)
-        }
+        norm_then_linear(self, norm, linear, x, gelu)
     }
 
     /// The pair-bias MLP on the object pairs' features, zero on the diagonal pairs:
@@ -262,8 +257,7 @@ pub trait TransformerKernel<B: Backend> {
         second: &Linear<B>,
         x: Tensor<B, 2>,
     ) -> Tensor<B, 2> {
-        let h = self.norm_linear(norm, first, x.clone(), true);
-        self.linear_residual(second, h, x)
+        feed_forward_in_steps(self, norm, first, second, x)
     }
 
     /// `residual + linear(x)`.
@@ -303,6 +297,37 @@ pub trait TransformerKernel<B: Backend> {
     ) -> Tensor<B, 2> {
         padded_attention(qkv, pair_bias, seqs, n_heads)
     }
+}
+
+/// [`TransformerKernel::norm_linear`] as `kernel`'s LayerNorm, then its linear layer (with the
+/// GELU): the default, and what a kernel that fuses the two runs where it cannot.
+pub fn norm_then_linear<B: Backend, K: TransformerKernel<B> + ?Sized>(
+    kernel: &K,
+    norm: &LayerNorm<B>,
+    linear: &Linear<B>,
+    x: Tensor<B, 2>,
+    gelu: bool,
+) -> Tensor<B, 2> {
+    let y = kernel.layer_norm(norm, x);
+    if gelu {
+        kernel.linear_gelu(linear, y)
+    } else {
+        kernel.linear(linear, y)
+    }
+}
+
+/// [`TransformerKernel::feed_forward`] as `kernel`'s LayerNorm + first linear layer + GELU, then
+/// its second linear layer with the residual: the default, and what a kernel that fuses the
+/// half runs where it cannot.
+pub fn feed_forward_in_steps<B: Backend, K: TransformerKernel<B> + ?Sized>(
+    kernel: &K,
+    norm: &LayerNorm<B>,
+    first: &Linear<B>,
+    second: &Linear<B>,
+    x: Tensor<B, 2>,
+) -> Tensor<B, 2> {
+    let h = kernel.norm_linear(norm, first, x.clone(), true);
+    kernel.linear_residual(second, h, x)
 }
 
 /// Burn's operations one at a time: the reference, for every backend and for training.

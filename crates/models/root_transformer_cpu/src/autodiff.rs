@@ -78,12 +78,19 @@ impl<B: TransformerGradBackend> Backward<B, 7> for FeedForwardOp {
     fn backward(self, ops: Ops<Self::State, 7>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<B>(&ops.node);
         let [dx, dgamma, dbeta, dw1, db1, dw2, db2] = B::feed_forward_backward(&ops.state, grad);
-        let values = [dx, dgamma, dbeta, dw1, db1, dw2, db2].map(Some);
-        for (parent, value) in ops.parents.iter().zip(values) {
-            if let (Some(node), Some(value)) = (parent, value) {
-                grads.register::<B>(node.id, value);
-            }
-        }
+        register!(
+            grads,
+            ops,
+            [
+                Some(dx),
+                Some(dgamma),
+                Some(dbeta),
+                Some(dw1),
+                Some(db1),
+                Some(dw2),
+                Some(db2)
+            ]
+        );
     }
 }
 
@@ -267,11 +274,9 @@ impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Au
         epsilon: f64,
     ) -> Option<FloatTensor<Self>> {
         let device = B::float_device(&x.primitive);
-        let beta_node = beta
-            .as_ref()
-            .map_or_else(|| unused_place::<B, C>(&device).node, |b| b.node.clone());
-        let nodes = [x.node.clone(), gamma.node.clone(), beta_node];
-        let beta_value = beta.as_ref().map(|b| &b.primitive);
+        let (beta_node, beta) = optional::<B, C>(beta, &device);
+        let nodes = [x.node.clone(), gamma.node.clone(), beta_node.node];
+        let beta_value = beta.as_ref();
         Some(
             match NormOp.prepare::<C>(nodes).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {
@@ -297,18 +302,15 @@ impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Au
         gelu: bool,
     ) -> Option<FloatTensor<Self>> {
         let device = B::float_device(&x.primitive);
-        let node = |t: &Option<FloatTensor<Self>>| {
-            t.as_ref()
-                .map_or_else(|| unused_place::<B, C>(&device).node, |t| t.node.clone())
-        };
+        let (bias_node, bias) = optional::<B, C>(bias, &device);
+        let (residual_node, residual) = optional::<B, C>(residual, &device);
         let nodes = [
             x.node.clone(),
             weight.node.clone(),
-            node(&bias),
-            node(&residual),
+            bias_node.node,
+            residual_node.node,
         ];
-        let bias_value = bias.as_ref().map(|b| &b.primitive);
-        let residual_value = residual.as_ref().map(|r| &r.primitive);
+        let (bias_value, residual_value) = (bias.as_ref(), residual.as_ref());
         Some(
             match LinearOp.prepare::<C>(nodes).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {
@@ -339,11 +341,9 @@ impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Au
         heads: usize,
     ) -> Option<FloatTensor<Self>> {
         let device = B::float_device(&qkv.primitive);
-        let bias_node = pair_bias
-            .as_ref()
-            .map_or_else(|| unused_place::<B, C>(&device).node, |b| b.node.clone());
-        let nodes = [qkv.node.clone(), bias_node];
-        let bias_value = pair_bias.as_ref().map(|b| &b.primitive);
+        let (bias_node, pair_bias) = optional::<B, C>(pair_bias, &device);
+        let nodes = [qkv.node.clone(), bias_node.node];
+        let bias_value = pair_bias.as_ref();
         Some(
             match AttentionOp.prepare::<C>(nodes).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {

@@ -33,11 +33,14 @@ use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use burn::tensor::ops::FloatTensor;
-use gnn4c_root_transformer::{LAYER_NORM_EPSILON, OpByOp, PairEmbed, Sequences, TransformerKernel};
+use gnn4c_root_transformer::{
+    LAYER_NORM_EPSILON, OpByOp, PairEmbed, Sequences, TransformerKernel, feed_forward_in_steps,
+    norm_then_linear,
+};
 
-/// A backend that runs the Transformer's LayerNorm, linear layers and packed attention as one
-/// operation each; `None` where it does not run these tensors (the caller then runs Burn's
-/// operations).
+/// A backend that runs the Transformer's blocks (LayerNorm, linear layers, packed attention, and
+/// optionally the fused blocks with default `None`) as one operation each; `None` where it does
+/// not run these tensors (the caller then runs Burn's operations).
 pub trait TransformerBackend: Backend {
     /// LayerNorm over the rows of `x [rows, d]` (centred variance).
     fn row_layer_norm(
@@ -294,17 +297,7 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
         let (weight, bias) = linear_params(linear);
         let fused =
             B::fused_norm_linear(primitive(x.clone()), norm_params(norm), weight, bias, gelu);
-        match fused {
-            Some(y) => tensor(y),
-            None => {
-                let y = self.layer_norm(norm, x);
-                if gelu {
-                    self.linear_gelu(linear, y)
-                } else {
-                    self.linear(linear, y)
-                }
-            }
-        }
+        fused.map_or_else(|| norm_then_linear(self, norm, linear, x, gelu), tensor)
     }
 
     fn linear_gelu(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
@@ -338,13 +331,10 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
             linear_params(first),
             linear_params(second),
         );
-        match fused {
-            Some(y) => tensor(y),
-            None => {
-                let h = self.norm_linear(norm, first, x.clone(), true);
-                self.linear_residual(second, h, x)
-            }
-        }
+        fused.map_or_else(
+            || feed_forward_in_steps(self, norm, first, second, x),
+            tensor,
+        )
     }
 
     fn linear_residual(
