@@ -32,7 +32,7 @@ use gnn4c_benchmarks::{
 };
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_transformer::{
-    FlatGraphs, OpByOp, RootTransformer, RootTransformerConfig, Sequences, TokenBatch,
+    FlatGraphs, OpByOp, PairEmbed, RootTransformer, RootTransformerConfig, Sequences, TokenBatch,
     TransformerKernel,
 };
 use gnn4c_root_transformer_cpu::FusedTransformer;
@@ -108,7 +108,7 @@ const PARTS: [&str; 5] = [
 
 /// The kernel `K` with the wall time of each of its calls added to `spent` under its part of
 /// [`PARTS`]: the CPU backend runs an operation before it returns, so a call's wall time is its
-/// cost.
+/// cost. Every method runs `K`'s (the untimed ones count in the last part).
 #[derive(Debug, Clone)]
 struct Timed<K> {
     inner: K,
@@ -133,6 +133,19 @@ impl<B: Backend, K: TransformerKernel<B>> TransformerKernel<B> for Timed<K> {
 
     fn linear(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
         self.inner.linear(linear, x)
+    }
+
+    fn linear_gelu(&self, linear: &Linear<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.inner.linear_gelu(linear, x)
+    }
+
+    fn pair_bias(
+        &self,
+        embed: &PairEmbed<B>,
+        features: Tensor<B, 2>,
+        off_diagonal: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        self.inner.pair_bias(embed, features, off_diagonal)
     }
 
     fn norm_linear(
