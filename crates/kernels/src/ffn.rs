@@ -17,7 +17,7 @@ use crate::act::gelu_with_slope;
 use crate::chunks::{ChunkSums, backward_chunks, narrow};
 use crate::linear::{RowNorm, column_sums, finish_rows};
 use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
-use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
+use crate::norm::layer_norm_backward_rows;
 use crate::rows::{RowsOut, as_slots, assume_init, block_slots};
 
 /// Rows per block (and per task), at most.
@@ -86,11 +86,7 @@ impl FeedForward<'_> {
     /// `LN(x)` of rows `first..first + m` into `u`.
     fn normalised<'u>(&self, first: usize, m: usize, u: &'u mut Vec<f32>) -> &'u mut [f32] {
         let d = self.w1.rows();
-        u.resize(m * d, 0.0);
-        let nm = self.norm;
-        let rows = &self.x[first * d..(first + m) * d];
-        layer_norm_rows(rows, as_slots(u), nm.gamma, nm.beta, nm.epsilon);
-        u
+        self.norm.apply(&self.x[first * d..(first + m) * d], u)
     }
 }
 

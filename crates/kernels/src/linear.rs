@@ -49,6 +49,15 @@ pub struct RowNorm<'a> {
     pub epsilon: f32,
 }
 
+impl RowNorm<'_> {
+    /// The LayerNorm of whole `rows` into `scratch` (resized to fit).
+    pub(crate) fn apply<'s>(&self, rows: &[f32], scratch: &'s mut Vec<f32>) -> &'s mut [f32] {
+        scratch.resize(rows.len(), 0.0);
+        layer_norm_rows(rows, as_slots(scratch), self.gamma, self.beta, self.epsilon);
+        scratch
+    }
+}
+
 /// `x [n, d_in] · weight [d_in, d_out] + bias` (with `norm`, of `LayerNorm(x)`; `x` row-major
 /// then), then `then`: the output `[n, d_out]` and, after a GELU, its input (for
 /// [`linear_backward`]). Panics on inconsistent shapes.
@@ -98,10 +107,8 @@ pub fn linear_forward(
             let d_in = x.cols();
             let x_rows = match (norm, x_values) {
                 (Some(nm), Some(v)) => {
-                    normed.resize(m * d_in, 0.0);
                     let rows = &v[first * d_in..(first + m) * d_in];
-                    layer_norm_rows(rows, as_slots(normed), nm.gamma, nm.beta, nm.epsilon);
-                    MatRef::row_major(normed, m, d_in)
+                    MatRef::row_major(nm.apply(rows, normed), m, d_in)
                 }
                 _ => x.row_range(first, m),
             };
@@ -233,15 +240,8 @@ pub fn linear_backward(
             (Some(nm), Some(v)) => {
                 // dW from the normalised rows, recomputed; dx through the LayerNorm.
                 let rows = &v[first * d_in..(first + m) * d_in];
-                sc.normed.resize(m * d_in, 0.0);
-                layer_norm_rows(
-                    rows,
-                    as_slots(&mut sc.normed),
-                    nm.gamma,
-                    nm.beta,
-                    nm.epsilon,
-                );
-                chunk.weights[0].add(MatRef::row_major(&sc.normed, m, d_in).t(), dz_m);
+                let normed = nm.apply(rows, &mut sc.normed);
+                chunk.weights[0].add(MatRef::row_major(normed, m, d_in).t(), dz_m);
                 sc.du.resize(m * d_in, 0.0);
                 let du = gemm_write(dz_m, w_t, as_slots(&mut sc.du));
                 let (dgamma, dbeta) = norm_sums.split_at_mut(d_in);
