@@ -17,7 +17,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use burn::backend::Autodiff;
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use gnn4c_benchmarks::{
     Events, Meta, Stats, forward_matmul_flops, gemm_gflops, machine, matmul_gflops, take_device,
@@ -27,6 +27,7 @@ use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
 use gnn4c_run::backend::TrainingBackend;
 use gnn4c_run::device::{DeviceChoice, check_device};
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
+use gnn4c_training::optimiser;
 
 struct Split {
     setup: f64,
@@ -52,9 +53,8 @@ fn run_setup<B: TrainingBackend>(
     }
     // The MLP blocks run as `train` runs them (fused on the CPU, forward and backward).
     let mut model = model.with_kernel(B::training_kernel());
-    let mut optim = AdamConfig::new()
-        .with_epsilon(1e-8)
-        .init::<B, EdgeNetwork<B, <B as TrainingBackend>::Kernel>>();
+    let mut optim =
+        optimiser::<B, EdgeNetwork<B, <B as TrainingBackend>::Kernel>, _>(B::adam_kernel());
     let mut labels = host.labels.clone();
     if task == Task::Binary {
         labels.iter_mut().for_each(|l| *l %= 2);

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
 use burn::nn::{LayerNorm, Linear};
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 
 use gnn4c_benchmarks::{
@@ -36,8 +36,10 @@ use gnn4c_root_transformer::{
     TransformerKernel,
 };
 use gnn4c_root_transformer_cpu::FusedTransformer;
+use gnn4c_run::backend::TrainingBackend;
 use gnn4c_run::device::DeviceChoice;
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
+use gnn4c_training::optimiser;
 use tracing_subscriber::prelude::*;
 
 /// The graphs of `h` as padded tokens.
@@ -239,9 +241,8 @@ where
     let t_setup = Instant::now();
     let mut setup = None;
     let mut model: RootTransformer<AD, K> = config.init(device).with_kernel(kernel);
-    let mut optim = AdamConfig::new()
-        .with_epsilon(1e-8)
-        .init::<AD, RootTransformer<AD, K>>();
+    // The optimiser as `train` runs it (one pass per parameter on the CPU).
+    let mut optim = optimiser::<AD, RootTransformer<AD, K>, _>(AD::adam_kernel());
     let (mut fwd, mut bwd, mut opt) = (Vec::new(), Vec::new(), Vec::new());
     let mut step = Vec::new();
     let spans = s.timer.measure(|| {

@@ -23,6 +23,7 @@
 #[macro_use]
 mod dispatch;
 mod act;
+mod adam;
 mod alloc;
 mod attention;
 mod chunks;
@@ -36,6 +37,7 @@ mod rows;
 #[cfg(test)]
 mod test_values;
 
+pub use adam::{AdamStep, adam_first_moments, adam_update};
 pub use alloc::tune_allocator;
 pub use attention::{Attention, attention_backward, attention_forward};
 pub use ffn::{FeedForward, FeedForwardGrads, feed_forward, feed_forward_backward};

@@ -450,7 +450,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
         }
 
         let files = run_dir.files();
-        let report = fit::<B, _, _>(
+        let report = fit::<B, _, _, _>(
             model,
             &train,
             &val,
@@ -467,6 +467,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
                 log: out,
                 world,
             },
+            B::adam_kernel(),
             device,
         )?;
         drop(train);

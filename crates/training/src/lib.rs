@@ -8,6 +8,7 @@
 //! the lr decay and early stopping, `progress.rs` the progress bars, `sync.rs` what keeps MPI
 //! ranks in step (the collectives themselves are `gnn4c_distributed`'s).
 
+mod adam;
 mod checkpoint;
 mod error;
 mod loader;
@@ -17,6 +18,10 @@ mod stream;
 mod sync;
 mod trainer;
 
+pub use adam::{
+    ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON, AdamKernel, BurnAdam, ContractAdam, Optimiser,
+    optimiser,
+};
 pub use checkpoint::{
     CHECKPOINT_FORMAT, Checkpoint, CheckpointState, EpochPosition, ParamShape, number_params,
     param_shapes, read_checkpoint, save_checkpoint,

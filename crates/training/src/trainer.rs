@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use burn::module::AutodiffModule;
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use gnn4c_distributed::World;
@@ -16,6 +16,7 @@ use gnn4c_tasks::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::adam::{AdamKernel, optimiser};
 use crate::checkpoint::{
     Checkpoint, CheckpointState, EpochPosition, number_params, param_shapes, save_checkpoint,
 };
@@ -566,15 +567,17 @@ fn fmt_metric(x: Option<f64>) -> String {
 /// both atomically, and rewrites `files.history` (JSON lines) after every epoch. With
 /// `resume`, continues from that checkpoint: the result is bitwise the uninterrupted run's on
 /// a deterministic backend.
-pub fn fit<B, M, D>(
+pub fn fit<B, M, D, K>(
     model: M,
     train: &Arc<D>,
     val: &Arc<D>,
     opts: FitOptions<'_>,
+    adam: K,
     device: &B::Device,
 ) -> Result<FitReport<M>, TrainingError>
 where
     B: AutodiffBackend,
+    K: AdamKernel<B::InnerBackend>,
     M: AutodiffModule<B> + Classifier<B, Input = D::Input>,
     M::InnerModule: Classifier<B::InnerBackend, Input = D::Input>,
     D: EventSource,
@@ -643,11 +646,7 @@ where
         )));
     }
 
-    let mut optim = AdamConfig::new()
-        .with_beta_1(0.9)
-        .with_beta_2(0.999)
-        .with_epsilon(1e-8) // contract §8; Burn's default is 1e-5
-        .init::<B, M>();
+    let mut optim = optimiser::<B, M, K>(adam);
     let mut model = number_params(model);
     let mut start_epoch = 0u64;
     let mut step = 0u64;
@@ -1151,11 +1150,12 @@ mod tests {
             log: &mut sink,
             world: &world,
         };
-        fit::<AD, _, _>(
+        fit::<AD, _, _, _>(
             toy::<AD>(3, &device),
             train,
             &Blobs::new(150, 2),
             opts,
+            crate::BurnAdam,
             &device,
         )
     }
