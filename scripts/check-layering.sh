@@ -54,6 +54,9 @@ for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4
 done
 # The project's CPU kernels: plain slices, no tensor library, no file formats, no CLI crates.
 forbid gnn4c-kernels "Burn, file formats or CLI crates (plain f32 slices)" "$burn|$formats|$cli_only|^gnn4c-"
+# The ONNX writer: Burn's layers and plain values in, an ONNX file's bytes out; no backend, no
+# other format, no workspace crate (the families depend on it, not it on them).
+forbid gnn4c-onnx "a workspace crate, file formats, CLI crates or a Burn backend" "^gnn4c-|$formats|$cli_only|$backends"
 # The project's ROOT reader: no tensor library, no other file-format or reader crate, no CLI
 # crates, no workspace crate; and reading ROOT is its alone (oxyroot only writes friend trees).
 forbid gnn4c-rootio "Burn, other file formats or CLI crates" "$burn|$formats|$cli_only|^gnn4c-"

@@ -179,6 +179,52 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
             std::fs::read(run_dir.join("best.safetensors")).expect("best"),
             "export writes the run's best weights"
         );
+
+        // ONNX, 12-class and binary: tract runs the model on the sample batch of test events
+        // the export wrote beside it, and gives the logits Burn gave.
+        for (from, outputs) in [(&pre, 12), (&ft, 1)] {
+            let onnx = cwd.join(format!("{family}_{outputs}.onnx"));
+            let out = ok(&["export", from, "--out", onnx.to_str().expect("utf-8")]);
+            assert!(
+                out.contains("as an ONNX model") && out.contains("sample.npz"),
+                "{out}"
+            );
+            let bytes = std::fs::read(&onnx).expect("onnx");
+            let names: &[&'static str] = if family == "root_gnn" {
+                &[
+                    "node_features",
+                    "edge_features",
+                    "global_features",
+                    "edge_src",
+                    "edge_dst",
+                    "node_graph",
+                    "edge_graph",
+                ]
+            } else {
+                &["tokens", "padding", "globals", "pair"]
+            };
+            let sample = gnn4c_run::sample_path(&onnx);
+            let inputs = gnn4c_testkit::npz_arrays(&sample, names);
+            let got = gnn4c_testkit::tract_run(&bytes, &inputs);
+            let want = match &gnn4c_testkit::npz_arrays(&sample, &["logits"])[0].values {
+                gnn4c_family::ArrayValues::F32(v) => v.clone(),
+                other => panic!("logits: {other:?}"),
+            };
+            assert_eq!(got.len(), want.len(), "{family}: {} logits", want.len());
+            // The first 64 test events, or all of them where there are fewer.
+            let events = want.len() / outputs;
+            assert!(
+                events > 0 && events <= gnn4c_run::SAMPLE_EVENTS && want.len() == events * outputs,
+                "{family}: {} logits for {outputs} outputs",
+                want.len()
+            );
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5,
+                    "{family} {outputs} outputs, logit {k}: tract {g}, Burn {w}"
+                );
+            }
+        }
     }
     // One event cache served both families: no second cache, the first one untouched.
     assert_eq!(folder_files(&cwd.join("cache/pre")), cache_before);

@@ -563,7 +563,7 @@ fn write_demo_configs(cwd: &Path) {
 fn checkpoint_bits(path: &Path) -> Vec<(String, Vec<u32>)> {
     let dir = tempfile::tempdir().expect("tempdir");
     let f = dir.path().join("w.safetensors");
-    gnn4c_run::export(path, &f, false).expect("export");
+    gnn4c_run::export(path, &f, gnn4c_run::ExportFormat::Safetensors, false).expect("export");
     let mut v: Vec<(String, Vec<u32>)> = gnn4c_testkit::read_safetensors(&f)
         .into_iter()
         .map(|(k, (_, x))| (k, x.into_iter().map(f32::to_bits).collect()))

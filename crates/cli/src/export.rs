@@ -1,29 +1,55 @@
-//! `gnn4colliders export`: a run's (or a checkpoint's) weights as a PyTorch-named safetensors file.
+//! `gnn4colliders export`: a run's (or a checkpoint's) model as PyTorch-named safetensors
+//! weights, or as an ONNX model with a sample batch.
 
 use std::io::Write;
 use std::path::PathBuf;
 
+use gnn4c_run::ExportFormat;
+
+/// What `--format` takes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Format {
+    /// The weights, with PyTorch state-dict names.
+    Safetensors,
+    /// The model for ONNX Runtime (opset 17), and a sample batch beside it.
+    Onnx,
+}
+
 /// Arguments of `export`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders export runs/pretrain_multiclass --out pretrain.safetensors\n  gnn4colliders export runs/pretrain_multiclass/last.ckpt --out last.safetensors"
+    after_help = "Examples:\n  gnn4colliders export runs/pretrain_multiclass --out pretrain.safetensors\n  gnn4colliders export runs/pretrain_multiclass/last.ckpt --out last.safetensors\n  gnn4colliders export runs/pretrain_multiclass --out tagger.onnx   (ONNX; also writes tagger.sample.npz)\n\nONNX inputs, outputs and metadata: docs/onnx.md."
 )]
 pub(crate) struct Args {
     /// Run folder (its best.ckpt) or a checkpoint file.
     run: PathBuf,
-    /// Output safetensors file (PyTorch state-dict names: `node_encoder.0.weight`, …).
+    /// Output file: safetensors weights (PyTorch state-dict names: `node_encoder.0.weight`, …),
+    /// or an ONNX model when it ends in `.onnx` or with `--format onnx`.
     #[arg(long)]
     out: PathBuf,
-    /// Replace an existing output.
+    /// The output's format [default: from --out's extension: `.onnx` is onnx, else safetensors].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Replace existing outputs.
     #[arg(long)]
     overwrite: bool,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    let e = gnn4c_run::export(&args.run, &args.out, args.overwrite)?;
+    let format = match args.format {
+        Some(Format::Safetensors) => ExportFormat::Safetensors,
+        Some(Format::Onnx) => ExportFormat::Onnx,
+        None => ExportFormat::of_path(&args.out),
+    };
+    let e = gnn4c_run::export(&args.run, &args.out, format, args.overwrite)?;
+    let mut out = std::io::stdout().lock();
+    let what = match format {
+        ExportFormat::Safetensors => "parameters",
+        ExportFormat::Onnx => "parameters as an ONNX model,",
+    };
     writeln!(
-        std::io::stdout().lock(),
-        "wrote {} ({} {} parameters, {} outputs, from {} after epoch {})",
+        out,
+        "wrote {} ({} {} {what} {} outputs, from {} after epoch {})",
         args.out.display(),
         e.parameters,
         e.family,
@@ -31,5 +57,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         e.checkpoint.display(),
         e.epoch
     )?;
+    match &e.sample {
+        Some(Ok(path)) => writeln!(
+            out,
+            "wrote {} (the ONNX inputs of the first {} test events and the model's logits)",
+            path.display(),
+            gnn4c_run::SAMPLE_EVENTS
+        )?,
+        Some(Err(why)) => writeln!(out, "{why}")?,
+        None => {}
+    }
     Ok(())
 }

@@ -103,6 +103,41 @@ pub trait ModelFamily: Send + Sync + 'static {
         model: &mut Self::Model<B>,
         path: &Path,
     ) -> Result<(), WeightsError>;
+
+    /// `model` as an ONNX model file (opset 17): the family's batch as named inputs, for any
+    /// number of events and objects, and `logits [events, n_out]` out; `metadata` goes into the
+    /// file's `metadata_props` (class names, where the model came from).
+    fn to_onnx<B: Backend>(
+        config: &Self::Config,
+        model: &Self::Model<B>,
+        metadata: Vec<(String, String)>,
+    ) -> Vec<u8>;
+
+    /// `input` as the ONNX model's inputs, in the graph's order: what a program that runs the
+    /// exported model feeds it for these events.
+    fn onnx_inputs(config: &Self::Config, input: &Self::Input) -> Vec<NamedArray>;
+}
+
+/// A named array of a model's inputs, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedArray {
+    /// The input's name.
+    pub name: &'static str,
+    /// Its dimensions.
+    pub shape: Vec<usize>,
+    /// Its values.
+    pub values: ArrayValues,
+}
+
+/// The values of a [`NamedArray`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArrayValues {
+    /// f32.
+    F32(Vec<f32>),
+    /// i64.
+    I64(Vec<i64>),
+    /// bool.
+    Bool(Vec<bool>),
 }
 
 /// One batch: the model input and the training targets, row for row.

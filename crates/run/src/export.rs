@@ -1,14 +1,41 @@
-//! The export step: a run's (or a checkpoint's) weights as a PyTorch-named safetensors file.
+//! The export step: a run's (or a checkpoint's) model as a PyTorch-named safetensors file, or as
+//! an ONNX model (with a sample batch of the run's test events and their logits beside it).
 
 use std::path::{Path, PathBuf};
 
-use gnn4c_data::check_output_path;
-use gnn4c_training::read_checkpoint;
+use burn::backend::Flex;
+use gnn4c_data::{Split, check_output_path};
+use gnn4c_family::{ArrayValues, Classifier, EventSource, NamedArray};
+use gnn4c_training::{Checkpoint, read_checkpoint};
+use ndarray::{ArrayD, IxDyn};
+use ndarray_npy::NpzWriter;
 
-use crate::family::{FamilyJob, Registered};
+use crate::family::{CachedEvents, FamilyJob, Registered};
 use crate::run_dir::RunDir;
-use crate::settings::ResolvedRun;
+use crate::settings::{ResolvedRun, cache_dir, standardization_of};
 use crate::train_step::load_model;
+
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// The weights, PyTorch state-dict names (safetensors).
+    Safetensors,
+    /// The model, ONNX (opset 17).
+    Onnx,
+}
+
+impl ExportFormat {
+    /// The format `out`'s extension names (`.onnx`; anything else is safetensors).
+    pub fn of_path(out: &Path) -> ExportFormat {
+        match out.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("onnx") => ExportFormat::Onnx,
+            _ => ExportFormat::Safetensors,
+        }
+    }
+}
+
+/// Events in an ONNX export's sample batch (the first of the run's test split).
+pub const SAMPLE_EVENTS: usize = 64;
 
 /// What [`export`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,46 +50,207 @@ pub struct Exported {
     pub parameters: usize,
     /// Outputs of the head.
     pub n_out: usize,
+    /// ONNX: the sample batch written beside the model, or why there is none.
+    pub sample: Option<Result<PathBuf, String>>,
 }
 
-/// Writes the weights of `run` (a run folder's `best.ckpt`, or a checkpoint file) to `out`
-/// (atomically; an existing file only with `overwrite`).
-pub fn export(run: &Path, out: &Path, overwrite: bool) -> anyhow::Result<Exported> {
+/// The sample batch's path beside the ONNX model `out`: `model.onnx` → `model.sample.npz`.
+pub fn sample_path(out: &Path) -> PathBuf {
+    out.with_extension("sample.npz")
+}
+
+/// Writes the model of `run` (a run folder's `best.ckpt`, or a checkpoint file) to `out` in
+/// `format` (atomically; an existing file only with `overwrite`).
+pub fn export(
+    run: &Path,
+    out: &Path,
+    format: ExportFormat,
+    overwrite: bool,
+) -> anyhow::Result<Exported> {
     let ck_path = if run.is_dir() {
         RunDir::new(run).checkpoint("best")
     } else {
         run.to_path_buf()
     };
     check_output_path(out, overwrite)?;
+    if format == ExportFormat::Onnx {
+        check_output_path(&sample_path(out), overwrite)?;
+    }
     let ck = read_checkpoint(&ck_path)?;
-    let model = ResolvedRun::from_value(&ck.state.config, &ck_path)?.model;
-    let (parameters, n_out) = model.run(ExportJob { ck: &ck, out })?;
+    let resolved = ResolvedRun::from_value(&ck.state.config, &ck_path)?;
+    let model = resolved.model.clone();
+    let job = ExportJob {
+        ck: &ck,
+        resolved: &resolved,
+        out,
+        format,
+    };
+    let (parameters, sample) = model.run(job)?;
     Ok(Exported {
         checkpoint: ck_path,
         epoch: ck.state.epoch,
         family: model.name(),
         parameters,
-        n_out,
+        n_out: model.n_out(),
+        sample,
     })
 }
 
 struct ExportJob<'a> {
-    ck: &'a gnn4c_training::Checkpoint,
+    ck: &'a Checkpoint,
+    resolved: &'a ResolvedRun,
     out: &'a Path,
+    format: ExportFormat,
 }
 
-impl FamilyJob for ExportJob<'_> {
-    type Output = anyhow::Result<(usize, usize)>;
+type ExportOutput = anyhow::Result<(usize, Option<Result<PathBuf, String>>)>;
 
-    fn run<F: Registered>(self, config: &F::Config) -> Self::Output {
+impl FamilyJob for ExportJob<'_> {
+    type Output = ExportOutput;
+
+    fn run<F: Registered>(self, config: &F::Config) -> ExportOutput {
         let device = Default::default();
-        let net = load_model::<F, burn::backend::Flex>(self.ck, config, &device)?;
-        gnn4c_data::write_atomically(self.out, |tmp| {
-            F::save_weights(&net, tmp).map_err(|e| gnn4c_data::DataError::Write {
-                path: self.out.to_path_buf(),
-                message: e.to_string(),
-            })
-        })?;
-        Ok((burn::module::Module::num_params(&net), F::n_out(config)))
+        let net = load_model::<F, Flex>(self.ck, config, &device)?;
+        let parameters = burn::module::Module::num_params(&net);
+        match self.format {
+            ExportFormat::Safetensors => {
+                gnn4c_data::write_atomically(self.out, |tmp| {
+                    F::save_weights(&net, tmp).map_err(|e| gnn4c_data::DataError::Write {
+                        path: self.out.to_path_buf(),
+                        message: e.to_string(),
+                    })
+                })?;
+                Ok((parameters, None))
+            }
+            ExportFormat::Onnx => {
+                let metadata = onnx_metadata(self.resolved, self.ck)?;
+                let bytes = F::to_onnx(config, &net, metadata);
+                gnn4c_data::write_atomically(self.out, |tmp| {
+                    std::fs::write(tmp, &bytes).map_err(|source| gnn4c_data::DataError::Io {
+                        path: self.out.to_path_buf(),
+                        source,
+                    })
+                })?;
+                let sample = write_sample::<F>(self.resolved, config, &net, self.out);
+                Ok((parameters, Some(sample)))
+            }
+        }
     }
+}
+
+/// What the ONNX file says about the model: classes, task, inputs, standardisation, origin.
+fn onnx_metadata(r: &ResolvedRun, ck: &Checkpoint) -> anyhow::Result<Vec<(String, String)>> {
+    let spec = r.dataset.inputs_spec()?;
+    let features = gnn4c_data::FeatureNames::of(&spec);
+    let json = |v: serde_json::Value| v.to_string();
+    Ok(vec![
+        ("gnn4colliders.family".into(), r.model.name().into()),
+        (
+            "gnn4colliders.task".into(),
+            json(serde_json::to_value(r.task)?),
+        ),
+        (
+            "class_names".into(),
+            json(serde_json::json!(r.dataset.classes)),
+        ),
+        (
+            "node_features".into(),
+            json(serde_json::json!(features.node)),
+        ),
+        (
+            "global_features".into(),
+            json(serde_json::json!(features.global)),
+        ),
+        (
+            "pair_features".into(),
+            json(serde_json::json!(features.pair)),
+        ),
+        (
+            "standardization".into(),
+            json(serde_json::to_value(&r.standardization)?),
+        ),
+        (
+            "gnn4colliders.model".into(),
+            json(serde_json::to_value(&r.model)?),
+        ),
+        ("gnn4colliders.contract".into(), r.contract_version.clone()),
+        ("gnn4colliders.epoch".into(), ck.state.epoch.to_string()),
+    ])
+}
+
+/// The first [`SAMPLE_EVENTS`] events of the run's test split as the ONNX inputs, with the
+/// model's logits (`logits`), in `<out>.sample.npz`; or why not (no cache here).
+fn write_sample<F: Registered>(
+    r: &ResolvedRun,
+    config: &F::Config,
+    net: &F::Model<Flex>,
+    out: &Path,
+) -> Result<PathBuf, String> {
+    let cache = cache_dir(r.run.cache.as_deref(), &r.dataset, Path::new("cache"));
+    let sample = || -> anyhow::Result<PathBuf> {
+        let standardization = standardization_of(r)?;
+        let (_, data) = CachedEvents::<F>::open(
+            &cache,
+            &r.run.folds,
+            &[Split::Test],
+            None,
+            config,
+            &standardization,
+        )?;
+        let mut events = Vec::new();
+        for block in 0..data.block_sizes().len() {
+            events.extend(data.read_block(block)?);
+            if events.len() >= SAMPLE_EVENTS {
+                break;
+            }
+        }
+        events.truncate(SAMPLE_EVENTS);
+        let batch = data.batch(events)?;
+        let logits: Vec<f32> = net
+            .logits(&batch.input, &Default::default())
+            .into_data()
+            .to_vec()
+            .map_err(|e| anyhow::anyhow!("logits: {e:?}"))?;
+        let mut arrays = F::onnx_inputs(config, &batch.input);
+        let n_out = logits.len() / batch.labels.len().max(1);
+        arrays.push(NamedArray {
+            name: "logits",
+            shape: vec![logits.len() / n_out.max(1), n_out],
+            values: ArrayValues::F32(logits),
+        });
+        let path = sample_path(out);
+        write_npz(&path, &arrays)?;
+        Ok(path)
+    };
+    sample().map_err(|e| format!("no sample batch ({e:#})"))
+}
+
+/// `arrays` as an NPZ file, atomically.
+fn write_npz(path: &Path, arrays: &[NamedArray]) -> anyhow::Result<()> {
+    gnn4c_data::write_atomically(path, |tmp| {
+        let write = || -> Result<(), Box<dyn std::error::Error>> {
+            let mut z = NpzWriter::new(std::fs::File::create(tmp)?);
+            for a in arrays {
+                let shape = IxDyn(&a.shape);
+                match &a.values {
+                    ArrayValues::F32(v) => {
+                        z.add_array(a.name, &ArrayD::from_shape_vec(shape, v.clone())?)?
+                    }
+                    ArrayValues::I64(v) => {
+                        z.add_array(a.name, &ArrayD::from_shape_vec(shape, v.clone())?)?
+                    }
+                    ArrayValues::Bool(v) => {
+                        z.add_array(a.name, &ArrayD::from_shape_vec(shape, v.clone())?)?
+                    }
+                }
+            }
+            z.finish()?.sync_all()?;
+            Ok(())
+        };
+        write().map_err(|e| gnn4c_data::DataError::Write {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    })?;
+    Ok(())
 }

@@ -22,7 +22,7 @@ mod trace;
 mod train_step;
 
 pub use config::ConfigError;
-pub use export::{Exported, export};
+pub use export::{ExportFormat, Exported, SAMPLE_EVENTS, export, sample_path};
 pub use family::{
     CachedEvents, FAMILIES, FamilyJob, ModelConfig, ModelSection, Registered, graph_of_record,
 };

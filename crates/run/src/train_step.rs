@@ -717,9 +717,13 @@ mod tests {
         let (_, evaluation) =
             evaluate(&ScoreRequest::new(req.run_dir.path()), &mut log).expect("evaluates");
         assert_eq!(evaluation.events, summary.test_fold_events);
-        let exported =
-            crate::export::export(req.run_dir.path(), &root.join("w.safetensors"), false)
-                .expect("exports");
+        let exported = crate::export::export(
+            req.run_dir.path(),
+            &root.join("w.safetensors"),
+            crate::ExportFormat::Safetensors,
+            false,
+        )
+        .expect("exports");
         assert_eq!(exported.family, "root_transformer");
         assert_eq!(
             std::fs::read(root.join("w.safetensors")).expect("export"),

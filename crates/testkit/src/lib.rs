@@ -1,5 +1,6 @@
 //! Test support shared by the crates' integration tests: locating `../shared` (or
-//! `$GNN4C_SHARED`) and loading the parity fixtures.
+//! `$GNN4C_SHARED`), loading the parity fixtures, and running an exported ONNX model in an
+//! independent runtime (tract).
 //!
 //! A dev-dependency only: no library crate depends on it, so it is outside the layering rules.
 
@@ -110,4 +111,81 @@ pub fn read_safetensors(
         out.insert(name.clone(), (shape, vals));
     }
     out
+}
+
+/// The first output of the ONNX model `bytes` run by tract on `inputs` (the graph's inputs in
+/// order, each with its concrete shape), as f32 values.
+pub fn tract_run(bytes: &[u8], inputs: &[gnn4c_family::NamedArray]) -> Vec<f32> {
+    use gnn4c_family::ArrayValues;
+    use tract_onnx::prelude::*;
+    let values: TVec<TValue> = inputs
+        .iter()
+        .map(|a| {
+            let t = match &a.values {
+                ArrayValues::F32(v) => Tensor::from_shape(&a.shape, v),
+                ArrayValues::I64(v) => Tensor::from_shape(&a.shape, v),
+                ArrayValues::Bool(v) => Tensor::from_shape(&a.shape, v),
+            };
+            t.unwrap_or_else(|e| panic!("input {}: {e}", a.name)).into()
+        })
+        .collect();
+    let mut model = tract_onnx::onnx()
+        .model_for_read(&mut &bytes[..])
+        .expect("tract reads the model");
+    for (k, v) in values.iter().enumerate() {
+        model = model
+            .with_input_fact(k, InferenceFact::dt_shape(v.datum_type(), v.shape()))
+            .expect("input fact");
+    }
+    let runnable = model
+        .into_optimized()
+        .expect("tract optimises the model")
+        .into_runnable()
+        .expect("runnable");
+    let out = runnable.run(values).expect("tract runs the model");
+    out[0]
+        .to_plain_array_view::<f32>()
+        .expect("f32 output")
+        .iter()
+        .copied()
+        .collect()
+}
+
+/// The arrays `names` of the NPZ file `path` (f32, i64 or bool, any shape), in that order: an
+/// ONNX export's sample batch as the model's inputs.
+pub fn npz_arrays(path: &std::path::Path, names: &[&'static str]) -> Vec<gnn4c_family::NamedArray> {
+    use gnn4c_family::{ArrayValues, NamedArray};
+    use ndarray::ArrayD;
+    let open = || NpzReader::new(File::open(path).expect("sample file")).expect("npz");
+    names
+        .iter()
+        .map(|&name| {
+            let (shape, values) = if let Ok(a) = open().by_name::<_, ndarray::IxDyn>(name) {
+                let a: ArrayD<f32> = a;
+                (
+                    a.shape().to_vec(),
+                    ArrayValues::F32(a.iter().copied().collect()),
+                )
+            } else if let Ok(a) = open().by_name::<_, ndarray::IxDyn>(name) {
+                let a: ArrayD<i64> = a;
+                (
+                    a.shape().to_vec(),
+                    ArrayValues::I64(a.iter().copied().collect()),
+                )
+            } else {
+                let a: ArrayD<bool> = open()
+                    .by_name(name)
+                    .unwrap_or_else(|e| panic!("{}: array {name}: {e}", path.display()));
+                (
+                    a.shape().to_vec(),
+                    ArrayValues::Bool(a.iter().copied().collect()),
+                )
+            };
+            NamedArray {
+                name,
+                shape,
+                values,
+            }
+        })
+        .collect()
 }

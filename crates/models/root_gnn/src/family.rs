@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use gnn4c_family::{InputWidths, ModelFamily, WeightsError};
+use gnn4c_family::{ArrayValues, InputWidths, ModelFamily, NamedArray, WeightsError};
 use gnn4c_graphs::HostBatch;
 
 use crate::model::{EdgeNetwork, EdgeNetworkConfig, is_head_parameter};
@@ -84,5 +84,48 @@ impl ModelFamily for RootGnnFamily {
         path: &Path,
     ) -> Result<(), WeightsError> {
         crate::weights::load_pytorch_safetensors(model, path)
+    }
+
+    fn to_onnx<B: Backend>(
+        config: &EdgeNetworkConfig,
+        model: &EdgeNetwork<B>,
+        metadata: Vec<(String, String)>,
+    ) -> Vec<u8> {
+        let graph = model.onnx_graph(config.d_node, config.d_edge, config.d_global);
+        graph.to_model(&gnn4c_onnx::ModelInfo {
+            name: "root_gnn".into(),
+            doc: "The ROOT-GNN Edge_Network (gnn4colliders): an event's objects as a fully \
+                  connected graph, logits per event"
+                .into(),
+            metadata,
+        })
+    }
+
+    fn onnx_inputs(_config: &EdgeNetworkConfig, b: &HostBatch) -> Vec<NamedArray> {
+        let w = b.widths;
+        let (nodes, edges, graphs) = (b.node_graph.len(), b.edge_src.len(), b.n_graphs());
+        let floats = |name, shape, v: &[f32]| NamedArray {
+            name,
+            shape,
+            values: ArrayValues::F32(v.to_vec()),
+        };
+        let ints = |name, v: &[i64]| NamedArray {
+            name,
+            shape: vec![v.len()],
+            values: ArrayValues::I64(v.to_vec()),
+        };
+        vec![
+            floats("node_features", vec![nodes, w.d_node], &b.node_features),
+            floats("edge_features", vec![edges, w.d_edge], &b.edge_features),
+            floats(
+                "global_features",
+                vec![graphs, w.d_global],
+                &b.global_features,
+            ),
+            ints("edge_src", &b.edge_src),
+            ints("edge_dst", &b.edge_dst),
+            ints("node_graph", &b.node_graph),
+            ints("edge_graph", &b.edge_graph),
+        ]
     }
 }

@@ -10,6 +10,7 @@
 
 mod family;
 mod model;
+mod onnx;
 mod weights;
 
 pub use family::RootGnnFamily;

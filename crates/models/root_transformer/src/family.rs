@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use gnn4c_family::{InputWidths, ModelFamily, WeightsError};
+use gnn4c_family::{ArrayValues, InputWidths, ModelFamily, NamedArray, WeightsError};
 
 use crate::batch::TokenBatch;
 use crate::model::{RootTransformer, RootTransformerConfig, is_head_parameter};
@@ -87,5 +87,49 @@ impl ModelFamily for RootTransformerFamily {
         path: &Path,
     ) -> Result<(), WeightsError> {
         crate::weights::load_pytorch_safetensors(model, path)
+    }
+
+    fn to_onnx<B: Backend>(
+        config: &RootTransformerConfig,
+        model: &RootTransformer<B>,
+        metadata: Vec<(String, String)>,
+    ) -> Vec<u8> {
+        let graph = model.onnx_graph(config.d_node, config.d_global, config.d_pair);
+        graph.to_model(&gnn4c_onnx::ModelInfo {
+            name: "root_transformer".into(),
+            doc: "The ROOT-Transformer (gnn4colliders): an event's objects as tokens, a class \
+                  token from the globals, logits per event"
+                .into(),
+            metadata,
+        })
+    }
+
+    fn onnx_inputs(config: &RootTransformerConfig, b: &TokenBatch) -> Vec<NamedArray> {
+        let (n, l) = (b.n_events, b.n_tokens);
+        let mut arrays = vec![
+            NamedArray {
+                name: "tokens",
+                shape: vec![n, l, b.d_token],
+                values: ArrayValues::F32(b.tokens.clone()),
+            },
+            NamedArray {
+                name: "padding",
+                shape: vec![n, l],
+                values: ArrayValues::Bool(b.padding.clone()),
+            },
+            NamedArray {
+                name: "globals",
+                shape: vec![n, b.d_global],
+                values: ArrayValues::F32(b.globals.clone()),
+            },
+        ];
+        if config.pair_bias {
+            arrays.push(NamedArray {
+                name: "pair",
+                shape: vec![n, l, l, b.d_pair],
+                values: ArrayValues::F32(b.pair.clone()),
+            });
+        }
+        arrays
     }
 }

@@ -8,6 +8,7 @@
 mod batch;
 mod family;
 mod model;
+mod onnx;
 mod weights;
 
 pub use batch::{FlatGraphs, TokenBatch, TokenEvent};

@@ -1,5 +1,7 @@
 //! Parity with the PyTorch implementation: legacy-named weights in, the fixture's logits out.
 
+mod onnx;
+
 use burn::backend::Flex;
 use burn::prelude::*;
 use gnn4c_root_gnn::{

@@ -5,6 +5,8 @@
 //! backend's fused kernels (`gnn4c-root-transformer-cpu`). The reference's outputs are in
 //! `tests/data/`.
 
+mod onnx;
+
 use std::path::{Path, PathBuf};
 
 use burn::backend::{Autodiff, Flex};
