@@ -371,6 +371,7 @@ impl Meta {
         let (backend, device_name, gpu) = match device {
             DeviceChoice::Cpu => ("flex".to_owned(), "cpu".to_owned(), None),
             DeviceChoice::Cuda(i) => ("cuda".to_owned(), format!("cuda:{i}"), Some(gpu_model(i))),
+            DeviceChoice::Wgpu => ("wgpu".to_owned(), "wgpu".to_owned(), None),
         };
         Meta {
             benchmark,

@@ -11,13 +11,16 @@
 #
 # It records: the GPU (nvidia-smi), CUDA training steps at batch 512 and 2048 (forward, backward,
 # optimiser split, device synchronised around each part; first step reported apart as setup),
-# inference by batch size, device memory sampled every 0.5 s (nvidia-smi), and a short end-to-end
-# training run whose trace and history tell whether the GPU waits for data (`wait_for_batch`).
+# inference by batch size, device memory sampled every 0.5 s (nvidia-smi), and for each family
+# (Edge_Network, ROOT-Transformer) a short end-to-end training run whose trace and history tell
+# whether the GPU waits for data (`wait_for_batch`), `predict` on the GPU, and the ONNX export
+# of the GPU-trained model (with its sample batch).
 set -uo pipefail
 BIN=$(realpath "${1:?usage: device-check.sh BIN_DIR OUT_DIR}")
 OUT=${2:?usage: device-check.sh BIN_DIR OUT_DIR}
 mkdir -p "$OUT" && OUT=$(realpath "$OUT")
-# DEVICE=cpu runs the same script on a CPU build, to check the script itself.
+# DEVICE=cpu (or wgpu, on a --features wgpu build) runs the same script without CUDA, to check the
+# script itself.
 DEVICE=${DEVICE:-cuda}
 log() { echo "== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
 
@@ -43,22 +46,28 @@ timeout 120 "$BIN/benchmark_inference" 16384 --device "$DEVICE" \
   > "$OUT/inference_${DEVICE%%:*}.md" 2> "$OUT/inference_${DEVICE%%:*}.jsonl"
 echo "rc=$?" >> "$OUT/summary.txt"; cat "$OUT/inference_${DEVICE%%:*}.md" >> "$OUT/summary.txt"
 
-log "end to end: generate, then 2 epochs of pretraining on $DEVICE with a trace"
 WORK=$(mktemp -d)
 cp -r configs "$WORK/"
-(
-  cd "$WORK" || exit 1
-  timeout 60 "$BIN/gnn4colliders" generate --out data/demo --events 6000 > "$OUT/generate.log" 2>&1
-  timeout 200 "$BIN/gnn4colliders" train pretrain_multiclass --device "$DEVICE" \
-    trainer.max_epochs=2 subset.train_events=32768 subset.val_events=8192 \
-    --profile-trace "$OUT/train_trace.json" > "$OUT/train.log" 2>&1
-  echo "rc=$?"
-  cp runs/pretrain_multiclass/history.jsonl "$OUT/" 2>/dev/null
-) | tee -a "$OUT/summary.txt"
-tail -5 "$OUT/train.log" >> "$OUT/summary.txt"
-# Span totals of the trace: `wait_for_batch` is the training loop waiting for the loader.
-if command -v python3 >/dev/null 2>&1 && [ -f "$OUT/train_trace.json" ]; then
-  python3 - "$OUT/train_trace.json" <<'PY' | tee -a "$OUT/summary.txt"
+(cd "$WORK" && timeout 60 "$BIN/gnn4colliders" generate --out data/demo --events 6000 > "$OUT/generate.log" 2>&1)
+for family in root_gnn root_transformer; do
+  log "end to end, $family: 2 epochs of pretraining on $DEVICE with a trace, predict on $DEVICE, ONNX export"
+  (
+    cd "$WORK" || exit 1
+    timeout 200 "$BIN/gnn4colliders" train pretrain_multiclass model=$family --device "$DEVICE" \
+      --run "runs/$family" trainer.max_epochs=2 subset.train_events=32768 subset.val_events=8192 \
+      --profile-trace "$OUT/train_trace_$family.json" > "$OUT/train_$family.log" 2>&1
+    echo "train rc=$?"
+    cp "runs/$family/history.jsonl" "$OUT/history_$family.jsonl" 2>/dev/null
+    timeout 120 "$BIN/gnn4colliders" predict "runs/$family" --device "$DEVICE" --split test \
+      --out "predict_$family" --format npz > "$OUT/predict_$family.log" 2>&1
+    echo "predict rc=$?"; tail -2 "$OUT/predict_$family.log"
+    timeout 60 "$BIN/gnn4colliders" export "runs/$family" --out "$OUT/$family.onnx" > "$OUT/export_$family.log" 2>&1
+    echo "export rc=$?"; cat "$OUT/export_$family.log"
+  ) | tee -a "$OUT/summary.txt"
+  tail -5 "$OUT/train_$family.log" >> "$OUT/summary.txt"
+  # Span totals of the trace: `wait_for_batch` is the training loop waiting for the loader.
+  if command -v python3 >/dev/null 2>&1 && [ -f "$OUT/train_trace_$family.json" ]; then
+    python3 - "$OUT/train_trace_$family.json" <<'PY' | tee -a "$OUT/summary.txt"
 import collections, json, sys
 ev = json.load(open(sys.argv[1]))
 ev = ev["traceEvents"] if isinstance(ev, dict) else ev
@@ -71,9 +80,10 @@ for e in ev:
         open_at.setdefault(key, []).append(e["ts"])
     elif e.get("ph") == "E" and open_at.get(key):
         total[e["name"]] += (e["ts"] - open_at[key].pop()) / 1e6
-for name, s in total.most_common():
+for name, s in total.most_common(12):
     print(f"span {name:16s} {s:9.3f} s")
 PY
-fi
+  fi
+done
 rm -rf "$WORK"
 log "done"

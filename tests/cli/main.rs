@@ -1653,3 +1653,74 @@ mod mpi {
         );
     }
 }
+
+/// The backend-generic code path through the CLI on Burn's wgpu backend (built with `--features
+/// wgpu`; CI runs it on Mesa's software Vulkan driver): each family trains a few steps on
+/// `--device wgpu`, and a CPU-trained model predicts the same logits on wgpu as on the CPU.
+#[cfg(feature = "wgpu")]
+mod wgpu {
+    use super::*;
+
+    #[test]
+    fn both_families_train_and_predict_on_wgpu() {
+        use gnn4c_data::read_predictions_npz;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cwd = dir.path();
+        copy_configs(cwd);
+        assert!(run(cwd, &["generate", "--events", "150"]).status.success());
+        std::fs::write(
+            cwd.join("w.yaml"),
+            "defaults:\n  - data: demo_finetune\n  - task: binary\nname: w\ntrainer: {batch_size: 32, max_epochs: 1, lr: 1.0e-3, seed: 5, loader_threads: 1}\nsubset: {train_events: 96, val_events: 64, test_events: 64}\n",
+        )
+        .expect("write");
+        let ok = |args: &[&str]| {
+            let o = run(cwd, args);
+            let (out, err) = text(&o);
+            assert!(o.status.success(), "{args:?}\n{out}{err}");
+            out
+        };
+        for family in ["root_gnn", "root_transformer"] {
+            let model = format!("model={family}");
+            // Three steps on wgpu: a finite loss, a checkpoint, predictions.
+            let gpu_run = format!("runs/{family}_wgpu");
+            let out = ok(&[
+                "train", "w.yaml", &model, "--run", &gpu_run, "--device", "wgpu",
+            ]);
+            assert!(out.contains("device \"wgpu\""), "{out}");
+            let history =
+                std::fs::read_to_string(cwd.join(&gpu_run).join("history.jsonl")).expect("history");
+            let epoch = serde_json::from_str::<serde_json::Value>(
+                history.lines().next().expect("one epoch"),
+            )
+            .expect("json");
+            assert!(
+                epoch["train_loss"].as_f64().is_some_and(f64::is_finite),
+                "{family}: {epoch}"
+            );
+
+            // A CPU-trained model scores the same on wgpu as on the CPU.
+            let cpu_run = format!("runs/{family}_cpu");
+            ok(&["train", "w.yaml", &model, "--run", &cpu_run]);
+            let mut logits = Vec::new();
+            for device in ["cpu", "wgpu"] {
+                let out_dir = format!("p_{family}_{device}");
+                ok(&[
+                    "predict", &cpu_run, "--device", device, "--out", &out_dir, "--format", "npz",
+                ]);
+                let table = read_predictions_npz(&cwd.join(&out_dir).join("predictions.npz"))
+                    .expect("predictions");
+                logits.push(table.logits);
+            }
+            assert!(
+                !logits[0].is_empty() && logits[0].len() == logits[1].len(),
+                "{family}: the test events"
+            );
+            for (k, (c, g)) in logits[0].iter().zip(&logits[1]).enumerate() {
+                assert!(
+                    (c - g).abs() <= 1e-5,
+                    "{family} event {k}: cpu {c}, wgpu {g}"
+                );
+            }
+        }
+    }
+}

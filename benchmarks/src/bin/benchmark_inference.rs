@@ -187,5 +187,11 @@ fn main() -> anyhow::Result<()> {
         ),
         #[cfg(not(feature = "cuda"))]
         DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+        #[cfg(feature = "wgpu")]
+        DeviceChoice::Wgpu => {
+            bench::<burn::backend::Wgpu>(&Default::default(), &meta, &graphs, op_by_op)
+        }
+        #[cfg(not(feature = "wgpu"))]
+        DeviceChoice::Wgpu => unreachable!("check_device refuses wgpu without the wgpu feature"),
     }
 }

@@ -228,5 +228,16 @@ fn main() -> anyhow::Result<()> {
         ),
         #[cfg(not(feature = "cuda"))]
         DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+        #[cfg(feature = "wgpu")]
+        DeviceChoice::Wgpu => bench::<burn::backend::Wgpu>(
+            inference_forward::<burn::backend::Wgpu>,
+            &Default::default(),
+            "wgpu",
+            &host,
+            reps,
+            &SpanTimer::default(),
+        ),
+        #[cfg(not(feature = "wgpu"))]
+        DeviceChoice::Wgpu => unreachable!("check_device refuses wgpu without the wgpu feature"),
     }
 }

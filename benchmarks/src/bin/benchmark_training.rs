@@ -220,5 +220,11 @@ fn main() -> anyhow::Result<()> {
         ),
         #[cfg(not(feature = "cuda"))]
         DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+        #[cfg(feature = "wgpu")]
+        DeviceChoice::Wgpu => {
+            bench::<Autodiff<burn::backend::Wgpu>>(&Default::default(), &meta, &host, reps)
+        }
+        #[cfg(not(feature = "wgpu"))]
+        DeviceChoice::Wgpu => unreachable!("check_device refuses wgpu without the wgpu feature"),
     }
 }

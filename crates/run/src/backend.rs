@@ -190,42 +190,53 @@ fn dense(t: FlexTensor) -> FlexTensor {
     }
 }
 
-/// CUDA: Burn's operations (fusion there is burn-cuda's).
-#[cfg(feature = "cuda")]
-impl InferenceBackend for burn::backend::Cuda {
-    type Kernel = gnn4c_root_gnn::OpByOp;
+/// The GPU backends run Burn's operations (its CubeCL kernels): the backend-generic code path.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+macro_rules! burns_operations {
+    ($backend:ty) => {
+        impl InferenceBackend for $backend {
+            type Kernel = gnn4c_root_gnn::OpByOp;
 
-    fn inference_kernel() -> gnn4c_root_gnn::OpByOp {
-        gnn4c_root_gnn::OpByOp
-    }
+            fn inference_kernel() -> gnn4c_root_gnn::OpByOp {
+                gnn4c_root_gnn::OpByOp
+            }
 
-    type Transformer = gnn4c_root_transformer::OpByOp;
+            type Transformer = gnn4c_root_transformer::OpByOp;
 
-    fn transformer_kernel() -> gnn4c_root_transformer::OpByOp {
-        gnn4c_root_transformer::OpByOp
-    }
+            fn transformer_kernel() -> gnn4c_root_transformer::OpByOp {
+                gnn4c_root_transformer::OpByOp
+            }
+        }
+
+        impl TrainingBackend for burn::backend::Autodiff<$backend> {
+            type Kernel = gnn4c_root_gnn::OpByOp;
+
+            fn training_kernel() -> gnn4c_root_gnn::OpByOp {
+                gnn4c_root_gnn::OpByOp
+            }
+
+            type Transformer = gnn4c_root_transformer::OpByOp;
+
+            fn transformer_training_kernel() -> gnn4c_root_transformer::OpByOp {
+                gnn4c_root_transformer::OpByOp
+            }
+
+            type Adam = BurnAdam;
+
+            fn adam_kernel() -> BurnAdam {
+                BurnAdam
+            }
+        }
+    };
 }
 
+// CUDA (burn-cuda; fusion there is its own).
 #[cfg(feature = "cuda")]
-impl TrainingBackend for burn::backend::Autodiff<burn::backend::Cuda> {
-    type Kernel = gnn4c_root_gnn::OpByOp;
+burns_operations!(burn::backend::Cuda);
 
-    fn training_kernel() -> gnn4c_root_gnn::OpByOp {
-        gnn4c_root_gnn::OpByOp
-    }
-
-    type Transformer = gnn4c_root_transformer::OpByOp;
-
-    fn transformer_training_kernel() -> gnn4c_root_transformer::OpByOp {
-        gnn4c_root_transformer::OpByOp
-    }
-
-    type Adam = BurnAdam;
-
-    fn adam_kernel() -> BurnAdam {
-        BurnAdam
-    }
-}
+// Burn's wgpu backend: the same CubeCL kernels as CUDA, on any Vulkan driver.
+#[cfg(feature = "wgpu")]
+burns_operations!(burn::backend::Wgpu);
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,9 @@
-//! Device selection: `cpu`, `cuda`, `cuda:N`, and a clear error where CUDA cannot run.
+//! Device selection: `cpu`, `cuda`, `cuda:N`, `wgpu`, and a clear error where a GPU backend
+//! cannot run.
 //!
-//! burn-cuda panics deep inside when no NVIDIA driver is installed, so the driver library is
-//! looked for first and its absence reported as an error naming where we looked.
+//! burn-cuda panics deep inside when no NVIDIA driver is installed, and wgpu when no Vulkan
+//! driver is, so the driver libraries are looked for first and their absence reported as an
+//! error naming where we looked.
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -13,6 +15,9 @@ pub enum DeviceChoice {
     Cpu,
     /// CUDA device with this index.
     Cuda(usize),
+    /// Burn's wgpu backend on the default adapter (a Vulkan driver: a GPU's, or Mesa's software
+    /// lavapipe).
+    Wgpu,
 }
 
 impl FromStr for DeviceChoice {
@@ -22,21 +27,23 @@ impl FromStr for DeviceChoice {
         match s.trim() {
             "cpu" => Ok(DeviceChoice::Cpu),
             "cuda" | "gpu" => Ok(DeviceChoice::Cuda(0)),
+            "wgpu" => Ok(DeviceChoice::Wgpu),
             other => other
                 .strip_prefix("cuda:")
                 .and_then(|i| i.parse().ok())
                 .map(DeviceChoice::Cuda)
-                .ok_or_else(|| format!("unknown device '{other}': use cpu, cuda or cuda:N")),
+                .ok_or_else(|| format!("unknown device '{other}': use cpu, cuda, cuda:N or wgpu")),
         }
     }
 }
 
 impl DeviceChoice {
-    /// The name `from_str` reads back: `cpu` or `cuda:N`.
+    /// The name `from_str` reads back: `cpu`, `cuda:N` or `wgpu`.
     pub fn name(self) -> String {
         match self {
             DeviceChoice::Cpu => "cpu".into(),
             DeviceChoice::Cuda(i) => format!("cuda:{i}"),
+            DeviceChoice::Wgpu => "wgpu".into(),
         }
     }
 }
@@ -77,8 +84,54 @@ pub fn find_cuda_driver(dirs: &[PathBuf]) -> Result<PathBuf, String> {
         })
 }
 
+/// Folders where Vulkan drivers describe themselves (ICD manifests), besides those named by
+/// `VK_DRIVER_FILES` / `VK_ICD_FILENAMES`.
+const VULKAN_ICD_DIRS: [&str; 4] = [
+    "/usr/share/vulkan/icd.d",
+    "/etc/vulkan/icd.d",
+    "/usr/local/share/vulkan/icd.d",
+    "/usr/local/etc/vulkan/icd.d",
+];
+
+/// Checks a Vulkan loader (`libvulkan.so.1` in one of `dirs`) and a driver manifest are
+/// present: wgpu panics without them. Returns the loader found.
+pub fn find_vulkan_driver(dirs: &[PathBuf]) -> Result<PathBuf, String> {
+    let loader = dirs
+        .iter()
+        .map(|d| d.join("libvulkan.so.1"))
+        .find(|p| p.exists());
+    let named = ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|f| !f.is_empty()));
+    let manifest = named
+        || VULKAN_ICD_DIRS.iter().any(|d| {
+            std::fs::read_dir(d).is_ok_and(|mut entries| {
+                entries.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
+            })
+        });
+    match (loader, manifest) {
+        (Some(loader), true) => Ok(loader),
+        (None, _) => Err(format!(
+            "wgpu was requested but no Vulkan loader was found (libvulkan.so.1 is not in {}); \
+             install a GPU driver with Vulkan, or Mesa's software driver (Debian: `apt-get \
+             install libvulkan1 mesa-vulkan-drivers`), or use --device cpu",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        (Some(_), false) => Err(format!(
+            "wgpu was requested but no Vulkan driver is installed (no driver manifest in {}); \
+             install a GPU driver with Vulkan, or Mesa's software driver (Debian: `apt-get \
+             install mesa-vulkan-drivers`), or use --device cpu",
+            VULKAN_ICD_DIRS.join(", ")
+        )),
+    }
+}
+
 /// Validates `choice` for this binary and machine: CUDA needs the `cuda` build feature and a
-/// driver. Returns the driver library found, for logs.
+/// driver, wgpu the `wgpu` feature and a Vulkan driver. Returns the driver library found, for
+/// logs.
 pub fn check_device(choice: DeviceChoice) -> Result<Option<PathBuf>, String> {
     match choice {
         DeviceChoice::Cpu => Ok(None),
@@ -88,6 +141,12 @@ pub fn check_device(choice: DeviceChoice) -> Result<Option<PathBuf>, String> {
                 .to_owned(),
         ),
         DeviceChoice::Cuda(_) => find_cuda_driver(&driver_search_dirs()).map(Some),
+        DeviceChoice::Wgpu if !cfg!(feature = "wgpu") => Err(
+            "this gnn4colliders was built without the wgpu backend: rebuild with \
+             `cargo build --release --features wgpu`"
+                .to_owned(),
+        ),
+        DeviceChoice::Wgpu => find_vulkan_driver(&driver_search_dirs()).map(Some),
     }
 }
 

@@ -217,6 +217,14 @@ impl FamilyJob for ScoreFamily<'_> {
             DeviceChoice::Cuda(_) => {
                 unreachable!("check_device refuses CUDA without the cuda feature")
             }
+            #[cfg(feature = "wgpu")]
+            DeviceChoice::Wgpu => {
+                score_on::<F, burn::backend::Wgpu>(self, config, &Default::default())
+            }
+            #[cfg(not(feature = "wgpu"))]
+            DeviceChoice::Wgpu => {
+                unreachable!("check_device refuses wgpu without the wgpu feature")
+            }
         }
     }
 }

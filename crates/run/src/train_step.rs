@@ -182,6 +182,15 @@ pub fn train(
         ),
         #[cfg(not(feature = "cuda"))]
         DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
+        #[cfg(feature = "wgpu")]
+        DeviceChoice::Wgpu => train_on::<burn::backend::Autodiff<burn::backend::Wgpu>>(
+            req,
+            world,
+            out,
+            &Default::default(),
+        ),
+        #[cfg(not(feature = "wgpu"))]
+        DeviceChoice::Wgpu => unreachable!("check_device refuses wgpu without the wgpu feature"),
     }
 }
 

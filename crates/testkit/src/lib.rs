@@ -189,3 +189,59 @@ pub fn npz_arrays(path: &std::path::Path, names: &[&'static str]) -> Vec<gnn4c_f
         })
         .collect()
 }
+
+/// One training step's gradient of every parameter of `model` (those with one), in the module's
+/// order, as f32 values: for comparing two backends' backward passes.
+pub fn parameter_gradients<B, M>(model: &M, grads: &B::Gradients) -> Vec<Vec<f32>>
+where
+    B: burn::tensor::backend::AutodiffBackend,
+    M: burn::module::Module<B>,
+{
+    use burn::module::{ModuleVisitor, Param};
+    use burn::tensor::Tensor;
+    struct Collect<'g, B: burn::tensor::backend::AutodiffBackend> {
+        grads: &'g B::Gradients,
+        out: Vec<Vec<f32>>,
+    }
+    impl<B: burn::tensor::backend::AutodiffBackend> ModuleVisitor<B> for Collect<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if let Some(g) = param.val().grad(self.grads) {
+                self.out.push(
+                    g.into_data()
+                        .convert::<f32>()
+                        .to_vec()
+                        .expect("f32 gradient"),
+                );
+            }
+        }
+    }
+    let mut c = Collect::<B> {
+        grads,
+        out: Vec::new(),
+    };
+    model.visit(&mut c);
+    c.out
+}
+
+/// Asserts `got` is within `tolerance` of `want` relative to each tensor's largest |value| (or
+/// absolutely where that is below 1), naming `what` and the worst element.
+pub fn assert_close_per_tensor(got: &[Vec<f32>], want: &[Vec<f32>], tolerance: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: tensors");
+    let mut worst = (0.0f32, 0, 0, 0.0f32, 0.0f32);
+    for (t, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.len(), w.len(), "{what}: tensor {t}'s length");
+        let scale = w.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+        for (k, (&a, &b)) in g.iter().zip(w).enumerate() {
+            let off = (a - b).abs() / scale;
+            if off > worst.0 || off.is_nan() {
+                worst = (off, t, k, a, b);
+            }
+        }
+    }
+    let (off, t, k, a, b) = worst;
+    assert!(
+        off <= tolerance,
+        "{what}: tensor {t} element {k}: {a} against {b} ({off:.2e} of the tensor's scale, \
+         more than {tolerance:.0e})"
+    );
+}

@@ -1,6 +1,8 @@
 //! Parity with the PyTorch implementation: legacy-named weights in, the fixture's logits out.
 
 mod onnx;
+#[cfg(feature = "wgpu")]
+mod wgpu;
 
 use burn::backend::Flex;
 use burn::prelude::*;

@@ -6,6 +6,8 @@
 //! `tests/data/`.
 
 mod onnx;
+#[cfg(feature = "wgpu")]
+mod wgpu;
 
 use std::path::{Path, PathBuf};
 
