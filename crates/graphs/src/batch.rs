@@ -94,6 +94,28 @@ pub struct HostBatch {
 }
 
 impl HostBatch {
+    /// A batch of no graphs with these widths, to extend graph by graph.
+    pub fn empty(widths: Widths) -> HostBatch {
+        HostBatch {
+            n_real: 0,
+            widths,
+            node_features: Vec::new(),
+            edge_features: Vec::new(),
+            global_features: Vec::new(),
+            edge_src: Vec::new(),
+            edge_dst: Vec::new(),
+            node_graph: Vec::new(),
+            edge_graph: Vec::new(),
+            n_nodes: Vec::new(),
+            n_edges: Vec::new(),
+            labels: Vec::new(),
+            multilabels: Vec::new(),
+            weights: Vec::new(),
+            graph_mask: Vec::new(),
+            ids: Vec::new(),
+        }
+    }
+
     /// Graphs in the batch, the padding graph included.
     pub fn n_graphs(&self) -> usize {
         self.n_nodes.len()

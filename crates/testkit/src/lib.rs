@@ -190,6 +190,26 @@ pub fn npz_arrays(path: &std::path::Path, names: &[&'static str]) -> Vec<gnn4c_f
         .collect()
 }
 
+/// `logits`' values and the gradients of `Σ logits² / 2` for every parameter of `model` that
+/// produced them: one backward pass to compare between backends.
+pub fn logits_and_gradients<B, M>(
+    model: &M,
+    logits: burn::tensor::Tensor<B, 2>,
+) -> (Vec<f32>, Vec<Vec<f32>>)
+where
+    B: burn::tensor::backend::AutodiffBackend,
+    M: burn::module::Module<B>,
+{
+    let values = logits
+        .clone()
+        .into_data()
+        .convert::<f32>()
+        .to_vec()
+        .expect("f32 logits");
+    let grads = (logits.clone() * logits).sum().div_scalar(2.0).backward();
+    (values, parameter_gradients::<B, M>(model, &grads))
+}
+
 /// One training step's gradient of every parameter of `model` (those with one), in the module's
 /// order, as f32 values: for comparing two backends' backward passes.
 pub fn parameter_gradients<B, M>(model: &M, grads: &B::Gradients) -> Vec<Vec<f32>>

@@ -14,21 +14,7 @@ fn subset(b: &HostBatch, graphs: &[usize]) -> HostBatch {
     let w = b.widths;
     let mut s = HostBatch {
         n_real: graphs.len(),
-        widths: w,
-        node_features: Vec::new(),
-        edge_features: Vec::new(),
-        global_features: Vec::new(),
-        edge_src: Vec::new(),
-        edge_dst: Vec::new(),
-        node_graph: Vec::new(),
-        edge_graph: Vec::new(),
-        n_nodes: Vec::new(),
-        n_edges: Vec::new(),
-        labels: Vec::new(),
-        multilabels: Vec::new(),
-        weights: Vec::new(),
-        graph_mask: Vec::new(),
-        ids: Vec::new(),
+        ..HostBatch::empty(w)
     };
     for (new, &g) in graphs.iter().enumerate() {
         let first_node = s.node_graph.len() as i64;

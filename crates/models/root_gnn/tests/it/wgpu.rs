@@ -6,7 +6,7 @@ use burn::backend::{Autodiff, Flex, Wgpu};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig, load_pytorch_safetensors};
-use gnn4c_testkit::{assert_close_per_tensor, parameter_gradients, shared};
+use gnn4c_testkit::{assert_close_per_tensor, logits_and_gradients, shared};
 
 fn model<B: Backend>(n_out: usize, name: &str) -> EdgeNetwork<B> {
     let mut m = EdgeNetworkConfig::new(n_out).init::<B>(&Default::default());
@@ -23,15 +23,7 @@ fn run<B: AutodiffBackend>(n_out: usize, name: &str) -> (Vec<f32>, Vec<Vec<f32>>
     let device = Default::default();
     let m = model::<B>(n_out, name);
     let batch = gnn4c_testkit::model_inputs(vec![0; 8], vec![1.0; 8]).to_device::<B>(&device);
-    let logits = m.forward(&batch);
-    let values = logits
-        .clone()
-        .into_data()
-        .convert::<f32>()
-        .to_vec()
-        .expect("f32");
-    let grads = (logits.clone() * logits).sum().div_scalar(2.0).backward();
-    (values, parameter_gradients::<B, _>(&m, &grads))
+    logits_and_gradients(&m, m.forward(&batch))
 }
 
 fn check(n_out: usize, name: &str) {

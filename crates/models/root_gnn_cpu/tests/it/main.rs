@@ -69,24 +69,7 @@ fn tall_batch(copies: usize) -> HostBatch {
     let one = model_inputs(vec![0; 8], vec![1.0; 8]);
     let n_nodes: usize = one.n_nodes.iter().map(|&n| n as usize).sum();
     let g = one.n_real;
-    let mut b = HostBatch {
-        n_real: 0,
-        widths: gnn4c_graphs::Widths::CONTRACT,
-        node_features: Vec::new(),
-        edge_features: Vec::new(),
-        global_features: Vec::new(),
-        edge_src: Vec::new(),
-        edge_dst: Vec::new(),
-        node_graph: Vec::new(),
-        edge_graph: Vec::new(),
-        n_nodes: Vec::new(),
-        n_edges: Vec::new(),
-        labels: Vec::new(),
-        multilabels: Vec::new(),
-        weights: Vec::new(),
-        graph_mask: Vec::new(),
-        ids: Vec::new(),
-    };
+    let mut b = HostBatch::empty(gnn4c_graphs::Widths::CONTRACT);
     for k in 0..copies {
         let s = 1.0 + k as f32 / 64.0;
         let scaled = |v: &[f32]| v.iter().map(|x| x * s).collect::<Vec<_>>();

@@ -5,7 +5,7 @@
 
 use burn::backend::{Autodiff, Flex, Wgpu};
 use burn::tensor::backend::AutodiffBackend;
-use gnn4c_testkit::{assert_close_per_tensor, parameter_gradients};
+use gnn4c_testkit::{assert_close_per_tensor, logits_and_gradients};
 
 use super::{batch, loaded};
 
@@ -16,15 +16,7 @@ fn run<B: AutodiffBackend>(
     pair_bias: bool,
 ) -> (Vec<f32>, Vec<Vec<f32>>) {
     let m = loaded::<B>(variant, n_out, pair_bias);
-    let logits = m.forward(&batch(), &Default::default());
-    let values = logits
-        .clone()
-        .into_data()
-        .convert::<f32>()
-        .to_vec()
-        .expect("f32");
-    let grads = (logits.clone() * logits).sum().div_scalar(2.0).backward();
-    (values, parameter_gradients::<B, _>(&m, &grads))
+    logits_and_gradients(&m, m.forward(&batch(), &Default::default()))
 }
 
 fn check(variant: &str, n_out: usize, pair_bias: bool) {
