@@ -6,7 +6,9 @@
 //! bitwise those of Burn's tensor operations one at a time — each of which is a pass over the
 //! parameter and an allocation (about thirteen per parameter tensor and step).
 
-/// Elements per task; parameters up to twice this run on the calling thread.
+use rayon::prelude::*;
+
+/// Elements per task.
 const CHUNK: usize = 16 * 1024;
 
 /// An Adam step's constants, as Burn's `Adam` derives them.
@@ -70,43 +72,13 @@ pub fn adam_update(
         lr: step.lr,
         advance: !first,
     };
-    chunked(
-        n,
-        (param, m1, m2, grad),
-        |(p, m1, m2, g)| update(p, g, m1, m2, consts),
-        |(p, m1, m2, g), at| {
-            let (ap, bp) = p.split_at_mut(at);
-            let (a1, b1) = m1.split_at_mut(at);
-            let (a2, b2) = m2.split_at_mut(at);
-            let (ag, bg) = g.split_at(at);
-            ((ap, a1, a2, ag), (bp, b1, b2, bg))
-        },
-    );
-}
-
-/// Runs `work` on `parts` (covering `n` elements), split at multiples of [`CHUNK`] by `split`
-/// into parallel tasks when there is more than two chunks' worth.
-fn chunked<P: Send>(
-    n: usize,
-    parts: P,
-    work: impl Fn(P) + Sync,
-    split: impl Fn(P, usize) -> (P, P) + Sync,
-) {
-    fn run<P: Send>(
-        n: usize,
-        parts: P,
-        work: &(impl Fn(P) + Sync),
-        split: &(impl Fn(P, usize) -> (P, P) + Sync),
-    ) {
-        if n <= 2 * CHUNK {
-            work(parts);
-            return;
-        }
-        let at = n.div_ceil(2).next_multiple_of(CHUNK);
-        let (a, b) = split(parts, at);
-        rayon::join(|| run(at, a, work, split), || run(n - at, b, work, split));
-    }
-    run(n, parts, &work, &split);
+    // Element-wise: the chunks (and the threads) change no value.
+    param
+        .par_chunks_mut(CHUNK)
+        .zip(m1.par_chunks_mut(CHUNK))
+        .zip(m2.par_chunks_mut(CHUNK))
+        .zip(grad.par_chunks(CHUNK))
+        .for_each(|(((p, m1), m2), g)| update(p, g, m1, m2, consts));
 }
 
 /// The constants of [`update`].

@@ -78,7 +78,7 @@ pub fn export(
     }
     let ck = read_checkpoint(&ck_path)?;
     let resolved = ResolvedRun::from_value(&ck.state.config, &ck_path)?;
-    let model = resolved.model.clone();
+    let model = &resolved.model;
     let job = ExportJob {
         ck: &ck,
         resolved: &resolved,
@@ -212,10 +212,10 @@ fn write_sample<F: Registered>(
             .to_vec()
             .map_err(|e| anyhow::anyhow!("logits: {e:?}"))?;
         let mut arrays = F::onnx_inputs(config, &batch.input);
-        let n_out = logits.len() / batch.labels.len().max(1);
+        let n_out = F::n_out(config);
         arrays.push(NamedArray {
             name: "logits",
-            shape: vec![logits.len() / n_out.max(1), n_out],
+            shape: vec![logits.len() / n_out, n_out],
             values: ArrayValues::F32(logits),
         });
         let path = sample_path(out);

@@ -7,15 +7,11 @@
 //! queries compute values nobody reads, and the pair bias is zero on the diagonal and in the
 //! class token's row and column.
 
-use burn::nn::{LayerNorm, Linear};
+use burn::nn::LayerNorm;
 use burn::prelude::*;
 use gnn4c_onnx::{Attribute, DataType, Dim, Graph, Value};
 
 use crate::model::{EmbedBlock, EncoderLayer, LAYER_NORM_EPSILON, PairEmbed, RootTransformer};
-
-fn linear<B: Backend>(g: &mut Graph, x: &Value, l: &Linear<B>, hint: &str) -> Value {
-    g.burn_linear(x, l, hint)
-}
 
 fn layer_norm<B: Backend>(g: &mut Graph, x: &Value, ln: &LayerNorm<B>, hint: &str) -> Value {
     g.burn_layer_norm(x, ln, LAYER_NORM_EPSILON, hint)
@@ -51,9 +47,9 @@ fn unsqueeze(g: &mut Graph, x: &Value, axes: &[i64]) -> Value {
 /// The pair bias per head, `[events, heads, 1 + objects, 1 + objects]`: the MLP on each object
 /// pair, zero on the diagonal, padded with zeros for the class token's row and column.
 fn pair_bias<B: Backend>(g: &mut Graph, pair: &Value, padding: &Value, p: &PairEmbed<B>) -> Value {
-    let h = linear(g, pair, &p.hidden, "pair_embed.0");
+    let h = g.burn_linear(pair, &p.hidden, "pair_embed.0");
     let h = g.relu(&h);
-    let bias = linear(g, &h, &p.out, "pair_embed.2"); // [n, l, l, heads]
+    let bias = g.burn_linear(&h, &p.out, "pair_embed.2"); // [n, l, l, heads]
     // An [l, l] tensor (its values unused) for EyeLike: padding row 0 as a column times itself.
     let as_float = g.op(
         "Cast",
@@ -94,7 +90,7 @@ fn encoder_layer<B: Backend>(
     let [d, _] = layer.self_attn.out_proj.weight.dims();
     let dh = d / n_heads;
     let u = layer_norm(g, x, &layer.norm1, &name("norm1"));
-    let qkv = linear(g, &u, &layer.self_attn.in_proj, &name("self_attn.in_proj"));
+    let qkv = g.burn_linear(&u, &layer.self_attn.in_proj, &name("self_attn.in_proj"));
     let split = g.int_list("heads", &[0, 0, n_heads as i64, dh as i64]);
     let heads = |g: &mut Graph, part: usize, perm: &[i64]| {
         let t = last_slice(g, &qkv, part * d, (part + 1) * d);
@@ -117,17 +113,12 @@ fn encoder_layer<B: Backend>(
     let a = transpose(g, &a, &[0, 2, 1, 3]);
     let merged = g.int_list("merged", &[0, 0, d as i64]);
     let a = g.binary("Reshape", &a, &merged); // [n, s, d]
-    let a = linear(
-        g,
-        &a,
-        &layer.self_attn.out_proj,
-        &name("self_attn.out_proj"),
-    );
+    let a = g.burn_linear(&a, &layer.self_attn.out_proj, &name("self_attn.out_proj"));
     let x = g.binary("Add", x, &a);
     let u = layer_norm(g, &x, &layer.norm2, &name("norm2"));
-    let h = linear(g, &u, &layer.linear1, &name("linear1"));
+    let h = g.burn_linear(&u, &layer.linear1, &name("linear1"));
     let h = g.gelu(&h);
-    let f = linear(g, &h, &layer.linear2, &name("linear2"));
+    let f = g.burn_linear(&h, &layer.linear2, &name("linear2"));
     g.binary("Add", &x, &f)
 }
 
@@ -210,7 +201,7 @@ impl<B: Backend, K> RootTransformer<B, K> {
         let index = g.ints("class_token", &[], &[0]);
         let cls = g.op("Gather", &[&x, &index], vec![("axis", Attribute::Int(1))]); // [n, d]
         let cls = layer_norm(&mut g, &cls, &self.norm, "norm");
-        let logits = linear(&mut g, &cls, &self.classify, "classify");
+        let logits = g.burn_linear(&cls, &self.classify, "classify");
         g.output(
             &logits,
             "logits",
