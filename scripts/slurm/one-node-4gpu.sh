@@ -11,8 +11,12 @@
 #SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-task=1
 #SBATCH --cpus-per-task=32
+#SBATCH --signal=B:USR1@120
+#SBATCH --requeue
+#SBATCH --open-mode=append
 #SBATCH --time=02:00:00
 set -euo pipefail
+source scripts/slurm/requeue-on-stop.sh   # stop at the time limit, requeue, resume (run from the repository root)
 exp=${1:-pretrain_multiclass}; shift || true
 export MPICH_GPU_SUPPORT_ENABLED=0   # gradients travel through host memory
-srun --cpu-bind=cores ./target/release/gnn4colliders train "$exp" environment=perlmutter --device cuda:0 "$@"
+run_requeued srun --cpu-bind=cores ./target/release/gnn4colliders train "$exp" environment=perlmutter --device cuda:0 "$@"

@@ -733,6 +733,67 @@ fn train_kill_resume_and_finetune_from_the_cli() {
     let resumed = std::fs::read_to_string(&hist).expect("history");
     assert_eq!(resumed.lines().count(), 4);
 
+    // The same run stopped by SIGTERM (Slurm's time limit, `scancel`) inside its second epoch:
+    // it finishes the step under way, writes last.ckpt with the loader position and exits 75;
+    // the resumed run is bitwise the straight one.
+    let mut child = bin()
+        .current_dir(cwd)
+        .args(["train", "pre.yaml", "--run", "runs/stopped"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let inside_second = || {
+        gnn4c_training::read_checkpoint(&cwd.join("runs/stopped/last.ckpt"))
+            .is_ok_and(|c| c.state.epoch == 1 && c.state.position.is_some())
+    };
+    while !inside_second() {
+        let exited = child.try_wait().expect("child status");
+        assert!(exited.is_none(), "the run ended before epoch 2: {exited:?}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(term.success());
+    let o = child.wait_with_output().expect("reaped");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(75), "{out}{err}");
+    assert!(
+        err.contains("SIGTERM received") && err.contains("holds the position to resume from"),
+        "{err}"
+    );
+    let stopped =
+        gnn4c_training::read_checkpoint(&cwd.join("runs/stopped/last.ckpt")).expect("last");
+    assert!(stopped.state.position.is_some(), "a step checkpoint");
+    let o = run(
+        cwd,
+        &["train", "pre.yaml", "--run", "runs/stopped", "--resume"],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    for f in ["last.ckpt", "best.safetensors", "history.jsonl"] {
+        let read = |run: &str| std::fs::read(cwd.join(run).join(f)).expect(f);
+        if f == "history.jsonl" {
+            let epochs = |run: &str| {
+                String::from_utf8(read(run))
+                    .expect("utf-8")
+                    .lines()
+                    .map(|l| {
+                        serde_json::from_str::<serde_json::Value>(l).expect("json")["val"].clone()
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                epochs("runs/straight"),
+                epochs("runs/stopped"),
+                "validation per epoch"
+            );
+        } else {
+            assert!(read("runs/straight") == read("runs/stopped"), "{f} bytes");
+        }
+    }
+
     // A corrupted checkpoint is refused by name.
     let last = cwd.join("runs/killed/last.ckpt");
     let mut bytes = std::fs::read(&last).expect("read");

@@ -191,6 +191,7 @@ fn main() -> anyhow::Result<()> {
                 shard_events: 100_000,
                 threads: 1,
                 part: None,
+                stop: Default::default(),
             },
             serde_json::json!({}),
             String::new(),

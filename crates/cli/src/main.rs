@@ -3,7 +3,8 @@
 //! Each subcommand lives in its own module: it parses its arguments, calls the run layer
 //! (`gnn4c-run`, which composes configs, owns the run folder and runs the steps) and prints. The
 //! only crate that knows clap. `main` maps errors to exit codes (0 success, 1 runtime error,
-//! 2 usage error) and prints them with their causes.
+//! 2 usage error, 75 stopped by a signal with the work so far kept: run it again to continue)
+//! and prints them with their causes.
 
 mod declaration;
 mod export;
@@ -67,12 +68,17 @@ fn main() -> ExitCode {
 }
 
 /// The exit code of a command's result, printing the error (`who` names the rank under MPI):
-/// 0 on success, 2 for a config the user must fix (a usage error, like a bad flag), 1 otherwise.
+/// 0 on success, 2 for a config the user must fix (a usage error, like a bad flag),
+/// [`gnn4c_run::EXIT_STOPPED`] for a clean stop on a signal, 1 otherwise.
 fn report(result: anyhow::Result<()>, who: &str) -> u8 {
     match result {
         Ok(()) => 0,
         // `gnn4colliders inspect f.root | head`: a closed pipe is not an error.
         Err(e) if is_broken_pipe(&e) => 0,
+        Err(e) if is_stop(&e) => {
+            eprintln!("stopped{who}: {e:#}");
+            gnn4c_run::EXIT_STOPPED
+        }
         Err(e) => {
             eprintln!("error{who}: {e:#}");
             // A config the user must fix: ours, or a dataset config problem found while reading.
@@ -110,7 +116,7 @@ fn in_world(run: impl FnOnce(&gnn4c_distributed::World) -> anyhow::Result<()>) -
         Ok(result) => report(result, &who),
         Err(_) => 101, // the panic hook printed it
     };
-    if code != 0 && world.is_distributed() {
+    if code != 0 && code != gnn4c_run::EXIT_STOPPED && world.is_distributed() {
         eprintln!("error{who}: ending every rank of the job");
         // MPI_Abort kills the job at once; give the launcher a moment to forward this rank's
         // standard error first, or the user may never see why the job ended.
@@ -120,6 +126,17 @@ fn in_world(run: impl FnOnce(&gnn4c_distributed::World) -> anyhow::Result<()>) -
         world.abort(i32::from(code));
     }
     ExitCode::from(code)
+}
+
+/// A command a stop request (a signal) ended cleanly.
+fn is_stop(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<gnn4c_run::Stopped>().is_some()
+            || matches!(
+                c.downcast_ref::<gnn4c_training::TrainingError>(),
+                Some(gnn4c_training::TrainingError::Stopped { .. })
+            )
+    })
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -87,8 +87,8 @@ pub(crate) struct Args {
 }
 
 impl Args {
-    fn request(&self) -> ScoreRequest {
-        ScoreRequest {
+    fn request(&self) -> anyhow::Result<ScoreRequest> {
+        Ok(ScoreRequest {
             run: self.run.clone(),
             checkpoint: self.checkpoint.clone(),
             data: self.data.clone(),
@@ -102,16 +102,17 @@ impl Args {
             loader_threads: self.loader_threads,
             device: self.device,
             progress: !self.no_progress,
-        }
+            stop: gnn4c_run::stop_on_signals()?,
+        })
     }
 }
 
 pub(crate) fn run_predict(args: &Args) -> anyhow::Result<()> {
-    gnn4c_run::predict(&args.request(), &mut std::io::stdout().lock())?;
+    gnn4c_run::predict(&args.request()?, &mut std::io::stdout().lock())?;
     Ok(())
 }
 
 pub(crate) fn run_evaluate(args: &Args) -> anyhow::Result<()> {
-    gnn4c_run::evaluate(&args.request(), &mut std::io::stdout().lock())?;
+    gnn4c_run::evaluate(&args.request()?, &mut std::io::stdout().lock())?;
     Ok(())
 }

@@ -85,6 +85,7 @@ pub(crate) fn run(args: &Args, world: &World) -> anyhow::Result<()> {
         shard_events: args.shard_events,
         threads: args.threads.unwrap_or(CacheBuild::default().threads).max(1),
         part: args.part,
+        stop: gnn4c_run::stop_on_signals()?,
     };
     let dataset = load_dataset(&args.config)?;
     preprocess(

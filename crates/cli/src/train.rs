@@ -128,6 +128,9 @@ fn request(
     req.print_config = args.print_config;
     req.progress = !args.no_progress;
     req.profile_trace = args.profile_trace.clone();
+    if !req.print_config {
+        req.stop = gnn4c_run::stop_on_signals()?;
+    }
     Ok(req)
 }
 

@@ -11,7 +11,7 @@ use burn::prelude::*;
 use gnn4c_events::EventId;
 use gnn4c_family::{Classifier, EventSource};
 use gnn4c_tasks::{Task, scores_host};
-use gnn4c_training::{ProgressBar, Scoring, TrainingError, predict_batches, stream};
+use gnn4c_training::{ProgressBar, Scoring, StopFlag, TrainingError, predict_batches, stream};
 
 /// An event source whose events have identities.
 pub trait Identified: EventSource {
@@ -70,7 +70,9 @@ impl Scored {
 /// of `batch_size` on `threads` loader threads, advancing `bar` by the events scored. The data
 /// is streamed in dataset order, never held whole. The result does not depend on the batch size
 /// or thread count (the forward is per graph; only float summation order inside a batch can move
-/// the last bits).
+/// the last bits). A `stop` request ends it between batches with
+/// [`TrainingError::StopRequested`].
+#[allow(clippy::too_many_arguments)] // one call site (the run layer's scoring step)
 pub fn score<B, M, D>(
     model: &M,
     data: &Arc<D>,
@@ -79,6 +81,7 @@ pub fn score<B, M, D>(
     threads: usize,
     device: &B::Device,
     bar: &ProgressBar,
+    stop: &StopFlag,
 ) -> Result<Scored, TrainingError>
 where
     B: Backend,
@@ -92,6 +95,7 @@ where
     });
     let mut ids = Vec::with_capacity(data.len());
     let batches = loader.map(|item| {
+        stop.check()?;
         item.map(|(b, n, batch_ids)| {
             ids.extend(batch_ids);
             (b, n)

@@ -18,6 +18,7 @@ mod plots;
 mod run_dir;
 mod score;
 mod settings;
+mod stop;
 mod trace;
 mod train_step;
 
@@ -32,4 +33,5 @@ pub use settings::{
     EnvironmentSection, FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, SubsetSection,
     TaskKind, TaskSection, cache_dir, load_dataset, load_run_config,
 };
+pub use stop::{EXIT_STOPPED, Stopped, stop_on_signals};
 pub use train_step::{Finetune, RunSummary, TrainRequest, train};

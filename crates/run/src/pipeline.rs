@@ -14,7 +14,7 @@ use gnn4c_data::{
 };
 use gnn4c_events::EventSample;
 use gnn4c_features::{ChunkFeatures, Inputs};
-use gnn4c_training::{ProgressBar, progress_bar, progress_wanted};
+use gnn4c_training::{ProgressBar, StopFlag, progress_bar, progress_wanted};
 
 /// What to do with an existing cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +150,7 @@ pub fn ensure_cache(
 ) -> anyhow::Result<CacheManifest> {
     let whole = CacheBuild {
         part: None,
-        ..*build
+        ..build.clone()
     };
     preprocess_cache(out, cfg, dir, mode, folds, &whole)?
         .context("a whole build writes the manifest")
@@ -228,7 +228,7 @@ pub fn preprocess_cache(
 
 /// How a cache is built: events per shard, the threads that read input files, and which part
 /// of the input files this process takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CacheBuild {
     /// Events per Parquet shard (of one fold of one input file).
     pub shard_events: usize,
@@ -237,6 +237,8 @@ pub struct CacheBuild {
     /// `Some((k, n))`: only input files `k, k + n, k + 2n, …` (counted from 0 in config order),
     /// and no manifest: one of `n` processes (MPI ranks, array tasks) sharing the work.
     pub part: Option<(u32, u32)>,
+    /// A stop request ends the build between pieces of input files, keeping the files done.
+    pub stop: StopFlag,
 }
 
 impl Default for CacheBuild {
@@ -245,6 +247,7 @@ impl Default for CacheBuild {
             shard_events: 100_000,
             threads: std::thread::available_parallelism().map_or(1, usize::from),
             part: None,
+            stop: StopFlag::new(),
         }
     }
 }
@@ -412,6 +415,10 @@ pub fn build_cache(
         let mut writer = builder.unit(u)?;
         let mut counts = SampleCounts::default();
         for &range in ranges {
+            if build.stop.is_requested() {
+                // The unit stays unfinished: a rerun reads this file again.
+                return Ok(0);
+            }
             let file = file_events(cfg, &plans[k], &declaration, path, range, folds.n_folds)
                 .with_context(|| format!("preprocessing sample '{name}'"))?;
             counts.read += file.entries_read;
@@ -437,7 +444,9 @@ pub fn build_cache(
                 scope.spawn(|| {
                     let mut done = Vec::new();
                     loop {
-                        if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                        if failed.load(std::sync::atomic::Ordering::Relaxed)
+                            || build.stop.is_requested()
+                        {
                             return done;
                         }
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -458,6 +467,15 @@ pub fn build_cache(
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
+    if build.stop.is_requested() {
+        let done = builder.done()?.len();
+        return Err(crate::Stopped(format!(
+            "preprocessing stopped on request: {done} of {n_units} input files are done in {}; \
+             run the command again to continue the build",
+            builder.dir().display()
+        ))
+        .into());
+    }
     // The first failing file in config order is the one reported; the others' work is kept.
     let mut outcomes: Vec<(usize, anyhow::Result<u64>)> = outcomes.into_iter().flatten().collect();
     outcomes.sort_by_key(|(i, _)| *i);
@@ -657,6 +675,54 @@ mod tests {
     use gnn4c_events::Label;
     use gnn4c_features::{EventFeatures, PairFeature, SelectionConfig};
     use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
+
+    #[test]
+    fn a_stop_request_ends_a_build_without_a_manifest_and_a_rerun_finishes_it() {
+        let path = gnn4c_testkit::shared("data/real/uproot-HZZ.root");
+        let cfg: DatasetConfig = serde_yaml::from_str(&format!(
+            "{{name: hzz, tree: events, schema: hzz, classes: [a, b], samples: [{{name: a, files: ['{0}'], label: 0, entry_stop: 300}}, {{name: b, files: ['{0}'], label: 1, entry_start: 300, entry_stop: 600}}]}}",
+            path.display()
+        ))
+        .expect("config");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = dir.path().join("cache");
+        let build = CacheBuild {
+            threads: 1,
+            ..CacheBuild::default()
+        };
+        build.stop.request();
+        let mut out = Vec::new();
+        let e = ensure_cache(
+            &mut out,
+            &cfg,
+            &cache,
+            CacheMode::Auto,
+            &Folds::default(),
+            &build,
+        )
+        .expect_err("stopped");
+        let stopped = e.downcast_ref::<crate::Stopped>().expect("a Stopped error");
+        assert!(
+            stopped.0.contains("0 of 2 input files are done")
+                && stopped.0.contains("run the command again"),
+            "{stopped}"
+        );
+        assert!(
+            read_manifest(&cache).is_err(),
+            "no manifest for a stopped build"
+        );
+        let m = ensure_cache(
+            &mut out,
+            &cfg,
+            &cache,
+            CacheMode::Auto,
+            &Folds::default(),
+            &CacheBuild::default(),
+        )
+        .expect("the rerun finishes the build");
+        assert_eq!(m.samples.len(), 2);
+        assert!(m.events() > 0);
+    }
 
     #[test]
     fn cached_events_give_bitwise_the_graphs_built_from_the_events() {

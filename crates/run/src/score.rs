@@ -19,7 +19,10 @@ use gnn4c_data::{
 use gnn4c_family::write_atomic;
 use gnn4c_inference::{Scored, score};
 use gnn4c_tasks::{Task, metrics_from_logits};
-use gnn4c_training::{Checkpoint, MetricsRecord, progress_bar, progress_wanted, read_checkpoint};
+use gnn4c_training::{
+    Checkpoint, MetricsRecord, StopFlag, TrainingError, progress_bar, progress_wanted,
+    read_checkpoint,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::InferenceBackend;
@@ -96,6 +99,8 @@ pub struct ScoreRequest {
     pub device: DeviceChoice,
     /// Draw a progress bar (on a terminal).
     pub progress: bool,
+    /// Stops scoring between batches, writing nothing.
+    pub stop: StopFlag,
 }
 
 impl ScoreRequest {
@@ -115,6 +120,7 @@ impl ScoreRequest {
             loader_threads: 2,
             device: DeviceChoice::Cpu,
             progress: false,
+            stop: StopFlag::new(),
         }
     }
 }
@@ -291,7 +297,10 @@ fn score_on<F: Registered, B: InferenceBackend>(
         &cache,
         CacheMode::Auto,
         folds,
-        &CacheBuild::default(),
+        &CacheBuild {
+            stop: req.stop.clone(),
+            ..CacheBuild::default()
+        },
     )?;
     let trained = gnn4c_data::FeatureNames::of(&resolved.dataset.inputs_spec()?);
     if manifest.features != trained {
@@ -329,7 +338,14 @@ fn score_on<F: Registered, B: InferenceBackend>(
         req.loader_threads,
         device,
         &bar,
-    )?;
+        &req.stop,
+    )
+    .map_err(|e| match e {
+        TrainingError::StopRequested => {
+            crate::Stopped("scoring stopped on request: nothing written".into()).into()
+        }
+        e => anyhow::Error::from(e),
+    })?;
     let score_s = t1.elapsed().as_secs_f64();
     writeln!(
         out,

@@ -13,8 +13,8 @@ use gnn4c_data::{CONTRACT_VERSION, CacheManifest, Split, first_difference};
 use gnn4c_distributed::World;
 use gnn4c_family::write_atomic;
 use gnn4c_training::{
-    Checkpoint, FitOptions, MetricsRecord, ProgressBar, Scoring, fit, predict, progress_wanted,
-    read_checkpoint,
+    Checkpoint, FitOptions, MetricsRecord, ProgressBar, Scoring, StopFlag, fit, predict,
+    progress_wanted, read_checkpoint,
 };
 use serde::{Deserialize, Serialize};
 
@@ -90,6 +90,9 @@ pub struct TrainRequest {
     pub progress: bool,
     /// Write a Chrome trace of the run's stages to this file.
     pub profile_trace: Option<PathBuf>,
+    /// Stops the run after the step under way, with `last.ckpt` holding the position
+    /// ([`crate::stop_on_signals`] sets it on SIGTERM, SIGINT and SIGUSR1).
+    pub stop: StopFlag,
 }
 
 impl TrainRequest {
@@ -113,6 +116,7 @@ impl TrainRequest {
             print_config: false,
             progress: false,
             profile_trace: None,
+            stop: StopFlag::new(),
         }
     }
 }
@@ -317,7 +321,10 @@ fn train_on<B: TrainingBackend>(
             &cache,
             CacheMode::Auto,
             &cfg.folds,
-            &CacheBuild::default(),
+            &CacheBuild {
+                stop: req.stop.clone(),
+                ..CacheBuild::default()
+            },
         )?;
         world.barrier();
         m
@@ -475,6 +482,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
                 progress: req.progress && progress_wanted(),
                 log: out,
                 world,
+                stop: req.stop.clone(),
             },
             B::adam_kernel(),
             device,

@@ -46,4 +46,21 @@ pub enum TrainingError {
         /// The value.
         value: f64,
     },
+    /// A stop was requested (a signal): the run ended after a step, and its last checkpoint holds
+    /// the position to resume from.
+    #[error(
+        "stopped on request in epoch {epoch} after step {step}: {} holds the position to resume from",
+        checkpoint.display()
+    )]
+    Stopped {
+        /// The epoch under way, counted from 1.
+        epoch: u64,
+        /// Optimiser steps taken.
+        step: u64,
+        /// The checkpoint to resume from.
+        checkpoint: PathBuf,
+    },
+    /// A stop was requested (a signal) while scoring: nothing was written.
+    #[error("stopped on request")]
+    StopRequested,
 }
