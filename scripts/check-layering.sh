@@ -15,6 +15,9 @@ formats='^(oxyroot|parquet|arrow.*|ndarray-npy|zip)$'
 burn='^burn(-.*)?$'
 backends='^burn-(flex|ndarray|cuda|wgpu|tch|candle|cpu|rocm)$|^cubecl-(cuda|wgpu|hip|cpu)$'
 cli_only='^(clap|clap_.*|anyhow|figment)$'
+# The families' crates: every package under crates/models.
+family_crates=$(for f in crates/models/*/Cargo.toml; do sed -n '0,/^name = /s/^name = "\(.*\)"/\1/p' "$f"; done | tr '\n' ' ')
+families=$(echo "$family_crates" | sed 's/ *$//; s/ /|/g; s/^/^(/; s/$/)$/')
 forbid gnn4c-events "Burn, Arrow, Parquet or oxyroot" "$formats|$burn|^arrow|^parquet"
 forbid gnn4c-features "Burn, Arrow, Parquet or oxyroot" "$formats|$burn|^arrow|^parquet"
 for c in gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-inference gnn4c-distributed; do
@@ -23,7 +26,7 @@ done
 # No graph type below the families: the trainer, inference, tasks and the family traits are
 # generic over gnn4c-family's traits and name no graph or model type.
 for c in gnn4c-training gnn4c-inference gnn4c-distributed gnn4c-tasks gnn4c-family; do
-  forbid "$c" "a graph or model crate (generic over traits)" '^gnn4c-(graphs|root-gnn|root-gnn-cpu|root-transformer|root-transformer-cpu|run)$'
+  forbid "$c" "a graph or model crate (generic over traits)" "^gnn4c-(graphs|run)\$|$families"
 done
 # The run layer (gnn4c-run) is the binary's library: it knows no argument parser, and only the
 # binary and the benchmarks build on it.
@@ -31,27 +34,30 @@ forbid gnn4c-run "clap (the binary parses arguments)" '^(clap|clap_.*)$'
 for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-root-transformer gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference gnn4c-family; do
   forbid "$c" "the run layer" '^gnn4c-run$'
 done
-for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference gnn4c-family; do
+for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference gnn4c-family $family_crates; do
   forbid "$c" "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
-  forbid "$c" "a concrete Burn backend (cli and benchmarks choose it)" "$backends"
+done
+# A family's crate brings its CPU kernels for burn-flex (gnn4c_family::Kernels) and chooses no
+# other backend; below the families nobody names a backend.
+for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference gnn4c-family; do
+  forbid "$c" "a concrete Burn backend (run, cli and benchmarks choose it)" "$backends"
+done
+for c in $family_crates; do
+  forbid "$c" "a GPU backend (run, cli and benchmarks choose it)" '^burn-(cuda|wgpu|tch|candle|rocm)$|^cubecl-(cuda|wgpu|hip)$'
+  forbid "$c" "the trainer, inference, the run layer or file formats (families implement gnn4c-family's traits)" "^gnn4c-(training|inference|distributed|run|data)\$|$formats"
 done
 # What a model family implements (gnn4c-family): Burn's tensor API alone. Model crates implement
 # it without depending on the trainer.
 forbid gnn4c-family "a workspace crate, file formats, CLI crates or a Burn backend" "^gnn4c-|$formats|$cli_only|$backends"
-for c in gnn4c-root-gnn gnn4c-root-gnn-cpu gnn4c-root-transformer gnn4c-root-transformer-cpu; do
-  forbid "$c" "the trainer or inference (models implement gnn4c-family's traits)" '^gnn4c-(training|inference|distributed)$'
-done
-forbid gnn4c-root-transformer "graphs, file formats or a Burn backend (it reads padded tokens)" "^gnn4c-(graphs|data)$|$formats|$backends|$cli_only"
-# The CPU backend's fused model kernels: no file formats or CLI crates, and only cli and
-# benchmarks depend on them (they choose the backend).
-for c in gnn4c-root-gnn-cpu gnn4c-root-transformer-cpu; do
-  forbid "$c" "file formats (only gnn4c-data knows them)" "$formats|^gnn4c-data$"
-  forbid "$c" "clap, anyhow or figment (cli and benchmarks only)" "$cli_only"
-done
-forbid gnn4c-root-transformer-cpu "graphs (it reads packed tokens)" '^gnn4c-graphs$'
-for c in gnn4c-events gnn4c-data gnn4c-features gnn4c-graphs gnn4c-root-gnn gnn4c-root-transformer gnn4c-tasks gnn4c-training gnn4c-distributed gnn4c-inference; do
-  forbid "$c" "a CPU kernel crate (run and benchmarks choose the backend)" '^gnn4c-root-(gnn|transformer)-cpu$'
-done
+forbid gnn4c-root-transformer "graphs (it reads padded tokens)" '^gnn4c-graphs$'
+# A family lives in its crate: above the families, only the run layer's registration names one
+# (`families!` in crates/run/src/family.rs, one line per family); the trainer, inference, the
+# scorer and the binary are generic over gnn4c-family's traits.
+family_paths=$(echo "$family_crates" | tr ' -' '\n_' | grep -v '^$' | sed 's/$/::/' | paste -sd'|')
+if grep -rnE "($family_paths)" crates/*/src --include='*.rs' | grep -v '^crates/models/' \
+    | grep -vE '^crates/run/src/family\.rs:[0-9]+:    [A-Z][A-Za-z]*\(gnn4c_[a-z_]+::[A-Za-z]+Family\) = "[a-z_]+",$'; then
+  echo "layering: the lines above name a model family outside its crate and the registration"; fail=1
+fi
 # The project's CPU kernels: plain slices, no tensor library, no file formats, no CLI crates.
 forbid gnn4c-kernels "Burn, file formats or CLI crates (plain f32 slices)" "$burn|$formats|$cli_only|^gnn4c-"
 # The ONNX writer: Burn's layers and plain values in, an ONNX file's bytes out; no backend, no

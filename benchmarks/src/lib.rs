@@ -594,6 +594,41 @@ pub fn dump_batch(h: &HostBatch, path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The Edge_Network's MLP kernel on each backend, as `train` and `predict` pick it there
+/// (`gnn4c_family::Kernels`): fused on burn-flex, Burn's operations elsewhere. The benchmarks
+/// time the model's own `forward` on a batch already on the device, so they name the kernel.
+pub trait EdgeNetworkKernel: burn::tensor::backend::Backend {
+    /// The kernel.
+    type Kernel: gnn4c_root_gnn::MlpKernel<Self>
+        + Clone
+        + Copy
+        + Send
+        + Sync
+        + std::fmt::Debug
+        + 'static;
+
+    /// The kernel's value.
+    fn kernel() -> Self::Kernel;
+}
+
+macro_rules! edge_network_kernel {
+    ($kernel:ty => $($backend:ty),+) => {
+        $(impl EdgeNetworkKernel for $backend {
+            type Kernel = $kernel;
+
+            fn kernel() -> $kernel {
+                <$kernel>::default()
+            }
+        })+
+    };
+}
+
+edge_network_kernel!(gnn4c_root_gnn::FusedMlp => burn::backend::Flex, burn::backend::Autodiff<burn::backend::Flex>);
+#[cfg(feature = "cuda")]
+edge_network_kernel!(gnn4c_root_gnn::OpByOp => burn::backend::Cuda, burn::backend::Autodiff<burn::backend::Cuda>);
+#[cfg(feature = "wgpu")]
+edge_network_kernel!(gnn4c_root_gnn::OpByOp => burn::backend::Wgpu, burn::backend::Autodiff<burn::backend::Wgpu>);
+
 #[cfg(test)]
 mod tests {
     use super::*;

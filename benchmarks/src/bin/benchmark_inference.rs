@@ -15,7 +15,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use burn::module::Module;
-use gnn4c_benchmarks::{Events, Meta, machine, take_device};
+use gnn4c_benchmarks::{EdgeNetworkKernel, Events, Meta, machine, take_device};
 use gnn4c_data::{FriendTree, PredictionTable, write_friend_tree, write_predictions_npz};
 use gnn4c_graphs::{GraphSample, Padding, collate};
 use gnn4c_root_gnn::EdgeNetworkConfig;
@@ -23,7 +23,7 @@ use gnn4c_run::backend::InferenceBackend;
 use gnn4c_run::device::{DeviceChoice, check_device};
 use gnn4c_tasks::{Task, scores_host};
 
-fn bench<B: InferenceBackend>(
+fn bench<B: InferenceBackend + EdgeNetworkKernel>(
     device: &B::Device,
     meta: &Meta,
     graphs: &[GraphSample],
@@ -36,7 +36,7 @@ fn bench<B: InferenceBackend>(
     // Burn initialises parameters lazily, and a clone taken before then draws its own: load the
     // drawn values so that both forwards below run the same weights.
     let model = model.clone().load_record(model.into_record());
-    let scorer = B::inference_model(model.clone());
+    let scorer = model.clone().with_kernel(B::kernel());
     let n = graphs.len();
     let (nodes, edges) = gnn4c_benchmarks::multiplicity(graphs);
     let mut out = std::io::stdout().lock();

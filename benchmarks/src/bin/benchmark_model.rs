@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
-use gnn4c_benchmarks::{Events, SpanTimer, Stats, machine, take_device, time_reps};
+use gnn4c_benchmarks::{
+    EdgeNetworkKernel, Events, SpanTimer, Stats, machine, take_device, time_reps,
+};
 use gnn4c_graphs::{GraphBatch, HostBatch};
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
 use gnn4c_run::backend::InferenceBackend;
@@ -26,8 +28,10 @@ use tracing_subscriber::prelude::*;
 type Forward<'a, B> = Box<dyn Fn(&GraphBatch<B>) -> Tensor<B, 2> + 'a>;
 
 /// The forward `predict` runs on `B` (fused MLP blocks on the CPU).
-fn inference_forward<B: InferenceBackend>(model: &EdgeNetwork<B>) -> Option<Forward<'static, B>> {
-    let scorer = B::inference_model(model.clone());
+fn inference_forward<B: InferenceBackend + EdgeNetworkKernel>(
+    model: &EdgeNetwork<B>,
+) -> Option<Forward<'static, B>> {
+    let scorer = model.clone().with_kernel(B::kernel());
     Some(Box::new(move |gb| scorer.forward(gb)))
 }
 

@@ -20,7 +20,8 @@ use burn::backend::Autodiff;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use gnn4c_benchmarks::{
-    Events, Meta, Stats, forward_matmul_flops, gemm_gflops, machine, matmul_gflops, take_device,
+    EdgeNetworkKernel, Events, Meta, Stats, forward_matmul_flops, gemm_gflops, machine,
+    matmul_gflops, take_device,
 };
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
@@ -37,7 +38,7 @@ struct Split {
     total: Vec<f64>,
 }
 
-fn run_setup<B: TrainingBackend>(
+fn run_setup<B: TrainingBackend + EdgeNetworkKernel>(
     device: &B::Device,
     task: Task,
     frozen: bool,
@@ -52,9 +53,9 @@ fn run_setup<B: TrainingBackend>(
         model = model.freeze_backbone();
     }
     // The MLP blocks run as `train` runs them (fused on the CPU, forward and backward).
-    let mut model = model.with_kernel(B::training_kernel());
+    let mut model = model.with_kernel(B::kernel());
     let mut optim =
-        optimiser::<B, EdgeNetwork<B, <B as TrainingBackend>::Kernel>, _>(B::adam_kernel());
+        optimiser::<B, EdgeNetwork<B, <B as EdgeNetworkKernel>::Kernel>, _>(B::adam_kernel());
     let mut labels = host.labels.clone();
     if task == Task::Binary {
         labels.iter_mut().for_each(|l| *l %= 2);
@@ -112,7 +113,7 @@ fn run_setup<B: TrainingBackend>(
     Ok(split)
 }
 
-fn bench<B: TrainingBackend>(
+fn bench<B: TrainingBackend + EdgeNetworkKernel>(
     device: &B::Device,
     meta: &Meta,
     host: &HostBatch,

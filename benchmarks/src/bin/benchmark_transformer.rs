@@ -31,11 +31,11 @@ use gnn4c_benchmarks::{
     write_peak_rss,
 };
 use gnn4c_graphs::HostBatch;
+use gnn4c_root_transformer::FusedTransformer;
 use gnn4c_root_transformer::{
     FlatGraphs, OpByOp, PairEmbed, RootTransformer, RootTransformerConfig, Sequences, TokenBatch,
     TransformerKernel,
 };
-use gnn4c_root_transformer_cpu::FusedTransformer;
 use gnn4c_run::backend::TrainingBackend;
 use gnn4c_run::device::DeviceChoice;
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};

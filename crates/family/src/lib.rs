@@ -1,21 +1,25 @@
 //! What a model family implements: the family itself ([`ModelFamily`]: its config, how to build,
-//! adapt and save its model), and what the trainer asks of it, a model ([`Classifier`]) and a
-//! source of events batched for it ([`EventSource`]). Traits and the batch they exchange, no
-//! concrete types, so a family's crates implement them without depending on the trainer.
+//! adapt, batch and save its model; [`Kernels`]: how it runs on the CPU backend and on the
+//! others), and what the trainer asks of it, a model ([`Classifier`]) and a source of events
+//! batched for it ([`EventSource`]). Traits, the batch they exchange and the cached event a
+//! family reads ([`EventInputs`]), no concrete types, so a family's crate implements them without
+//! depending on the trainer or the run layer, which lists the families and knows none of them.
 //!
 //! Also what families share below their models: PyTorch-named safetensors in and out
 //! ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`], given the family's name
 //! patterns) and the atomic file write ([`write_atomic`]) that weight exports and the trainer's
 //! run files use.
 //!
-//! Must depend on Burn (tensors, and its store for safetensors) alone: no workspace crate, no
-//! other file format, no backend.
+//! Must depend on Burn (tensors, autodiff, and its store for safetensors) alone: no workspace
+//! crate, no other file format, no backend (the CPU backend is [`Kernels`]'s parameter).
 
 use std::io::Write;
 use std::path::Path;
 
-use burn::module::Module;
+use burn::backend::Autodiff;
+use burn::module::{AutodiffModule, Module};
 use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
 
 mod weights;
 
@@ -70,8 +74,16 @@ pub trait ModelFamily: Send + Sync + 'static {
     /// `config` reading inputs of these widths.
     fn with_inputs(config: &Self::Config, widths: InputWidths) -> Self::Config;
 
-    /// The input widths `config` reads.
+    /// The input widths `config` reads (`d_pair` 0: the model reads no pair features, and
+    /// [`EventInputs::pairs`] is left empty).
     fn inputs(config: &Self::Config) -> InputWidths;
+
+    /// The batch of `events`, in that order, for a model of `config` (an error names what in the
+    /// data is wrong). The caller has checked each event's widths against [`ModelFamily::inputs`].
+    fn batch(
+        config: &Self::Config,
+        events: Vec<EventInputs>,
+    ) -> Result<Batch<Self::Input>, SourceError>;
 
     /// `pretrained`'s backbone with `run`'s training-only settings (dropout) and a head of
     /// `n_out` outputs: the config of a fine-tuning run.
@@ -116,6 +128,89 @@ pub trait ModelFamily: Send + Sync + 'static {
     /// `input` as the ONNX model's inputs, in the graph's order: what a program that runs the
     /// exported model feeds it for these events.
     fn onnx_inputs(config: &Self::Config, input: &Self::Input) -> Vec<NamedArray>;
+}
+
+/// How a family's model runs on the tool's backends: on the CPU backend `C` with the family's own
+/// kernels where it has them (`Cpu*`), on every other backend with Burn's operations (the same
+/// function). The run layer picks one by backend; it never names the types.
+pub trait Kernels<C: Backend>: ModelFamily {
+    /// The model training on `Autodiff<C>`.
+    type CpuTrained: AutodiffModule<Autodiff<C>, InnerModule: Classifier<C, Input = Self::Input>>
+        + Classifier<Autodiff<C>, Input = Self::Input>;
+    /// The model scoring on `C`.
+    type CpuScoring: Classifier<C, Input = Self::Input>;
+    /// The model training on another backend `B`.
+    type Trained<B: AutodiffBackend>: AutodiffModule<B, InnerModule: Classifier<B::InnerBackend, Input = Self::Input>>
+        + Classifier<B, Input = Self::Input>;
+    /// The model scoring on another backend `B`.
+    type Scoring<B: Backend>: Classifier<B, Input = Self::Input>;
+
+    /// `model` ready to train on `Autodiff<C>` (the same function).
+    fn cpu_trained(model: Self::Model<Autodiff<C>>) -> Self::CpuTrained;
+
+    /// `model` ready to score on `C`.
+    fn cpu_scoring(model: Self::Model<C>) -> Self::CpuScoring;
+
+    /// `model` ready to train on `B`.
+    fn trained<B: AutodiffBackend>(model: Self::Model<B>) -> Self::Trained<B>;
+
+    /// `model` ready to score on `B`.
+    fn scoring<B: Backend>(model: Self::Model<B>) -> Self::Scoring<B>;
+}
+
+/// One cached event as every family reads it: its objects' features, its global features, the
+/// features of every ordered pair of its objects, and its target. Values as the model reads them
+/// (after the `auto` standardisation).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventInputs {
+    /// Objects (a graph's nodes, a transformer's tokens).
+    pub n_objects: usize,
+    /// `[n_objects, d_node]` row-major.
+    pub objects: Vec<f32>,
+    /// `[d_global]`.
+    pub globals: Vec<f32>,
+    /// `[n_objects, n_objects, d_pair]` row-major: at `(i, j)` the features of the pair (i, j),
+    /// i.e. of the graph edge j → i (contract §5); the diagonal 0. Empty when the model reads
+    /// no pair features.
+    pub pairs: Vec<f32>,
+    /// What the event is trained towards.
+    pub target: Target,
+}
+
+/// An event's training target and weight.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Target {
+    /// Class index (binary: 0/1); −1 for a multilabel event.
+    pub label: i64,
+    /// 0/1 per label (multilabel only, else empty).
+    pub multilabel: Vec<f32>,
+    /// Event weight as stored (negative weights kept).
+    pub weight: f32,
+}
+
+/// The targets of `events` as a [`Batch`] holds them (row for row; `input` is the caller's).
+/// A batch mixing class and multilabel targets, or multilabel lengths, is an error.
+pub fn batch_of<X>(input: X, events: &[EventInputs]) -> Result<Batch<X>, SourceError> {
+    let n_labels = events.first().map_or(0, |e| e.target.multilabel.len());
+    let mut b = Batch {
+        input,
+        labels: Vec::with_capacity(events.len()),
+        multilabels: Vec::with_capacity(events.len() * n_labels),
+        weights: Vec::with_capacity(events.len()),
+        n_events: events.len(),
+    };
+    for e in events {
+        let t = &e.target;
+        if t.multilabel.len() != n_labels || (n_labels > 0) != (t.label < 0) {
+            return Err(SourceError(
+                "collating a batch of the cache: a batch mixes class and multilabel labels (or label lengths)".into(),
+            ));
+        }
+        b.labels.push(t.label);
+        b.multilabels.extend_from_slice(&t.multilabel);
+        b.weights.push(t.weight);
+    }
+    Ok(b)
 }
 
 /// A named array of a model's inputs, row-major.

@@ -1,74 +1,38 @@
-//! The kernels each backend runs the models with: on the CPU, the Edge_Network's fused MLP
-//! blocks, the ROOT-Transformer's fused attention, LayerNorms and linear layers, and Adam's
-//! step in one pass.
+//! The backends the tool runs on and how a registered family's model runs there: on the CPU
+//! (burn-flex) with the family's own kernels (`gnn4c_family::Kernels`) and Adam's step in one
+//! pass; on the GPU backends (CUDA, wgpu) with Burn's operations, the backend-generic path.
 
-use burn::backend::Flex;
+use burn::backend::{Autodiff, Flex};
+use burn::module::AutodiffModule;
 use burn::optim::LearningRate;
 use burn::optim::{AdamState, AdaptiveMomentumState};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{DType, TensorData, TensorPrimitive};
 use burn_flex::FlexTensor;
+use gnn4c_family::{Classifier, Kernels};
 use gnn4c_kernels::{AdamStep, adam_first_moments, adam_update};
-use gnn4c_root_gnn::{EdgeNetwork, MlpKernel};
-use gnn4c_root_gnn_cpu::FusedMlp;
-use gnn4c_root_transformer::TransformerKernel;
-use gnn4c_root_transformer_cpu::FusedTransformer;
 use gnn4c_training::{ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON, AdamKernel, BurnAdam};
 
-/// A backend the tool runs inference on, and how it runs the network's MLP blocks there.
+use crate::family::Registered;
+
+/// A backend the tool scores on.
 pub trait InferenceBackend: Backend {
-    /// The kernel for inference (and for validation during training).
-    type Kernel: MlpKernel<Self> + Clone + Copy + Send + Sync + std::fmt::Debug + 'static;
+    /// Family `F`'s model as it scores here.
+    type Scoring<F: Registered>: Classifier<Self, Input = F::Input>;
 
-    /// The kernel to score with.
-    fn inference_kernel() -> Self::Kernel;
-
-    /// How the ROOT-Transformer runs here (inference, validation).
-    type Transformer: TransformerKernel<Self>
-        + Clone
-        + Copy
-        + Send
-        + Sync
-        + std::fmt::Debug
-        + 'static;
-
-    /// The ROOT-Transformer's kernel to score with.
-    fn transformer_kernel() -> Self::Transformer;
-
-    /// `model` ready for inference (the same function, run as fast as this backend can).
-    fn inference_model<K>(model: EdgeNetwork<Self, K>) -> EdgeNetwork<Self, Self::Kernel> {
-        model.with_kernel(Self::inference_kernel())
-    }
+    /// `model` ready to score here (the same function, as fast as this backend runs it).
+    fn for_scoring<F: Registered>(model: F::Model<Self>) -> Self::Scoring<F>;
 }
 
-/// A backend the tool trains on: its kernel also runs the inference-mode model of validation.
+/// A backend the tool trains on; its inner backend scores the validation split.
 pub trait TrainingBackend: AutodiffBackend {
-    /// The kernel during training.
-    type Kernel: MlpKernel<Self>
-        + MlpKernel<Self::InnerBackend>
-        + Clone
-        + Copy
-        + Send
-        + Sync
-        + std::fmt::Debug
-        + 'static;
+    /// Family `F`'s model as it trains here.
+    type Trained<F: Registered>: AutodiffModule<Self, InnerModule: Classifier<Self::InnerBackend, Input = F::Input>>
+        + Classifier<Self, Input = F::Input>;
 
-    /// The kernel for a training run.
-    fn training_kernel() -> Self::Kernel;
-
-    /// How the ROOT-Transformer trains here (and validates, on the inner backend).
-    type Transformer: TransformerKernel<Self>
-        + TransformerKernel<Self::InnerBackend>
-        + Clone
-        + Copy
-        + Send
-        + Sync
-        + std::fmt::Debug
-        + 'static;
-
-    /// The ROOT-Transformer's kernel for a training run.
-    fn transformer_training_kernel() -> Self::Transformer;
+    /// `model` ready to train here (the same function).
+    fn for_training<F: Registered>(model: F::Model<Self>) -> Self::Trained<F>;
 
     /// How the optimiser steps a parameter here.
     type Adam: AdamKernel<Self::InnerBackend>;
@@ -77,36 +41,23 @@ pub trait TrainingBackend: AutodiffBackend {
     fn adam_kernel() -> Self::Adam;
 }
 
-/// burn-flex: each MLP block as one kernel over blocks of rows (gnn4c-root-gnn-cpu), the
-/// Transformer's attention, LayerNorms and linear layers one kernel each (gnn4c-root-transformer-cpu);
-/// the same values as Burn's operations one at a time (measured in docs/performance.md).
-impl InferenceBackend for burn::backend::Flex {
-    type Kernel = FusedMlp;
+/// burn-flex: each family's own kernels (the Edge_Network's MLP blocks, the Transformer's
+/// attention, LayerNorms and linear layers; measured in docs/performance.md).
+impl InferenceBackend for Flex {
+    type Scoring<F: Registered> = <F as Kernels<Flex>>::CpuScoring;
 
-    fn inference_kernel() -> FusedMlp {
-        FusedMlp
-    }
-
-    type Transformer = FusedTransformer;
-
-    fn transformer_kernel() -> FusedTransformer {
-        FusedTransformer
+    fn for_scoring<F: Registered>(model: F::Model<Flex>) -> Self::Scoring<F> {
+        F::cpu_scoring(model)
     }
 }
 
-/// Training on burn-flex: each block one tracked operation, forward and backward fused (the
-/// values alone where nothing needs a gradient, as in a frozen backbone).
-impl TrainingBackend for burn::backend::Autodiff<burn::backend::Flex> {
-    type Kernel = FusedMlp;
+/// Training on burn-flex: each fused block one tracked operation, forward and backward fused
+/// (the values alone where nothing needs a gradient, as in a frozen backbone).
+impl TrainingBackend for Autodiff<Flex> {
+    type Trained<F: Registered> = <F as Kernels<Flex>>::CpuTrained;
 
-    fn training_kernel() -> FusedMlp {
-        FusedMlp
-    }
-
-    type Transformer = FusedTransformer;
-
-    fn transformer_training_kernel() -> FusedTransformer {
-        FusedTransformer
+    fn for_training<F: Registered>(model: F::Model<Self>) -> Self::Trained<F> {
+        F::cpu_trained(model)
     }
 
     type Adam = FlexAdam;
@@ -195,30 +146,18 @@ fn dense(t: FlexTensor) -> FlexTensor {
 macro_rules! burns_operations {
     ($backend:ty) => {
         impl InferenceBackend for $backend {
-            type Kernel = gnn4c_root_gnn::OpByOp;
+            type Scoring<F: Registered> = <F as Kernels<Flex>>::Scoring<Self>;
 
-            fn inference_kernel() -> gnn4c_root_gnn::OpByOp {
-                gnn4c_root_gnn::OpByOp
-            }
-
-            type Transformer = gnn4c_root_transformer::OpByOp;
-
-            fn transformer_kernel() -> gnn4c_root_transformer::OpByOp {
-                gnn4c_root_transformer::OpByOp
+            fn for_scoring<F: Registered>(model: F::Model<Self>) -> Self::Scoring<F> {
+                F::scoring(model)
             }
         }
 
-        impl TrainingBackend for burn::backend::Autodiff<$backend> {
-            type Kernel = gnn4c_root_gnn::OpByOp;
+        impl TrainingBackend for Autodiff<$backend> {
+            type Trained<F: Registered> = <F as Kernels<Flex>>::Trained<Self>;
 
-            fn training_kernel() -> gnn4c_root_gnn::OpByOp {
-                gnn4c_root_gnn::OpByOp
-            }
-
-            type Transformer = gnn4c_root_transformer::OpByOp;
-
-            fn transformer_training_kernel() -> gnn4c_root_transformer::OpByOp {
-                gnn4c_root_transformer::OpByOp
+            fn for_training<F: Registered>(model: F::Model<Self>) -> Self::Trained<F> {
+                F::trained(model)
             }
 
             type Adam = BurnAdam;

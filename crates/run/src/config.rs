@@ -32,18 +32,9 @@ use serde::de::DeserializeOwned;
 /// The config groups and the run-config key each one fills.
 pub const GROUPS: [&str; 5] = ["data", "model", "task", "trainer", "environment"];
 
-/// Group files built into the binary: the repository's own `configs/<group>/<option>.yaml`.
-const BUILTIN: [(&str, &str, &str); 10] = [
-    (
-        "model",
-        "root_gnn",
-        include_str!("../../../configs/model/root_gnn.yaml"),
-    ),
-    (
-        "model",
-        "root_transformer",
-        include_str!("../../../configs/model/root_transformer.yaml"),
-    ),
+/// Group files built into the binary: the repository's own `configs/<group>/<option>.yaml`
+/// (the `model` group's come with the families, `crate::family::MODEL_GROUPS`).
+const BUILTIN: [(&str, &str, &str); 8] = [
     (
         "task",
         "binary",
@@ -100,10 +91,22 @@ impl std::error::Error for ConfigError {}
 
 /// The text of the built-in group file `<group>/<option>.yaml`.
 pub fn builtin(group: &str, option: &str) -> Option<&'static str> {
+    builtin_options(group)
+        .find(|(o, _)| *o == option)
+        .map(|(_, text)| text)
+}
+
+/// The built-in options of `group` with their text.
+fn builtin_options(group: &str) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+    let models = crate::family::MODEL_GROUPS
+        .iter()
+        .map(|(o, t)| ("model", *o, *t));
     BUILTIN
         .iter()
-        .find(|(g, o, _)| *g == group && *o == option)
-        .map(|(_, _, text)| *text)
+        .copied()
+        .chain(models)
+        .filter(move |(g, _, _)| *g == group)
+        .map(|(_, o, t)| (o, t))
 }
 
 fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
@@ -328,12 +331,7 @@ fn find_group_file(
         return Ok((None, text.to_owned()));
     }
     let mut names: Vec<String> = dirs.iter().flat_map(|d| options_in(d)).collect();
-    names.extend(
-        BUILTIN
-            .iter()
-            .filter(|(g, _, _)| *g == group)
-            .map(|(_, o, _)| (*o).to_owned()),
-    );
+    names.extend(builtin_options(group).map(|(o, _)| o.to_owned()));
     names.sort();
     names.dedup();
     let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();

@@ -1,51 +1,33 @@
-//! The model families a run can name (`model.name`), each registered once in [`families!`], and
-//! the event source that batches the event cache for any of them.
+//! The model families a run can name (`model.name`), each registered by one line in
+//! [`families!`] (its crate, its name; its config group file is `configs/model/<name>.yaml`), and
+//! the event source that reads the event cache for any of them ([`CachedEvents`]).
 //!
-//! A family brings its crate (a `gnn4c_family::ModelFamily`) and one registration here: how the
-//! model runs on each backend ([`Registered::for_training`], [`Registered::for_scoring`]) and
-//! how a batch of cached events becomes its input ([`Registered::batch`]). Everything else in
-//! the run layer is generic over [`Registered`].
+//! Nothing here knows a family: a family's crate implements `gnn4c_family::ModelFamily` (config,
+//! batches, weights, export) and `gnn4c_family::Kernels` (how it runs on the CPU backend and on
+//! the others); the run layer is generic over [`Registered`], which every such family is.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use burn::module::AutodiffModule;
+use burn::backend::Flex;
 use gnn4c_data::{CacheManifest, CachedSplit, EventRecord, Folds, Split};
 use gnn4c_events::Label;
-use gnn4c_family::{Batch, Classifier, EventSource, InputWidths, ModelFamily, SourceError};
+use gnn4c_family::{
+    Batch, EventInputs, EventSource, InputWidths, Kernels, ModelFamily, SourceError, Target,
+};
 use gnn4c_features::{PairFeature, Standardization};
 use gnn4c_graphs::{GraphSample, NodeKinematics, TopologyCache};
-use gnn4c_root_gnn::RootGnnFamily;
-use gnn4c_root_transformer::{RootTransformerFamily, TokenBatch, TokenEvent};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{InferenceBackend, TrainingBackend};
 use crate::config::ConfigError;
 
-/// A model family as the run layer runs it.
-pub trait Registered: ModelFamily {
-    /// The model as it trains on backend `B` (the CPU's fused kernels, where the family has them).
-    type Trained<B: TrainingBackend>: AutodiffModule<B, InnerModule: Classifier<B::InnerBackend, Input = Self::Input>>
-        + Classifier<B, Input = Self::Input>;
-    /// The model as it scores on backend `B`.
-    type Scoring<B: InferenceBackend>: Classifier<B, Input = Self::Input>;
+/// A model family the run layer runs: its model, config and batches (`ModelFamily`) and how it
+/// runs on burn-flex, the CPU backend, and on the others (`Kernels<Flex>`).
+pub trait Registered: Kernels<Flex> {}
 
-    /// `model` ready to train on `B` (the same function).
-    fn for_training<B: TrainingBackend>(model: Self::Model<B>) -> Self::Trained<B>;
-
-    /// `model` ready to score on `B` (the same function).
-    fn for_scoring<B: InferenceBackend>(model: Self::Model<B>) -> Self::Scoring<B>;
-
-    /// The batch of cached `events`, in that order, for a model of `config`; `pairs` are the
-    /// cache's declared pair features.
-    fn batch(
-        config: &Self::Config,
-        pairs: &[PairFeature],
-        events: Vec<EventRecord>,
-    ) -> Result<Batch<Self::Input>, SourceError>;
-}
+impl<F: Kernels<Flex>> Registered for F {}
 
 /// Work to do with whichever family a run's config names: [`ModelConfig::run`] calls `run`
 /// with the family's type.
@@ -95,6 +77,11 @@ macro_rules! families {
 
         /// The names `model.name` may take.
         pub const FAMILIES: &[&str] = &[$($name),+];
+
+        /// The built-in `model` group files: each family's defaults, by name.
+        pub(crate) const MODEL_GROUPS: &[(&str, &str)] = &[
+            $(($name, include_str!(concat!("../../../configs/model/", $name, ".yaml"))),)+
+        ];
 
         impl ModelConfig {
             /// The family's name.
@@ -164,9 +151,9 @@ macro_rules! families {
 
 families! {
     /// The Edge_Network (contract §5).
-    RootGnn(RootGnnFamily) = "root_gnn",
+    RootGnn(gnn4c_root_gnn::RootGnnFamily) = "root_gnn",
     /// The ROOT-Transformer (docs/root-transformer.md).
-    RootTransformer(RootTransformerFamily) = "root_transformer",
+    RootTransformer(gnn4c_root_transformer::RootTransformerFamily) = "root_transformer",
 }
 
 impl ModelConfig {
@@ -240,176 +227,66 @@ fn resolve_settings<F: ModelFamily>(
         .map_err(|e| ConfigError(format!("model {family}: {e}")))
 }
 
-impl Registered for RootGnnFamily {
-    type Trained<B: TrainingBackend> = gnn4c_root_gnn::EdgeNetwork<B, B::Kernel>;
-    type Scoring<B: InferenceBackend> = gnn4c_root_gnn::EdgeNetwork<B, B::Kernel>;
-
-    fn for_training<B: TrainingBackend>(model: Self::Model<B>) -> Self::Trained<B> {
-        model.with_kernel(B::training_kernel())
-    }
-
-    fn for_scoring<B: InferenceBackend>(model: Self::Model<B>) -> Self::Scoring<B> {
-        B::inference_model(model)
-    }
-
-    fn batch(
-        config: &Self::Config,
-        pairs: &[PairFeature],
-        events: Vec<EventRecord>,
-    ) -> Result<Batch<gnn4c_graphs::HostBatch>, SourceError> {
-        let widths = <Self as ModelFamily>::inputs(config);
-        check_widths("root_gnn", widths, pairs)?;
-        let graphs = TOPOLOGIES.with(|t| {
-            let mut topologies = t.borrow_mut();
-            events
-                .into_iter()
-                .map(|r| graph_of_record(r, widths, pairs, &mut topologies))
-                .collect::<Result<Vec<GraphSample>, SourceError>>()
-        })?;
-        let refs: Vec<&GraphSample> = graphs.iter().collect();
-        let graph_widths = gnn4c_graphs::Widths {
-            d_node: widths.d_node,
-            d_edge: widths.d_pair,
-            d_global: widths.d_global,
-        };
-        let hb = gnn4c_graphs::collate(&refs, gnn4c_graphs::Padding::None, graph_widths)
-            .map_err(|e| SourceError(format!("collating a batch of the cache: {e}")))?;
-        Ok(Batch {
-            labels: hb.labels.clone(),
-            multilabels: hb.multilabels.clone(),
-            weights: hb.weights.clone(),
-            n_events: hb.n_real,
-            input: hb,
-        })
-    }
-}
-
-impl Registered for RootTransformerFamily {
-    type Trained<B: TrainingBackend> =
-        gnn4c_root_transformer::RootTransformer<B, <B as TrainingBackend>::Transformer>;
-    type Scoring<B: InferenceBackend> =
-        gnn4c_root_transformer::RootTransformer<B, <B as InferenceBackend>::Transformer>;
-
-    fn for_training<B: TrainingBackend>(model: Self::Model<B>) -> Self::Trained<B> {
-        model.with_kernel(B::transformer_training_kernel())
-    }
-
-    fn for_scoring<B: InferenceBackend>(model: Self::Model<B>) -> Self::Scoring<B> {
-        model.with_kernel(B::transformer_kernel())
-    }
-
-    fn batch(
-        config: &Self::Config,
-        pairs: &[PairFeature],
-        events: Vec<EventRecord>,
-    ) -> Result<Batch<TokenBatch>, SourceError> {
-        let widths = <Self as ModelFamily>::inputs(config);
-        check_widths("root_transformer", widths, pairs)?;
-        let d_pair = widths.d_pair;
-        let targets = targets_of(&events)?;
-        // Pair (i, j) of an event: the features of the graph edge j → i, from the same function.
-        let pairs = TOPOLOGIES.with(|t| {
-            let mut topologies = t.borrow_mut();
-            events
-                .iter()
-                .map(|r| {
-                    check_record(r, widths)?;
-                    let n = usize::from(r.n_nodes);
-                    let topology = topologies.get(n);
-                    let mut edges = Vec::with_capacity(topology.n_edges() * d_pair);
-                    gnn4c_graphs::pair_features(
-                        pairs,
-                        &topology,
-                        node_kinematics(r, pairs)?,
-                        &mut edges,
-                    );
-                    let mut pair = vec![0.0; n * n * d_pair];
-                    for (k, (&s, &d)) in
-                        topology.edge_src.iter().zip(&topology.edge_dst).enumerate()
-                    {
-                        let at = (d as usize * n + s as usize) * d_pair;
-                        pair[at..at + d_pair].copy_from_slice(&edges[k * d_pair..(k + 1) * d_pair]);
-                    }
-                    Ok(pair)
-                })
-                .collect::<Result<Vec<Vec<f32>>, SourceError>>()
-        })?;
-        let tokens: Vec<TokenEvent<'_>> = events
-            .iter()
-            .zip(&pairs)
-            .map(|(r, pair)| TokenEvent {
-                tokens: &r.node_features,
-                globals: &r.global_features,
-                pair,
-            })
-            .collect();
-        let input = TokenBatch::collate(&tokens, widths.d_node, widths.d_global, d_pair);
-        Ok(Batch {
-            labels: targets.labels,
-            multilabels: targets.multilabels,
-            weights: targets.weights,
-            n_events: events.len(),
-            input,
-        })
-    }
-}
-
 thread_local! {
     /// Each loader thread's topologies, built once per node count.
     static TOPOLOGIES: std::cell::RefCell<TopologyCache> = std::cell::RefCell::new(TopologyCache::new(64));
 }
 
-/// The pair features a model reads must be as many as the cache declares.
-fn check_widths(
-    family: &str,
-    widths: InputWidths,
-    pairs: &[PairFeature],
-) -> Result<(), SourceError> {
-    if widths.d_pair == pairs.len() {
+/// The pair features a model reads must be as many as the cache declares (or none).
+fn check_widths(widths: InputWidths, pairs: &[PairFeature]) -> Result<(), SourceError> {
+    if widths.d_pair == pairs.len() || widths.d_pair == 0 {
         return Ok(());
     }
     Err(SourceError(format!(
-        "model {family} reads {} pair features but the cache declares {}: rebuild the cache or train on it",
+        "the model reads {} pair features but the cache declares {}: rebuild the cache or train on it",
         widths.d_pair,
         pairs.len()
     )))
 }
 
-/// The targets of a batch's events, row for row.
-struct Targets {
-    labels: Vec<i64>,
-    multilabels: Vec<f32>,
-    weights: Vec<f32>,
-}
-
-/// Class index (−1 for multilabels), multilabel rows and weights; a batch mixing label kinds or
-/// lengths (a cache that breaks its dataset's classes) is an error.
-fn targets_of(events: &[EventRecord]) -> Result<Targets, SourceError> {
-    let multi_k = events.iter().find_map(|r| match &r.label {
-        Label::Multi(v) => Some(v.len()),
-        Label::Class(_) => None,
-    });
-    let mut t = Targets {
-        labels: Vec::with_capacity(events.len()),
-        multilabels: Vec::new(),
-        weights: Vec::with_capacity(events.len()),
-    };
-    for r in events {
-        match (&r.label, multi_k) {
-            (Label::Class(c), None) => t.labels.push(i64::from(*c)),
-            (Label::Multi(v), Some(k)) if v.len() == k => {
-                t.labels.push(-1);
-                t.multilabels.extend(v.iter().map(|&x| f32::from(x)));
-            }
-            _ => {
-                return Err(SourceError(
-                    "collating a batch of the cache: a batch mixes class and multilabel labels (or label lengths)".into(),
-                ));
-            }
+/// A cached event as a family reads it: features checked against the model's `widths`, and the
+/// declared `pairs` of every ordered pair of objects (the graph edge j → i's features at (i, j),
+/// from the function that builds them from an event, so bitwise equal) when the model reads
+/// them.
+fn event_inputs(
+    r: EventRecord,
+    widths: InputWidths,
+    pairs: &[PairFeature],
+    topologies: &mut TopologyCache,
+) -> Result<EventInputs, SourceError> {
+    check_record(&r, widths)?;
+    let n = usize::from(r.n_nodes);
+    let d_pair = if widths.d_pair == 0 { 0 } else { pairs.len() };
+    let mut dense = Vec::new();
+    if d_pair > 0 {
+        let topology = topologies.get(n);
+        let mut edges = Vec::with_capacity(topology.n_edges() * d_pair);
+        gnn4c_graphs::pair_features(pairs, &topology, node_kinematics(&r, pairs)?, &mut edges);
+        dense = vec![0.0; n * n * d_pair];
+        for (k, (&s, &d)) in topology.edge_src.iter().zip(&topology.edge_dst).enumerate() {
+            let at = (d as usize * n + s as usize) * d_pair;
+            dense[at..at + d_pair].copy_from_slice(&edges[k * d_pair..(k + 1) * d_pair]);
         }
-        t.weights.push(r.weight);
     }
-    Ok(t)
+    let target = match r.label {
+        Label::Class(c) => Target {
+            label: i64::from(c),
+            multilabel: Vec::new(),
+            weight: r.weight,
+        },
+        Label::Multi(v) => Target {
+            label: -1,
+            multilabel: v.iter().map(|&x| f32::from(x)).collect(),
+            weight: r.weight,
+        },
+    };
+    Ok(EventInputs {
+        n_objects: n,
+        objects: r.node_features,
+        globals: r.global_features,
+        pairs: dense,
+        target,
+    })
 }
 
 /// A cached event whose feature lengths disagree with its node count and the model's widths is
@@ -581,7 +458,16 @@ impl<F: Registered> EventSource for CachedEvents<F> {
     }
 
     fn batch(&self, events: Vec<EventRecord>) -> Result<Batch<F::Input>, SourceError> {
-        F::batch(&self.config, &self.pairs, events)
+        let widths = F::inputs(&self.config);
+        check_widths(widths, &self.pairs)?;
+        let events = TOPOLOGIES.with(|t| {
+            let mut topologies = t.borrow_mut();
+            events
+                .into_iter()
+                .map(|r| event_inputs(r, widths, &self.pairs, &mut topologies))
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        F::batch(&self.config, events)
     }
 }
 

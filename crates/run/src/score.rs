@@ -323,7 +323,7 @@ fn score_on<F: Registered, B: InferenceBackend>(
     )?;
     let load_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let model = F::for_scoring::<B>(model);
+    let model = B::for_scoring::<F>(model);
     let bar = progress_bar(
         req.progress && progress_wanted(),
         data.events() as u64,

@@ -445,7 +445,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
             model = F::freeze_backbone(model);
         }
         // How the model runs on this backend (the CPU's fused kernels, where it has them).
-        let model = F::for_training::<B>(model);
+        let model = B::for_training::<F>(model);
         let trainable: usize = gnn4c_training::param_shapes(&model)
             .iter()
             .filter(|p| !frozen || F::is_head_parameter(&p.name))

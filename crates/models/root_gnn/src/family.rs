@@ -1,11 +1,21 @@
-//! The Edge_Network as a `gnn4c_family::ModelFamily`: config, head, frozen backbone, weights.
+//! The Edge_Network as a `gnn4c_family::ModelFamily`: config, batches (an event's graph), head,
+//! frozen backbone, weights; and its kernels on the CPU backend (`gnn4c_family::Kernels`).
 
+use std::cell::RefCell;
 use std::path::Path;
+use std::sync::Arc;
 
+use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
-use gnn4c_family::{ArrayValues, InputWidths, ModelFamily, NamedArray, WeightsError};
-use gnn4c_graphs::HostBatch;
+use burn::tensor::backend::AutodiffBackend;
+use gnn4c_events::{EventId, Label};
+use gnn4c_family::{
+    ArrayValues, Batch, EventInputs, InputWidths, Kernels, ModelFamily, NamedArray, SourceError,
+    WeightsError,
+};
+use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, Widths, collate};
 
+use crate::FusedMlp;
 use crate::model::{EdgeNetwork, EdgeNetworkConfig, is_head_parameter};
 
 /// The ROOT-GNN family (`model: root_gnn`): the Edge_Network over an event's graph.
@@ -40,6 +50,34 @@ impl ModelFamily for RootGnnFamily {
             d_global: config.d_global,
             d_pair: config.d_edge,
         }
+    }
+
+    fn batch(
+        config: &EdgeNetworkConfig,
+        events: Vec<EventInputs>,
+    ) -> Result<Batch<HostBatch>, SourceError> {
+        let widths = Widths {
+            d_node: config.d_node,
+            d_edge: config.d_edge,
+            d_global: config.d_global,
+        };
+        let graphs: Vec<GraphSample> = TOPOLOGIES.with(|t| {
+            let mut topologies = t.borrow_mut();
+            events
+                .into_iter()
+                .map(|e| graph_of(e, widths.d_edge, &mut topologies))
+                .collect()
+        });
+        let refs: Vec<&GraphSample> = graphs.iter().collect();
+        let hb = collate(&refs, Padding::None, widths)
+            .map_err(|e| SourceError(format!("collating a batch of the cache: {e}")))?;
+        Ok(Batch {
+            labels: hb.labels.clone(),
+            multilabels: hb.multilabels.clone(),
+            weights: hb.weights.clone(),
+            n_events: hb.n_real,
+            input: hb,
+        })
     }
 
     fn finetuned(
@@ -127,5 +165,70 @@ impl ModelFamily for RootGnnFamily {
             ints("node_graph", &b.node_graph),
             ints("edge_graph", &b.edge_graph),
         ]
+    }
+}
+
+thread_local! {
+    /// Each loader thread's topologies, built once per node count.
+    static TOPOLOGIES: RefCell<TopologyCache> = RefCell::new(TopologyCache::new(64));
+}
+
+/// The graph of `event`: its topology, and the features of each edge j → i gathered from the
+/// pair (i, j) (`d_edge` of them). The event's identity stays with the loader: the graph's is
+/// empty.
+fn graph_of(event: EventInputs, d_edge: usize, topologies: &mut TopologyCache) -> GraphSample {
+    let n = event.n_objects;
+    let topology = topologies.get(n);
+    let mut edge_features = Vec::with_capacity(topology.n_edges() * d_edge);
+    if d_edge > 0 {
+        for (&s, &d) in topology.edge_src.iter().zip(&topology.edge_dst) {
+            let at = (d as usize * n + s as usize) * d_edge;
+            edge_features.extend_from_slice(&event.pairs[at..at + d_edge]);
+        }
+    }
+    let t = event.target;
+    let label = if t.label < 0 {
+        Label::Multi(t.multilabel.iter().map(|&x| u8::from(x > 0.5)).collect())
+    } else {
+        Label::Class(t.label as u32)
+    };
+    GraphSample {
+        id: EventId {
+            sample: Arc::from(""),
+            source_file: Arc::from(Path::new("")),
+            tree: Arc::from(""),
+            entry: 0,
+            event_number: 0,
+        },
+        label,
+        weight: t.weight,
+        topology,
+        node_features: event.objects,
+        edge_features,
+        global_features: event.globals,
+    }
+}
+
+/// On burn-flex each MLP block runs as one kernel ([`FusedMlp`]); elsewhere Burn's operations.
+impl Kernels<Flex> for RootGnnFamily {
+    type CpuTrained = EdgeNetwork<Autodiff<Flex>, FusedMlp>;
+    type CpuScoring = EdgeNetwork<Flex, FusedMlp>;
+    type Trained<B: AutodiffBackend> = EdgeNetwork<B>;
+    type Scoring<B: Backend> = EdgeNetwork<B>;
+
+    fn cpu_trained(model: EdgeNetwork<Autodiff<Flex>>) -> Self::CpuTrained {
+        model.with_kernel(FusedMlp)
+    }
+
+    fn cpu_scoring(model: EdgeNetwork<Flex>) -> Self::CpuScoring {
+        model.with_kernel(FusedMlp)
+    }
+
+    fn trained<B: AutodiffBackend>(model: EdgeNetwork<B>) -> EdgeNetwork<B> {
+        model
+    }
+
+    fn scoring<B: Backend>(model: EdgeNetwork<B>) -> EdgeNetwork<B> {
+        model
     }
 }

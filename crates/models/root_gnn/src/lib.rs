@@ -8,11 +8,16 @@
 //! `Classifier` trait (a host `HostBatch` in, logits out), so training never names this type.
 //! Must not know files other than weights, datasets or tasks. Start at `model.rs`.
 
+mod cpu;
 mod family;
 mod model;
 mod onnx;
 mod weights;
 
+pub use cpu::{
+    BlockGrads, BlockTensors, FusedMlp, MlpBlockBackend, MlpBlockGradBackend, TermGradTensors,
+    TermTensors,
+};
 pub use family::RootGnnFamily;
 pub use model::{
     ConcatPart, EdgeNetwork, EdgeNetworkConfig, HEAD_WEIGHT, LAYER_NORM_EPSILON, Mlp, MlpConfig,

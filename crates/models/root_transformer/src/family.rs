@@ -1,11 +1,18 @@
-//! The ROOT-Transformer as a `gnn4c_family::ModelFamily`: config, head, frozen backbone, weights.
+//! The ROOT-Transformer as a `gnn4c_family::ModelFamily`: config, batches, head, frozen backbone,
+//! weights; and its kernels on the CPU backend (`gnn4c_family::Kernels`).
 
 use std::path::Path;
 
+use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
-use gnn4c_family::{ArrayValues, InputWidths, ModelFamily, NamedArray, WeightsError};
+use burn::tensor::backend::AutodiffBackend;
+use gnn4c_family::{
+    ArrayValues, Batch, EventInputs, InputWidths, Kernels, ModelFamily, NamedArray, SourceError,
+    WeightsError, batch_of,
+};
 
-use crate::batch::TokenBatch;
+use crate::FusedTransformer;
+use crate::batch::{TokenBatch, TokenEvent};
 use crate::model::{RootTransformer, RootTransformerConfig, is_head_parameter};
 
 /// The ROOT-Transformer family (`model: root_transformer`): a transformer over an event's objects.
@@ -40,6 +47,22 @@ impl ModelFamily for RootTransformerFamily {
             d_global: config.d_global,
             d_pair: config.d_pair,
         }
+    }
+
+    fn batch(
+        config: &RootTransformerConfig,
+        events: Vec<EventInputs>,
+    ) -> Result<Batch<TokenBatch>, SourceError> {
+        let tokens: Vec<TokenEvent<'_>> = events
+            .iter()
+            .map(|e| TokenEvent {
+                tokens: &e.objects,
+                globals: &e.globals,
+                pair: &e.pairs,
+            })
+            .collect();
+        let input = TokenBatch::collate(&tokens, config.d_node, config.d_global, config.d_pair);
+        batch_of(input, &events)
     }
 
     fn finetuned(
@@ -131,5 +154,30 @@ impl ModelFamily for RootTransformerFamily {
             });
         }
         arrays
+    }
+}
+
+/// On burn-flex the Transformer's attention, LayerNorms, linear layers and feed-forward halves
+/// run as one kernel each ([`FusedTransformer`]); elsewhere Burn's operations.
+impl Kernels<Flex> for RootTransformerFamily {
+    type CpuTrained = RootTransformer<Autodiff<Flex>, FusedTransformer>;
+    type CpuScoring = RootTransformer<Flex, FusedTransformer>;
+    type Trained<B: AutodiffBackend> = RootTransformer<B>;
+    type Scoring<B: Backend> = RootTransformer<B>;
+
+    fn cpu_trained(model: RootTransformer<Autodiff<Flex>>) -> Self::CpuTrained {
+        model.with_kernel(FusedTransformer)
+    }
+
+    fn cpu_scoring(model: RootTransformer<Flex>) -> Self::CpuScoring {
+        model.with_kernel(FusedTransformer)
+    }
+
+    fn trained<B: AutodiffBackend>(model: RootTransformer<B>) -> RootTransformer<B> {
+        model
+    }
+
+    fn scoring<B: Backend>(model: RootTransformer<B>) -> RootTransformer<B> {
+        model
     }
 }

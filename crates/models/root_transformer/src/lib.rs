@@ -6,12 +6,17 @@
 //! and out ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]). Start at `model.rs`.
 
 mod batch;
+mod cpu;
 mod family;
 mod model;
 mod onnx;
 mod weights;
 
 pub use batch::{FlatGraphs, TokenBatch, TokenEvent};
+pub use cpu::{
+    FusedTransformer, LinearParams, NormParams, PairInputs, TransformerBackend,
+    TransformerGradBackend,
+};
 pub use family::RootTransformerFamily;
 pub use model::{
     EmbedBlock, EncoderLayer, HEAD_WEIGHT, LAYER_NORM_EPSILON, OpByOp, PairEmbed, RootTransformer,

@@ -1,5 +1,6 @@
 //! Parity with the PyTorch implementation: legacy-named weights in, the fixture's logits out.
 
+mod cpu;
 mod onnx;
 #[cfg(feature = "wgpu")]
 mod wgpu;

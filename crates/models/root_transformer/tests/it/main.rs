@@ -5,6 +5,7 @@
 //! backend's fused kernels (`gnn4c-root-transformer-cpu`). The reference's outputs are in
 //! `tests/data/`.
 
+mod cpu;
 mod onnx;
 #[cfg(feature = "wgpu")]
 mod wgpu;
@@ -15,11 +16,11 @@ use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
+use gnn4c_root_transformer::FusedTransformer;
 use gnn4c_root_transformer::{
     FlatGraphs, OpByOp, RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent,
     TransformerKernel, load_pytorch_safetensors, save_pytorch_safetensors,
 };
-use gnn4c_root_transformer_cpu::FusedTransformer;
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 use gnn4c_testkit::{fixture, read_safetensors};
 use ndarray::{Array1, Array2};

@@ -7,10 +7,10 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use gnn4c_family::Classifier;
 use gnn4c_graphs::HostBatch;
+use gnn4c_root_gnn::FusedMlp;
 use gnn4c_root_gnn::{
     EdgeNetwork, EdgeNetworkConfig, MlpConfig, MlpKernel, OpByOp, load_pytorch_safetensors,
 };
-use gnn4c_root_gnn_cpu::FusedMlp;
 use gnn4c_testkit::{fixture, model_inputs, shared};
 use ndarray::Array2;
 

@@ -10,8 +10,8 @@
 //! keeps its `4d`-wide activations. The project's kernels (`gnn4c-kernels`) take each event's
 //! sequence through attention alone, without padding, and run the other blocks per block of
 //! rows in cache, keeping for the backward only what it cannot recompute element-wise. This
-//! crate plugs them into the unmodified registry Burn through its public extension points, as
-//! `gnn4c-root-gnn-cpu` does for the Edge_Network:
+//! module plugs them into the unmodified registry Burn through its public extension points, as
+//! `gnn4c-root-gnn`'s does for the Edge_Network:
 //! - [`TransformerBackend`], a backend extension trait: the operations. Implemented for the CPU
 //!   backend (`Flex`: the tensors' storage handed to the kernels) and for `Autodiff<B, C>` over
 //!   any [`TransformerGradBackend`] and checkpoint strategy: one tracked operation each, whose
@@ -19,12 +19,12 @@
 //!   event; the feed-forward half: its pre-GELU rows), or the values alone where nothing needs
 //!   a gradient (a frozen backbone).
 //! - [`FusedTransformer`], the model's [`TransformerKernel`] for every such backend; it falls
-//!   back to Burn's operations ([`gnn4c_root_transformer::OpByOp`]'s) for tensors the kernels
+//!   back to Burn's operations ([`crate::OpByOp`]'s) for tensors the kernels
 //!   do not take (other than f32). Same function as `OpByOp`: values and gradients within
 //!   the parity tolerances of the PyTorch reference (`tests/it`).
 //!
-//! Like `gnn4c-root-gnn-cpu`, only `run` and `benchmarks` depend on it. No `unsafe` here. Start
-//! at [`FusedTransformer`].
+//! The family runs with it on the CPU backend (`gnn4c_family::Kernels`, in `family.rs`). No
+//! `unsafe` here. Start at [`FusedTransformer`].
 
 mod autodiff;
 mod flex;
@@ -33,7 +33,8 @@ use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use burn::tensor::ops::FloatTensor;
-use gnn4c_root_transformer::{
+
+use crate::{
     LAYER_NORM_EPSILON, OpByOp, PairEmbed, Sequences, TransformerKernel, feed_forward_in_steps,
     norm_then_linear,
 };

@@ -10,7 +10,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
 
-use crate::{BlockTensors, MlpBlockBackend, MlpBlockGradBackend, Slot};
+use super::{BlockTensors, MlpBlockBackend, MlpBlockGradBackend, Slot};
 
 /// At most this many tracked inputs per block (terms' inputs and weights, biases, γ, β): the
 /// contract's blocks need 6 to 15; deeper blocks run Burn's operations.

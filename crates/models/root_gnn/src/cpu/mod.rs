@@ -2,7 +2,7 @@
 //!
 //! Run operation by operation, an MLP block (`[Linear → ReLU] × 4 → LayerNorm` over every edge)
 //! makes a full pass over memory per operation; the project's kernels (`gnn4c-kernels`) take
-//! blocks of rows through the whole chain while they are in cache. This crate plugs them into
+//! blocks of rows through the whole chain while they are in cache. This module plugs them into
 //! the unmodified registry Burn through its public extension points:
 //! - [`MlpBlockBackend`], a backend extension trait: an MLP block as one operation. Implemented
 //!   for the CPU backend (`Flex`: the tensors' storage handed to `gnn4c_kernels::mlp_forward`)
@@ -11,12 +11,12 @@
 //!   whose backward is `mlp_backward`, or the values alone where nothing needs a gradient (a
 //!   frozen backbone).
 //! - [`FusedMlp`], the model's [`MlpKernel`] for every such backend; it falls back to Burn's
-//!   operations ([`gnn4c_root_gnn::OpByOp`]'s) for tensors the kernels do not take (other than
+//!   operations ([`crate::OpByOp`]'s) for tensors the kernels do not take (other than
 //!   f32) and for training blocks with dropout. Same function as `OpByOp`: values within 1e-6,
 //!   gradients within 1e-5 (`tests/it`).
 //!
-//! The one model-side crate that names a backend: only `cli` and `benchmarks` depend on it, and
-//! they choose when to use it. No `unsafe` here. Knows no files. Start at [`FusedMlp`].
+//! The family runs with it on the CPU backend (`gnn4c_family::Kernels`, in `family.rs`). No
+//! `unsafe` here. Knows no files. Start at [`FusedMlp`].
 
 mod autodiff;
 mod flex;
@@ -24,7 +24,8 @@ mod flex;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use burn::tensor::ops::{FloatTensor, IntTensor};
-use gnn4c_root_gnn::{ConcatPart, LAYER_NORM_EPSILON, Mlp, MlpKernel};
+
+use crate::{ConcatPart, LAYER_NORM_EPSILON, Mlp, MlpKernel};
 
 /// A backend that runs an MLP block (`[Linear → ReLU] × L → LayerNorm`) as one operation.
 pub trait MlpBlockBackend: Backend {
@@ -184,7 +185,7 @@ enum Part<B: Backend> {
 }
 
 /// The first layer's inputs for [`Mlp::forward_concat`]'s `parts`: a gathered part is its
-/// product on the (fewer) source rows, then gathered, as [`gnn4c_root_gnn::OpByOp`] does; the
+/// product on the (fewer) source rows, then gathered, as [`crate::OpByOp`] does; the
 /// others are products with their rows of the first weight.
 fn concat_parts<B: Backend>(mlp: &Mlp<B>, parts: &[ConcatPart<B>]) -> Vec<Part<B>> {
     let mut offset = 0;

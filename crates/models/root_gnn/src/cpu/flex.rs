@@ -7,7 +7,7 @@ use gnn4c_kernels::{
     Index, MatRef, MlpBlock, MlpLayer, MlpTerm, mlp_backward, mlp_forward, mlp_forward_saving,
 };
 
-use crate::{BlockGrads, BlockTensors, MlpBlockBackend, MlpBlockGradBackend, TermTensors};
+use super::{BlockGrads, BlockTensors, MlpBlockBackend, MlpBlockGradBackend, TermTensors};
 
 /// A 2-D f32 tensor as a strided view of its storage (no copy).
 fn matrix(t: &FlexTensor) -> MatRef<'_> {

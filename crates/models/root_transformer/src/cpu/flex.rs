@@ -9,7 +9,7 @@ use gnn4c_kernels::{
     linear_forward, pair_mlp_backward, pair_mlp_forward,
 };
 
-use crate::{LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend};
+use super::{LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend};
 
 /// `t` made contiguous, if it is f32 (the kernels take nothing else).
 fn f32s(t: &FlexTensor) -> Option<FlexTensor> {

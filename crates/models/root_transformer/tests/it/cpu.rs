@@ -8,10 +8,10 @@ use burn::backend::{Autodiff, Flex};
 use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
+use gnn4c_root_transformer::FusedTransformer;
 use gnn4c_root_transformer::{
     OpByOp, RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent, TransformerKernel,
 };
-use gnn4c_root_transformer_cpu::FusedTransformer;
 
 type AD = Autodiff<Flex>;
 

@@ -10,7 +10,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
 
-use crate::{LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend};
+use super::{LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend};
 
 /// Registers each gradient for its parent, where the parent is tracked.
 macro_rules! register {
