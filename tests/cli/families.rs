@@ -1,4 +1,4 @@
-//! Both model families through the same commands, configs and event cache: generate →
+//! Every model family through the same commands, configs and event cache: generate →
 //! preprocess → train → resume → finetune → evaluate → predict → export.
 
 use super::*;
@@ -11,7 +11,7 @@ fn backbone(bits: Vec<(String, Vec<u32>)>) -> Vec<(String, Vec<u32>)> {
 }
 
 #[test]
-fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
+fn every_family_trains_resumes_finetunes_evaluates_and_predicts_from_one_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
     let ok = |args: &[&str]| {
@@ -29,7 +29,7 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
     let o = run(cwd, &["train", "pre.yaml", "model.name=transformer"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
     assert!(
-        text(&o).1.contains("root_gnn, root_transformer"),
+        text(&o).1.contains("root_gnn, root_transformer, pfn"),
         "{}",
         text(&o).1
     );
@@ -55,7 +55,8 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
         text(&o).1
     );
 
-    for family in ["root_gnn", "root_transformer"] {
+    let families = ["root_gnn", "root_transformer", "pfn"];
+    for (k, family) in families.into_iter().enumerate() {
         let model = format!("model={family}");
         let pre = format!("runs/{family}_pre");
         let small = [
@@ -131,12 +132,8 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
             backbone(checkpoint_bits(&ft_dir.join("best.ckpt"))).len(),
             "the head is there"
         );
-        // The other family's checkpoint is refused, naming what to select.
-        let other = if family == "root_gnn" {
-            "root_transformer"
-        } else {
-            "root_gnn"
-        };
+        // Another family's checkpoint is refused, naming what to select.
+        let other = families[(k + 1) % families.len()];
         let o = run(
             cwd,
             &[
@@ -190,8 +187,8 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
                 "{out}"
             );
             let bytes = std::fs::read(&onnx).expect("onnx");
-            let names: &[&'static str] = if family == "root_gnn" {
-                &[
+            let names: &[&'static str] = match family {
+                "root_gnn" => &[
                     "node_features",
                     "edge_features",
                     "global_features",
@@ -199,9 +196,9 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
                     "edge_dst",
                     "node_graph",
                     "edge_graph",
-                ]
-            } else {
-                &["tokens", "padding", "globals", "pair"]
+                ],
+                "root_transformer" => &["tokens", "padding", "globals", "pair"],
+                _ => &["objects", "object_event", "globals"],
             };
             let sample = gnn4c_run::sample_path(&onnx);
             let inputs = gnn4c_testkit::npz_arrays(&sample, names);
@@ -226,7 +223,7 @@ fn both_families_train_resume_finetune_evaluate_and_predict_from_one_cache() {
             }
         }
     }
-    // One event cache served both families: no second cache, the first one untouched.
+    // One event cache served every family: no second cache, the first one untouched.
     assert_eq!(folder_files(&cwd.join("cache/pre")), cache_before);
     let caches: Vec<_> = std::fs::read_dir(cwd.join("cache"))
         .expect("cache/")

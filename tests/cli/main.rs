@@ -1625,6 +1625,21 @@ mod mpi {
             ],
         ));
         global_metrics("runs/two_tf");
+        // And the PFN.
+        ok(mpirun(
+            cwd,
+            &[
+                "-np",
+                "2",
+                bin,
+                "train",
+                "r.yaml",
+                "model=pfn",
+                "--run",
+                "runs/two_pfn",
+            ],
+        ));
+        global_metrics("runs/two_pfn");
 
         // Resume under 2 ranks: 1 epoch, then the second, gives the uninterrupted weights.
         let two_ranks = |extra: &[&str]| {
@@ -1740,7 +1755,7 @@ mod wgpu {
             assert!(o.status.success(), "{args:?}\n{out}{err}");
             out
         };
-        for family in ["root_gnn", "root_transformer"] {
+        for family in ["root_gnn", "root_transformer", "pfn"] {
             let model = format!("model={family}");
             // Three steps on wgpu: a finite loss, a checkpoint, predictions.
             let gpu_run = format!("runs/{family}_wgpu");

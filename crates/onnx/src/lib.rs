@@ -259,6 +259,26 @@ impl Graph {
         }
     }
 
+    /// `Σ` of `values`' rows per `group` (a row index per row) into the rows of `like` (a
+    /// tensor with the groups' shape, whose values are not read): `ScatterElements` with
+    /// `reduction = add` onto zeros.
+    pub fn segment_sum(&mut self, values: &Value, group: &Value, like: &Value) -> Value {
+        let zero = self.scalar("zero", 0.0);
+        let zeros = self.binary("Mul", like, &zero);
+        let axes = self.int_list("axes", &[1]);
+        let column = self.op("Unsqueeze", &[group, &axes], Vec::new());
+        let shape = self.op("Shape", &[values], Vec::new());
+        let index = self.binary("Expand", &column, &shape);
+        self.op(
+            "ScatterElements",
+            &[&zeros, &index, values],
+            vec![
+                ("axis", Attribute::Int(0)),
+                ("reduction", Attribute::String("add".into())),
+            ],
+        )
+    }
+
     /// The model file's bytes.
     pub fn to_model(&self, info: &ModelInfo) -> Vec<u8> {
         let model = ModelProto {

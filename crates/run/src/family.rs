@@ -154,6 +154,8 @@ families! {
     RootGnn(gnn4c_root_gnn::RootGnnFamily) = "root_gnn",
     /// The ROOT-Transformer (docs/root-transformer.md).
     RootTransformer(gnn4c_root_transformer::RootTransformerFamily) = "root_transformer",
+    /// The Particle Flow Network (docs/families.md).
+    Pfn(gnn4c_pfn::PfnFamily) = "pfn",
 }
 
 impl ModelConfig {

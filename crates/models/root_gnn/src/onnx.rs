@@ -22,25 +22,6 @@ fn concat(g: &mut Graph, parts: &[&Value]) -> Value {
     g.op("Concat", parts, vec![("axis", Attribute::Int(1))])
 }
 
-/// `Σ` of `values`' rows per `group` into the rows of `like` (a tensor with the groups' shape,
-/// whose values are not read).
-fn segment_sum(g: &mut Graph, values: &Value, group: &Value, like: &Value) -> Value {
-    let zero = g.scalar("zero", 0.0);
-    let zeros = g.binary("Mul", like, &zero);
-    let axes = g.int_list("axes", &[1]);
-    let column = g.op("Unsqueeze", &[group, &axes], Vec::new());
-    let shape = g.op("Shape", &[values], Vec::new());
-    let index = g.binary("Expand", &column, &shape);
-    g.op(
-        "ScatterElements",
-        &[&zeros, &index, values],
-        vec![
-            ("axis", Attribute::Int(0)),
-            ("reduction", Attribute::String("add".into())),
-        ],
-    )
-}
-
 /// The count of rows per group, at least 1, as a column `[groups, 1]`.
 fn inverse_counts(g: &mut Graph, group: &Value, like: &Value) -> Value {
     // Ones per row, summed per group: a column of `like`'s rows.
@@ -61,7 +42,7 @@ fn inverse_counts(g: &mut Graph, group: &Value, like: &Value) -> Value {
     let one = g.scalar("one", 1.0);
     let ones = g.binary("Mul", &as_float, &zero);
     let ones = g.binary("Add", &ones, &one);
-    let counts = segment_sum(g, &ones, group, &first);
+    let counts = g.segment_sum(&ones, group, &first);
     let counts = g.binary("Max", &counts, &one);
     g.binary("Div", &one, &counts)
 }
@@ -120,13 +101,13 @@ impl<B: Backend, K> EdgeNetwork<B, K> {
             );
             let x = concat(&mut g, &[&e, &hs, &hd, &ue]);
             e = block(&mut g, &x, &self.edge_update, "edge_update");
-            let a = segment_sum(&mut g, &e, &dst, &h);
+            let a = g.segment_sum(&e, &dst, &h);
             let un = gather(&mut g, &u, &node_graph);
             let x = concat(&mut g, &[&h, &a, &un]);
             h = block(&mut g, &x, &self.node_update, "node_update");
-            let node_sum = segment_sum(&mut g, &h, &node_graph, &u);
+            let node_sum = g.segment_sum(&h, &node_graph, &u);
             let node_mean = g.binary("Mul", &node_sum, &inv_nodes);
-            let edge_sum = segment_sum(&mut g, &e, &edge_graph, &u);
+            let edge_sum = g.segment_sum(&e, &edge_graph, &u);
             let edge_mean = g.binary("Mul", &edge_sum, &inv_edges);
             let x = concat(&mut g, &[&u, &node_mean, &edge_mean]);
             u = block(&mut g, &x, &self.global_update, "global_update");
