@@ -19,6 +19,7 @@ mod config;
 mod declared;
 mod demo;
 mod error;
+mod folds;
 mod inspect;
 mod outputs;
 mod root;
@@ -28,9 +29,8 @@ pub use assemble::{FileReport, SampleMeta, read_file_events, read_tree_events};
 pub use blocks::CachedSplit;
 pub use cache::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, EventRecord, FeatureNames,
-    Folds, MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, Split, UnitDone, UnitWriter,
-    building_dir, file_identity, fingerprint_of, first_difference, fold_of, open_split, read_cache,
-    read_manifest, read_split, verify_cache,
+    MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, UnitDone, UnitWriter, building_dir,
+    file_identity, fingerprint_of, first_difference, read_cache, read_manifest, verify_cache,
 };
 pub use config::{
     DatasetConfig, InputsRef, LabelSpec, SampleConfig, SamplePlan, SampleReport, SchemaRef,
@@ -42,6 +42,7 @@ pub use demo::{
     ToyProcess, toy_events, write_demo,
 };
 pub use error::{DataError, write_atomically};
+pub use folds::{Folds, Split, fold_of, open_split, read_split};
 pub use inspect::{TreeInspection, inspect_file};
 pub use outputs::{
     FriendTree, PredictionTable, SAMPLE_NAME_CHARS, check_output_path, read_predictions_npz,

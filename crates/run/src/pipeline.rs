@@ -356,137 +356,18 @@ pub fn build_cache(
         .flat_map(|(k, p)| p.files.iter().map(move |f| (k, f.as_path())))
         .collect();
     let n_units = u32::try_from(units.len()).context("too many input files")?;
-    let done = builder.done()?;
-    let mine = |u: u32| build.part.is_none_or(|(k, n)| u % n == k);
-    let todo: Vec<u32> = (0..n_units)
-        .filter(|u| mine(*u) && !done.contains_key(u))
-        .collect();
-    let kept = (0..n_units).filter(|u| done.contains_key(u)).count();
-    if kept > 0 {
-        writeln!(
-            out,
-            "continuing the build in {}: {kept} of {n_units} input files already done",
-            builder.dir().display()
-        )?;
-    }
-    // Each file is read in pieces of at most TASK_ENTRIES entries, so memory holds a piece's
-    // records per thread whatever the files' sizes.
-    let mut pieces: Vec<(u32, Vec<EntryRange>)> = Vec::new();
-    for &u in &todo {
-        let (k, f) = units[u as usize];
-        let p = &plans[k];
-        let entries = open_tree(f, &p.tree)
-            .with_context(|| format!("preprocessing sample '{}'", cfg.samples[k].name))?
-            .entries();
-        let stop = p.range.entry_stop.min(entries);
-        let mut at = p.range.entry_start.min(stop);
-        let mut ranges = Vec::new();
-        loop {
-            let end = (at + TASK_ENTRIES).min(stop);
-            ranges.push(EntryRange {
-                entry_start: at,
-                entry_stop: end,
-                ..p.range
-            });
-            if end >= stop {
-                break;
-            }
-            at = end;
-        }
-        pieces.push((u, ranges));
-    }
-    let total = pieces
-        .iter()
-        .flat_map(|(_, r)| r.iter().map(|r| r.entry_stop - r.entry_start))
-        .sum();
-    let progress = std::sync::Mutex::new(EntryProgress::with_total(
-        progress_wanted(),
-        total,
-        "preprocessing",
-    ));
-    // Input files are units: `threads` threads each take the next file not yet taken, read it
-    // and encode and write its shards themselves, so reading and writing both run in parallel;
-    // a unit's files do not depend on which thread wrote them.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    let one_unit = |u: u32, ranges: &[EntryRange]| -> anyhow::Result<u64> {
-        let (k, path) = units[u as usize];
-        let name = &cfg.samples[k].name;
-        let mut writer = builder.unit(u)?;
-        let mut counts = SampleCounts::default();
-        for &range in ranges {
-            if build.stop.is_requested() {
-                // The unit stays unfinished: a rerun reads this file again.
-                return Ok(0);
-            }
-            let file = file_events(cfg, &plans[k], &declaration, path, range, folds.n_folds)
-                .with_context(|| format!("preprocessing sample '{name}'"))?;
-            counts.read += file.entries_read;
-            for (reason, n) in file.skipped {
-                *counts.skipped.entry(reason).or_default() += n;
-            }
-            for r in file.records {
-                counts.cached += 1;
-                writer.push(r)?;
-            }
-            if let Ok(mut p) = progress.lock() {
-                p.advance(file.entries_read);
-            }
-        }
-        let cached = counts.cached;
-        writer.finish(name, counts)?;
-        Ok(cached)
+    let job = BuildJob {
+        cfg,
+        plans: &plans,
+        units: &units,
+        declaration: &declaration,
+        builder: &builder,
+        folds,
+        build,
     };
-    let threads = build.threads.clamp(1, pieces.len().max(1));
-    let outcomes: Vec<Vec<(usize, anyhow::Result<u64>)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        if failed.load(std::sync::atomic::Ordering::Relaxed)
-                            || build.stop.is_requested()
-                        {
-                            return done;
-                        }
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((u, ranges)) = pieces.get(i) else {
-                            return done;
-                        };
-                        let outcome = one_unit(*u, ranges);
-                        if outcome.is_err() {
-                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        done.push((i, outcome));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
-    if build.stop.is_requested() {
-        let done = builder.done()?.len();
-        return Err(crate::Stopped(format!(
-            "preprocessing stopped on request: {done} of {n_units} input files are done in {}; \
-             run the command again to continue the build",
-            builder.dir().display()
-        ))
-        .into());
-    }
-    // The first failing file in config order is the one reported; the others' work is kept.
-    let mut outcomes: Vec<(usize, anyhow::Result<u64>)> = outcomes.into_iter().flatten().collect();
-    outcomes.sort_by_key(|(i, _)| *i);
-    let mut cached_now = 0u64;
-    for (_, outcome) in outcomes {
-        cached_now += outcome?;
-    }
-    let progress = progress
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("a preprocessing thread failed"))?;
-    progress.finish();
+    let todo = job.units_to_read(out)?;
+    let pieces = job.pieces(&todo)?;
+    let cached_now = job.read(&pieces)?;
     if let Some((k, n)) = build.part {
         writeln!(
             out,
@@ -523,6 +404,183 @@ pub fn build_cache(
         start.elapsed().as_secs_f64(),
     )?;
     Ok(Some(manifest))
+}
+
+/// A cache build's inputs: the dataset, its input files as units (sample, file) in config
+/// order, and where the shards go.
+struct BuildJob<'a> {
+    cfg: &'a DatasetConfig,
+    plans: &'a [gnn4c_data::SamplePlan],
+    units: &'a [(usize, &'a Path)],
+    declaration: &'a Inputs,
+    builder: &'a CacheBuilder,
+    folds: &'a Folds,
+    build: &'a CacheBuild,
+}
+
+impl BuildJob<'_> {
+    /// The units this process reads: its part's, less those done before (said on `out`).
+    fn units_to_read(&self, out: &mut dyn Write) -> anyhow::Result<Vec<u32>> {
+        let n_units = self.units.len() as u32;
+        let done = self.builder.done()?;
+        let mine = |u: u32| self.build.part.is_none_or(|(k, n)| u % n == k);
+        let todo = (0..n_units)
+            .filter(|u| mine(*u) && !done.contains_key(u))
+            .collect();
+        let kept = (0..n_units).filter(|u| done.contains_key(u)).count();
+        if kept > 0 {
+            writeln!(
+                out,
+                "continuing the build in {}: {kept} of {n_units} input files already done",
+                self.builder.dir().display()
+            )?;
+        }
+        Ok(todo)
+    }
+
+    /// Each unit of `todo` as pieces of at most `TASK_ENTRIES` entries, so memory holds a
+    /// piece's records per thread whatever the files' sizes.
+    fn pieces(&self, todo: &[u32]) -> anyhow::Result<Vec<(u32, Vec<EntryRange>)>> {
+        let mut pieces = Vec::with_capacity(todo.len());
+        for &u in todo {
+            let (k, f) = self.units[u as usize];
+            let p = &self.plans[k];
+            let entries = open_tree(f, &p.tree)
+                .with_context(|| format!("preprocessing sample '{}'", self.cfg.samples[k].name))?
+                .entries();
+            let stop = p.range.entry_stop.min(entries);
+            let mut at = p.range.entry_start.min(stop);
+            let mut ranges = Vec::new();
+            loop {
+                let end = (at + TASK_ENTRIES).min(stop);
+                ranges.push(EntryRange {
+                    entry_start: at,
+                    entry_stop: end,
+                    ..p.range
+                });
+                if end >= stop {
+                    break;
+                }
+                at = end;
+            }
+            pieces.push((u, ranges));
+        }
+        Ok(pieces)
+    }
+
+    /// Reads the units of `pieces`: `threads` threads each take the next file not yet taken,
+    /// read it and encode and write its shards themselves, so reading and writing both run in
+    /// parallel; a unit's files do not depend on which thread wrote them. Returns the events
+    /// cached. A failing file stops the others from starting; the first in config order is
+    /// reported, and the work of the others is kept; so is it on a stop request.
+    fn read(&self, pieces: &[(u32, Vec<EntryRange>)]) -> anyhow::Result<u64> {
+        let total = pieces
+            .iter()
+            .flat_map(|(_, r)| r.iter().map(|r| r.entry_stop - r.entry_start))
+            .sum();
+        let progress = std::sync::Mutex::new(EntryProgress::with_total(
+            progress_wanted(),
+            total,
+            "preprocessing",
+        ));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let stop = &self.build.stop;
+        let threads = self.build.threads.clamp(1, pieces.len().max(1));
+        let outcomes: Vec<Vec<(usize, anyhow::Result<u64>)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            if failed.load(std::sync::atomic::Ordering::Relaxed)
+                                || stop.is_requested()
+                            {
+                                return done;
+                            }
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some((u, ranges)) = pieces.get(i) else {
+                                return done;
+                            };
+                            let outcome = self.read_unit(*u, ranges, &progress);
+                            if outcome.is_err() {
+                                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            done.push((i, outcome));
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        if stop.is_requested() {
+            let done = self.builder.done()?.len();
+            return Err(crate::Stopped(format!(
+                "preprocessing stopped on request: {done} of {} input files are done in {}; \
+                 run the command again to continue the build",
+                self.units.len(),
+                self.builder.dir().display()
+            ))
+            .into());
+        }
+        let mut outcomes: Vec<(usize, anyhow::Result<u64>)> =
+            outcomes.into_iter().flatten().collect();
+        outcomes.sort_by_key(|(i, _)| *i);
+        let mut cached = 0u64;
+        for (_, outcome) in outcomes {
+            cached += outcome?;
+        }
+        progress
+            .into_inner()
+            .map_err(|_| anyhow::anyhow!("a preprocessing thread failed"))?
+            .finish();
+        Ok(cached)
+    }
+
+    /// Reads unit `u` piece by piece into its shards; the events cached. A stop request leaves
+    /// the unit unfinished (a rerun reads this file again).
+    fn read_unit(
+        &self,
+        u: u32,
+        ranges: &[EntryRange],
+        progress: &std::sync::Mutex<EntryProgress>,
+    ) -> anyhow::Result<u64> {
+        let (k, path) = self.units[u as usize];
+        let name = &self.cfg.samples[k].name;
+        let mut writer = self.builder.unit(u)?;
+        let mut counts = SampleCounts::default();
+        for &range in ranges {
+            if self.build.stop.is_requested() {
+                return Ok(0);
+            }
+            let file = file_events(
+                self.cfg,
+                &self.plans[k],
+                self.declaration,
+                path,
+                range,
+                self.folds.n_folds,
+            )
+            .with_context(|| format!("preprocessing sample '{name}'"))?;
+            counts.read += file.entries_read;
+            for (reason, n) in file.skipped {
+                *counts.skipped.entry(reason).or_default() += n;
+            }
+            for r in file.records {
+                counts.cached += 1;
+                writer.push(r)?;
+            }
+            if let Ok(mut p) = progress.lock() {
+                p.advance(file.entries_read);
+            }
+        }
+        let cached = counts.cached;
+        writer.finish(name, counts)?;
+        Ok(cached)
+    }
 }
 
 /// The summary lines of a finished cache.

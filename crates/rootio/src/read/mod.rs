@@ -1,0 +1,450 @@
+//! A branch's values: its baskets read, decompressed and decoded into typed numbers with a
+//! count per entry. What a branch's type means (number type, layout, packing) is
+//! `interpretation.rs`; how an entry's bytes decode in each layout, `decode.rs`.
+
+mod decode;
+mod interpretation;
+
+pub use interpretation::{Interpretation, Layout, Number, interpret};
+
+use crate::compress::decompress;
+use crate::cursor::Cursor;
+use crate::error::{BufError, RootError};
+use crate::file::RootFile;
+use crate::tree::{BranchInfo, TreeInfo, basket_header, entry_offsets};
+use decode::decode;
+
+/// A branch's values: the raw big-endian bytes of every value, in entry order, and the count
+/// of values in each entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BranchData {
+    /// How to read the bytes.
+    pub interpretation: Interpretation,
+    /// Every value's bytes, big-endian, entries concatenated.
+    pub bytes: Vec<u8>,
+    /// Values in each entry.
+    pub counts: Vec<u32>,
+}
+
+impl BranchData {
+    /// Value `i` as f64 (integers exactly up to 2^53).
+    pub fn f64_at(&self, i: usize) -> f64 {
+        let n = self.interpretation.number;
+        let b = &self.bytes[i * n.size()..(i + 1) * n.size()];
+        match n {
+            Number::Bool | Number::U8 => f64::from(b[0]),
+            Number::I8 => f64::from(b[0] as i8),
+            Number::I16 => f64::from(i16::from_be_bytes([b[0], b[1]])),
+            Number::U16 => f64::from(u16::from_be_bytes([b[0], b[1]])),
+            Number::I32 => f64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            Number::U32 => f64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            Number::F32 => f64::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            Number::I64 => i64::from_be_bytes(b.try_into().unwrap_or_default()) as f64,
+            Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as f64,
+            Number::F64 => f64::from_be_bytes(b.try_into().unwrap_or_default()),
+        }
+    }
+
+    /// Value `i` as i64: integers exactly (`uint64_t` bit for bit), floats truncated.
+    pub fn i64_at(&self, i: usize) -> i64 {
+        let n = self.interpretation.number;
+        let b = &self.bytes[i * n.size()..(i + 1) * n.size()];
+        match n {
+            Number::I64 => i64::from_be_bytes(b.try_into().unwrap_or_default()),
+            Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as i64,
+            Number::Bool => i64::from(b[0] != 0),
+            _ => self.f64_at(i) as i64,
+        }
+    }
+
+    /// Every value as f64 (integers exactly up to 2^53), one pass over the bytes.
+    pub fn to_f64(&self) -> Vec<f64> {
+        let b = &self.bytes;
+        match self.interpretation.number {
+            Number::F32 => b
+                .chunks_exact(4)
+                .map(|c| f64::from(f32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+            Number::F64 => b
+                .chunks_exact(8)
+                .map(|c| f64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+            _ => (0..self.len()).map(|i| self.f64_at(i)).collect(),
+        }
+    }
+
+    /// Every value as i64 (integers exactly, `uint64_t` bit for bit), one pass over the bytes.
+    pub fn to_i64(&self) -> Vec<i64> {
+        let b = &self.bytes;
+        match self.interpretation.number {
+            Number::Bool => b.iter().map(|&x| i64::from(x != 0)).collect(),
+            Number::I8 => b.iter().map(|&x| i64::from(x as i8)).collect(),
+            Number::U8 => b.iter().map(|&x| i64::from(x)).collect(),
+            Number::I16 => b
+                .chunks_exact(2)
+                .map(|c| i64::from(i16::from_be_bytes([c[0], c[1]])))
+                .collect(),
+            Number::U16 => b
+                .chunks_exact(2)
+                .map(|c| i64::from(u16::from_be_bytes([c[0], c[1]])))
+                .collect(),
+            Number::I32 => b
+                .chunks_exact(4)
+                .map(|c| i64::from(i32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+            Number::U32 => b
+                .chunks_exact(4)
+                .map(|c| i64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+            Number::I64 | Number::U64 => b
+                .chunks_exact(8)
+                .map(|c| i64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+            Number::F32 | Number::F64 => (0..self.len()).map(|i| self.i64_at(i)).collect(),
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / self.interpretation.number.size()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// Reads a branch forward, a basket at a time: memory holds the entries taken and the rest of
+/// the last basket decoded.
+pub struct BranchCursor<'f> {
+    file: &'f RootFile,
+    tree: &'f TreeInfo,
+    branch: &'f BranchInfo,
+    interpretation: Interpretation,
+    /// Written baskets first, then the embedded ones.
+    next_basket: usize,
+    /// Values per entry from the counter branch, read when a basket needs them.
+    counts: Option<Vec<u32>>,
+    /// Decoded entries not yet taken, from entry `buffer_entry` on.
+    buffer: BranchData,
+    buffer_entry: u64,
+}
+
+impl BranchCursor<'_> {
+    /// The next `n` entries' values (fewer at the branch's end).
+    pub fn take(&mut self, n: usize) -> Result<BranchData, RootError> {
+        while self.buffer.counts.len() < n && self.decode_next()? {}
+        let n = n.min(self.buffer.counts.len());
+        let size = self.interpretation.number.size();
+        let values: usize = self.buffer.counts[..n].iter().map(|&c| c as usize).sum();
+        let rest_bytes = self.buffer.bytes.split_off(values * size);
+        let rest_counts = self.buffer.counts.split_off(n);
+        let taken = std::mem::replace(
+            &mut self.buffer,
+            BranchData {
+                interpretation: self.interpretation,
+                bytes: rest_bytes,
+                counts: rest_counts,
+            },
+        );
+        self.buffer_entry += n as u64;
+        Ok(taken)
+    }
+
+    /// Drops entries up to `entry`.
+    fn skip_to(&mut self, entry: u64) -> Result<(), RootError> {
+        while self.buffer_entry < entry {
+            let n = usize::try_from(entry - self.buffer_entry)
+                .unwrap_or(usize::MAX)
+                .min(1 << 16);
+            if self.take(n)?.counts.is_empty() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes the next basket onto the buffer; false when there is none.
+    fn decode_next(&mut self) -> Result<bool, RootError> {
+        let (file, branch, it) = (self.file, self.branch, self.interpretation);
+        let k = self.next_basket;
+        let (place, basket) = if k < branch.write_basket {
+            let place = format!("basket {k} of branch '{}'", branch.name);
+            if branch.basket_bytes.get(k) == Some(&0) {
+                // A basket of no bytes (written for no entries): nothing to decode, unless
+                // the branch says entries are in it.
+                let start = branch.basket_entry.get(k).copied().unwrap_or(0);
+                let stop = branch.basket_entry.get(k + 1).copied().unwrap_or(start);
+                if stop > start {
+                    return Err(file.corrupt(
+                        &place,
+                        format!("a basket of 0 bytes said to hold entries {start} to {stop}"),
+                    ));
+                }
+                self.next_basket += 1;
+                return Ok(true);
+            }
+            let b = file.basket(branch, k, &place)?;
+            (place, b)
+        } else if let Some(b) = branch.embedded.get(k - branch.write_basket) {
+            let place = format!(
+                "embedded basket {} of branch '{}'",
+                k - branch.write_basket,
+                branch.name
+            );
+            let b = Basket {
+                data: b.data.clone(),
+                offsets: b.offsets.clone(),
+                entries: b.entries,
+            };
+            (place, b)
+        } else {
+            return Ok(false);
+        };
+        self.next_basket += 1;
+        // The counter is read only when a basket cannot say where its entries start.
+        let needs_counts = it.layout == Layout::JaggedBits
+            || (basket.offsets.is_none() && matches!(it.layout, Layout::Jagged | Layout::Pointer));
+        if needs_counts && self.counts.is_none() {
+            let name = counter_of(branch, it).ok_or_else(|| {
+                file.corrupt(&place, "entries of unknown length (no offsets, no counter)")
+            })?;
+            self.counts = Some(file.counts_of(self.tree, &name, branch)?);
+        }
+        let first = self.buffer_entry + self.buffer.counts.len() as u64;
+        let counts = self.counts.as_deref().map(|c| {
+            c.get(usize::try_from(first).unwrap_or(usize::MAX)..)
+                .unwrap_or(&[])
+        });
+        decode(&basket, it, counts, &mut self.buffer).map_err(|e| file.corrupt(&place, e))?;
+        Ok(true)
+    }
+}
+
+/// The branch giving `branch`'s values per entry where its baskets cannot: a leaf-count
+/// array's counter, a split collection's count branch (`Jet` of `Jet.fBits`).
+fn counter_of(branch: &BranchInfo, it: Interpretation) -> Option<String> {
+    match (&branch.element, it.layout) {
+        (Some(el), Layout::JaggedBits) => el
+            .count_branch
+            .clone()
+            .or_else(|| branch.name.split_once('.').map(|(c, _)| c.to_owned())),
+        (_, Layout::Jagged | Layout::Pointer) => {
+            branch.leaves.first().and_then(|l| l.count_leaf.clone())
+        }
+        _ => None,
+    }
+}
+
+/// One basket's entries: their bytes and, when written, where each entry starts.
+struct Basket {
+    data: Vec<u8>,
+    offsets: Option<Vec<usize>>,
+    entries: usize,
+}
+
+impl RootFile {
+    /// Every value of `branch` of `tree`.
+    pub fn read_branch(
+        &self,
+        tree: &TreeInfo,
+        branch: &BranchInfo,
+    ) -> Result<BranchData, RootError> {
+        let mut cursor = self.branch_cursor(tree, branch, 0)?;
+        let all = usize::try_from(branch.entries).unwrap_or(0);
+        let data = cursor.take(all)?;
+        if data.counts.len() != all || cursor.decode_next()? {
+            return Err(self.corrupt(
+                &format!("branch '{}'", branch.name),
+                format!("its baskets do not hold the branch's {all} entries"),
+            ));
+        }
+        Ok(data)
+    }
+
+    /// A cursor over `branch`'s entries from `first_entry` on, decoding one basket at a time.
+    pub fn branch_cursor<'f>(
+        &'f self,
+        tree: &'f TreeInfo,
+        branch: &'f BranchInfo,
+        first_entry: u64,
+    ) -> Result<BranchCursor<'f>, RootError> {
+        let interpretation = interpret(branch).map_err(|what| RootError::Unsupported {
+            path: self.path().to_owned(),
+            place: format!("branch '{}'", branch.name),
+            what,
+        })?;
+        // Baskets that end before `first_entry` are never read.
+        let mut next_basket = 0usize;
+        let mut at_entry = 0u64;
+        while next_basket < branch.write_basket {
+            let end = branch
+                .basket_entry
+                .get(next_basket + 1)
+                .map_or(u64::MAX, |&e| u64::try_from(e).unwrap_or(0));
+            if end > first_entry || end <= at_entry {
+                break;
+            }
+            at_entry = end;
+            next_basket += 1;
+        }
+        let mut cursor = BranchCursor {
+            file: self,
+            tree,
+            branch,
+            interpretation,
+            next_basket,
+            counts: None,
+            buffer: BranchData {
+                interpretation,
+                bytes: Vec::new(),
+                counts: Vec::new(),
+            },
+            buffer_entry: at_entry,
+        };
+        cursor.skip_to(first_entry)?;
+        Ok(cursor)
+    }
+
+    /// The per-entry values of the counter `name` (a branch, or the branch holding a leaf of
+    /// that name) of `branch`.
+    fn counts_of(
+        &self,
+        tree: &TreeInfo,
+        name: &str,
+        branch: &BranchInfo,
+    ) -> Result<Vec<u32>, RootError> {
+        // A branch of that name, or holding a leaf of that name, or (for a collection's
+        // `Jet_` leaf) the collection's branch `Jet`.
+        let counter = tree
+            .branch(name)
+            .or_else(|| {
+                tree.all_branches()
+                    .into_iter()
+                    .find(|b| b.leaves.iter().any(|l| l.name == name))
+            })
+            .or_else(|| tree.branch(name.trim_end_matches('_')))
+            .filter(|c| c.name != branch.name)
+            .ok_or_else(|| {
+                self.corrupt(
+                    &format!("branch '{}'", branch.name),
+                    format!("its counter '{name}' is not in the tree"),
+                )
+            })?;
+        let data = self.read_branch(tree, counter)?;
+        if data.counts.iter().any(|&c| c != 1) {
+            return Err(self.corrupt(
+                &format!("branch '{}'", branch.name),
+                format!("its counter '{}' is not one number per entry", counter.name),
+            ));
+        }
+        (0..data.len())
+            .map(|i| {
+                let v = data.f64_at(i);
+                if v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0 {
+                    Ok(v as u32)
+                } else {
+                    Err(self.corrupt(
+                        &format!("branch '{}'", counter.name),
+                        format!("entry {i}: count {v}"),
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    /// Basket `i` of `branch` from its key: header, decompressed data, entry offsets.
+    fn basket(&self, branch: &BranchInfo, i: usize, place: &str) -> Result<Basket, RootError> {
+        let seek = u64::try_from(branch.basket_seek[i])
+            .map_err(|_| self.corrupt(place, "negative basket offset"))?;
+        let len = usize::try_from(branch.basket_bytes[i])
+            .map_err(|_| self.corrupt(place, "negative basket size"))?;
+        let raw = self.read_at(seek, len, place)?;
+        let h = basket_header(&mut Cursor::new(&raw)).map_err(|e| self.corrupt(place, e))?;
+        let compressed = raw
+            .get(h.keylen..h.nbytes.min(raw.len()))
+            .ok_or_else(|| self.corrupt(place, "basket key longer than the basket"))?;
+        let data = decompress(compressed, h.objlen).map_err(|e| self.corrupt(place, e))?;
+        let border = h.border().map_err(|e| self.corrupt(place, e))?;
+        if border > data.len() {
+            return Err(self.corrupt(place, "basket fLast past its data"));
+        }
+        let offsets = if h.nev_buf_size > 8 && data.len() > border {
+            // After the entries: a count, then each entry's start (from the key's start).
+            let mut c = Cursor::new(&data[border..]);
+            let parsed = (|| -> Result<Vec<usize>, BufError> {
+                c.skip(4)?;
+                let raw = c.i32s(h.entries)?;
+                let mut o = entry_offsets(&raw, h.keylen)?;
+                o.push(border);
+                Ok(o)
+            })();
+            Some(parsed.map_err(|e| self.corrupt(place, e))?)
+        } else {
+            None
+        };
+        let mut data = data;
+        data.truncate(border);
+        Ok(Basket {
+            data,
+            offsets,
+            entries: h.entries,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::{ElementInfo, LeafInfo};
+
+    fn member(streamer_type: i32) -> BranchInfo {
+        BranchInfo {
+            class: "TBranchElement".into(),
+            name: "Jet.PT".into(),
+            title: String::new(),
+            entries: 1,
+            entry_offset_len: 40,
+            leaves: vec![LeafInfo {
+                class: "TLeafElement".into(),
+                name: "Jet.PT".into(),
+                title: "PT".into(),
+                len: 1,
+                len_type: 4,
+                unsigned: false,
+                count_leaf: Some("Jet_".into()),
+                element_type: streamer_type,
+            }],
+            basket_bytes: Vec::new(),
+            basket_entry: Vec::new(),
+            basket_seek: Vec::new(),
+            write_basket: 0,
+            embedded: Vec::new(),
+            element: Some(ElementInfo {
+                class_name: "Jet".into(),
+                clones_name: String::new(),
+                id: 3,
+                kind: 31,
+                streamer_type,
+                count_branch: Some("Jet".into()),
+                member: None,
+            }),
+            branches: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn members_read_as_numbers_or_named_when_not() {
+        let it = interpret(&member(5)).expect("a float member");
+        assert_eq!((it.number, it.layout), (Number::F32, Layout::Jagged));
+        assert_eq!(
+            interpret(&member(15)).map(|i| i.layout),
+            Ok(Layout::JaggedBits)
+        );
+        for (t, name) in [(9, "Double32_t"), (19, "Float16_t"), (61, "object")] {
+            let err = interpret(&member(t)).expect_err("not read");
+            assert!(err.contains(name), "{t}: {err}");
+        }
+    }
+}
