@@ -80,7 +80,7 @@ struct Row {
     step_split: Vec<f64>,
 }
 
-/// The CPU kernels' spans (`gnn4c-root-transformer-cpu`) a training step is split into, with
+/// The CPU kernels' spans (`FusedTransformer`) a training step is split into, with
 /// their column names; the rest of a step (Burn's operations: embeddings, gathers, head, loss;
 /// autodiff's bookkeeping; Adam) is the last column.
 const STEP_PARTS: [(&str, &str); 12] = [

@@ -7,8 +7,8 @@
 //! backwards sum parameter gradients per fixed chunk of blocks (`chunks.rs`).
 //!
 //! Knows no tensor library: the Burn glue (backend extension traits for the CPU backend and for
-//! autodiff) is `gnn4c-root-gnn-cpu` and `gnn4c-root-transformer-cpu`, which hand these
-//! functions the tensors' storage. The only crate of the workspace with `unsafe` code (the
+//! autodiff) is the `cpu/` modules of `gnn4c-root-gnn` and `gnn4c-root-transformer`, which hand
+//! these functions the tensors' storage. The only crate of the workspace with `unsafe` code (the
 //! `gemm` calls, LayerNorm's vector loads, glibc's `mallopt` in [`tune_allocator`], outputs
 //! filled by blocks of rows without a zero fill first, and the run-time choice of the CPU's
 //! vector width), each block with a SAFETY comment; every public function is safe and checks

@@ -1,9 +1,10 @@
 //! The run layer: everything between the model and training crates and the `gnn4colliders`
 //! binary. Run configs composed from YAML (`config`, `settings`: [`RunConfig`] as written,
 //! [`ResolvedRun`] as recorded), the run folder ([`RunDir`]), the registered model families
-//! ([`ModelConfig`], [`Registered`], [`CachedEvents`]), preprocessing (`pipeline`), and the
-//! steps a command runs: [`train`] (and fine-tuning), [`predict`], [`evaluate`], [`export`].
-//! Tests and benchmarks call the steps directly; the binary parses arguments and prints.
+//! ([`ModelConfig`], [`Registered`], [`CachedEvents`]: one line per family, nothing else knows
+//! one), preprocessing (`pipeline`), stopping on signals ([`stop_on_signals`]), and the steps a
+//! command runs: [`train`] (and fine-tuning), [`predict`], [`evaluate`], [`export`]. Tests and
+//! benchmarks call the steps directly; the binary parses arguments and prints.
 //!
 //! The only crate (with `benchmarks`) that chooses a Burn backend (`device`, `backend`) and knows
 //! the run-folder layout. Must not depend on clap. Start at `train_step.rs`.

@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use gnn4c_data::{
-    DatasetConfig, FriendTree, PredictionTable, Split, check_output_path, fold_of, open_tree,
-    write_friend_tree, write_predictions_npz,
+    CacheManifest, DatasetConfig, FriendTree, PredictionTable, Split, check_output_path, fold_of,
+    open_tree, write_friend_tree, write_predictions_npz,
 };
 use gnn4c_family::write_atomic;
 use gnn4c_inference::{Scored, score};
@@ -259,64 +259,13 @@ fn score_on<F: Registered, B: InferenceBackend>(
             task.n_out()
         );
     }
-    let run_cache = cache_dir(
-        resolved.run.cache.as_deref(),
-        &resolved.dataset,
-        Path::new("cache"),
-    );
-    // The data: the run's own (cache as trained), or another dataset config (same schema).
-    let (dataset, cache) = match &req.data {
-        Some(p) => {
-            let d = load_dataset(p)?;
-            check_same_inputs(&resolved.dataset, &d, ck_path)?;
-            let c = cache_dir(None, &d, Path::new("cache"));
-            (d, c)
-        }
-        None => (resolved.dataset.clone(), run_cache),
-    };
-    let split = req.split.unwrap_or(if req.data.is_some() {
-        SplitChoice::All
-    } else {
-        SplitChoice::Test
-    });
-    let out_dir = req
-        .out
-        .clone()
-        .unwrap_or_else(|| run_dir.scores(evaluate, &dataset.name, split.name()));
-    let npz_path = out_dir.join("predictions.npz");
-    if req.npz {
-        check_output_path(&npz_path, req.overwrite)?;
-    }
-    if evaluate {
-        check_output_path(&out_dir.join("metrics.json"), req.overwrite)?;
-    }
-    let folds = &resolved.run.folds;
-    let manifest = ensure_cache(
-        out,
-        &dataset,
-        &cache,
-        CacheMode::Auto,
-        folds,
-        &CacheBuild {
-            stop: req.stop.clone(),
-            ..CacheBuild::default()
-        },
-    )?;
-    let trained = gnn4c_data::FeatureNames::of(&resolved.dataset.inputs_spec()?);
-    if manifest.features != trained {
-        bail!(
-            "cache {} holds the features {:?} but {} reads {:?}: rebuild the cache from the run's dataset config",
-            cache.display(),
-            manifest.features,
-            ck_path.display(),
-            trained
-        );
-    }
+    let target = Target::of(req, evaluate, resolved, ck_path, run_dir)?;
+    let manifest = target.cache(req, resolved, ck_path, out)?;
     let t0 = Instant::now();
     let (_, data) = CachedEvents::<F>::open(
-        &cache,
-        folds,
-        split.splits(),
+        &target.cache,
+        &resolved.run.folds,
+        target.split.splits(),
         None,
         config,
         &standardization_of(resolved)?,
@@ -351,61 +300,185 @@ fn score_on<F: Registered, B: InferenceBackend>(
         out,
         "scored {} events of '{}' ({} split) with {} (epoch {}) in {score_s:.2} s ({:.0} events/s; cache opened in {load_s:.2} s)",
         scored.len(),
-        dataset.name,
-        split.name(),
+        target.dataset.name,
+        target.split.name(),
         ck_path.display(),
         ck.state.epoch,
         scored.len() as f64 / score_s.max(1e-9),
     )?;
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-
-    if req.npz {
-        let table = table_of(&scored, folds.n_folds);
-        write_predictions_npz(&npz_path, &table, req.overwrite)?;
-        writeln!(out, "wrote {}", npz_path.display())?;
-    }
-    if req.friend_trees {
-        let n = write_friends(&scored, &dataset, &out_dir, req.overwrite)?;
-        writeln!(
-            out,
-            "wrote {n} friend tree(s) in {}",
-            out_dir.join("friends").display()
-        )?;
-    }
+    target.write_predictions(&scored, req, resolved.run.folds.n_folds, out)?;
     if !evaluate {
-        return Ok((out_dir, None));
+        return Ok((target.out_dir, None));
     }
-    let m = metrics_from_logits(
-        &scored.task,
-        &scored.logits,
-        &scored.labels,
-        &scored.multilabels,
-        &scored.weights,
-    );
     let evaluation = Evaluation {
         checkpoint: ck_path.to_path_buf(),
         epoch: ck.state.epoch,
-        dataset: dataset.name.clone(),
-        split: split.name().to_owned(),
+        dataset: target.dataset.name.clone(),
+        split: target.split.name().to_owned(),
         events: scored.len(),
         cache_fingerprint: manifest.fingerprint,
-        metrics: MetricsRecord::from(&m),
+        metrics: MetricsRecord::from(&metrics_from_logits(
+            &scored.task,
+            &scored.logits,
+            &scored.labels,
+            &scored.multilabels,
+            &scored.weights,
+        )),
     };
-    let path = out_dir.join("metrics.json");
-    write_atomic(&path, serde_json::to_string_pretty(&evaluation)?.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
-    writeln!(
-        out,
-        "loss {:.4}  accuracy {:.4}  auc {:.4} (weighted {:.4}); wrote {}",
-        m.loss,
-        m.accuracy,
-        m.auc_macro,
-        m.auc_macro_weighted,
-        path.display()
-    )?;
-    let pngs = write_plots(&scored, &dataset, run_dir.path(), &out_dir, split.name())?;
-    writeln!(out, "wrote {}", pngs.join(", "))?;
-    Ok((out_dir, Some(evaluation)))
+    target.write_evaluation(&evaluation, &scored, run_dir, out)?;
+    Ok((target.out_dir, Some(evaluation)))
+}
+
+/// What a scoring step reads and where it writes.
+struct Target {
+    /// The run's dataset, or another dataset config with the same inputs.
+    dataset: DatasetConfig,
+    /// Its event cache.
+    cache: PathBuf,
+    split: SplitChoice,
+    out_dir: PathBuf,
+}
+
+impl Target {
+    /// The data `req` names (the run's own, with its cache as trained, or another dataset
+    /// config of the same inputs) and the output folder, whose outputs must not exist unless
+    /// `--overwrite`.
+    fn of(
+        req: &ScoreRequest,
+        evaluate: bool,
+        resolved: &ResolvedRun,
+        ck_path: &Path,
+        run_dir: &RunDir,
+    ) -> anyhow::Result<Target> {
+        let (dataset, cache) = match &req.data {
+            Some(p) => {
+                let d = load_dataset(p)?;
+                check_same_inputs(&resolved.dataset, &d, ck_path)?;
+                let c = cache_dir(None, &d, Path::new("cache"));
+                (d, c)
+            }
+            None => (
+                resolved.dataset.clone(),
+                cache_dir(
+                    resolved.run.cache.as_deref(),
+                    &resolved.dataset,
+                    Path::new("cache"),
+                ),
+            ),
+        };
+        let split = req.split.unwrap_or(if req.data.is_some() {
+            SplitChoice::All
+        } else {
+            SplitChoice::Test
+        });
+        let out_dir = req
+            .out
+            .clone()
+            .unwrap_or_else(|| run_dir.scores(evaluate, &dataset.name, split.name()));
+        if req.npz {
+            check_output_path(&out_dir.join("predictions.npz"), req.overwrite)?;
+        }
+        if evaluate {
+            check_output_path(&out_dir.join("metrics.json"), req.overwrite)?;
+        }
+        Ok(Target {
+            dataset,
+            cache,
+            split,
+            out_dir,
+        })
+    }
+
+    /// The cache, built or checked, holding the features the run's model reads.
+    fn cache(
+        &self,
+        req: &ScoreRequest,
+        resolved: &ResolvedRun,
+        ck_path: &Path,
+        out: &mut dyn Write,
+    ) -> anyhow::Result<CacheManifest> {
+        let manifest = ensure_cache(
+            out,
+            &self.dataset,
+            &self.cache,
+            CacheMode::Auto,
+            &resolved.run.folds,
+            &CacheBuild {
+                stop: req.stop.clone(),
+                ..CacheBuild::default()
+            },
+        )?;
+        let trained = gnn4c_data::FeatureNames::of(&resolved.dataset.inputs_spec()?);
+        if manifest.features != trained {
+            bail!(
+                "cache {} holds the features {:?} but {} reads {:?}: rebuild the cache from the run's dataset config",
+                self.cache.display(),
+                manifest.features,
+                ck_path.display(),
+                trained
+            );
+        }
+        Ok(manifest)
+    }
+
+    /// `predictions.npz` and the friend trees, as `req` asks.
+    fn write_predictions(
+        &self,
+        scored: &Scored,
+        req: &ScoreRequest,
+        n_folds: u32,
+        out: &mut dyn Write,
+    ) -> anyhow::Result<()> {
+        let out_dir = &self.out_dir;
+        std::fs::create_dir_all(out_dir)
+            .with_context(|| format!("creating {}", out_dir.display()))?;
+        if req.npz {
+            let npz_path = out_dir.join("predictions.npz");
+            write_predictions_npz(&npz_path, &table_of(scored, n_folds), req.overwrite)?;
+            writeln!(out, "wrote {}", npz_path.display())?;
+        }
+        if req.friend_trees {
+            let n = write_friends(scored, &self.dataset, out_dir, req.overwrite)?;
+            writeln!(
+                out,
+                "wrote {n} friend tree(s) in {}",
+                out_dir.join("friends").display()
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `metrics.json` and the evaluation plots.
+    fn write_evaluation(
+        &self,
+        evaluation: &Evaluation,
+        scored: &Scored,
+        run_dir: &RunDir,
+        out: &mut dyn Write,
+    ) -> anyhow::Result<()> {
+        let path = self.out_dir.join("metrics.json");
+        write_atomic(&path, serde_json::to_string_pretty(evaluation)?.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        let m = &evaluation.metrics;
+        writeln!(
+            out,
+            "loss {:.4}  accuracy {:.4}  auc {} (weighted {}); wrote {}",
+            m.loss,
+            m.accuracy,
+            fmt_auc(m.auc_macro),
+            fmt_auc(m.auc_macro_weighted),
+            path.display()
+        )?;
+        let split = self.split.name();
+        let pngs = write_plots(scored, &self.dataset, run_dir.path(), &self.out_dir, split)?;
+        writeln!(out, "wrote {}", pngs.join(", "))?;
+        Ok(())
+    }
+}
+
+/// An AUC as printed (`NaN` where it is undefined, as the metrics compute it).
+fn fmt_auc(auc: Option<f64>) -> String {
+    format!("{:.4}", auc.unwrap_or(f64::NAN))
 }
 
 /// Output branch names: `score`, or `score_<class>` per output.

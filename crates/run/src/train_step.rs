@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use burn::module::AutodiffModule;
@@ -13,7 +14,7 @@ use gnn4c_data::{CONTRACT_VERSION, CacheManifest, Split, first_difference};
 use gnn4c_distributed::World;
 use gnn4c_family::write_atomic;
 use gnn4c_training::{
-    Checkpoint, FitOptions, MetricsRecord, ProgressBar, Scoring, StopFlag, fit, predict,
+    Checkpoint, FitOptions, FitReport, MetricsRecord, ProgressBar, Scoring, StopFlag, fit, predict,
     progress_wanted, read_checkpoint,
 };
 use serde::{Deserialize, Serialize};
@@ -264,21 +265,71 @@ fn train_on<B: TrainingBackend>(
     out: &mut dyn Write,
     device: &B::Device,
 ) -> anyhow::Result<Option<RunSummary>> {
+    let Starting {
+        mut resolved,
+        resume,
+        pretrained,
+    } = resolve_run(req, out)?;
+    if req.print_config {
+        writeln!(out, "{}", serde_json::to_string_pretty(&resolved)?)?;
+        return Ok(None);
+    }
+    let cache = resolved.run.cache.clone().expect("resolved with the run");
+    let manifest = cache_of_run(req, &resolved, &cache, resume.as_ref(), world, out)?;
+    resolved.standardization = match (
+        req.finetune.is_some(),
+        pretrained.as_ref().or(resume.as_ref()),
+    ) {
+        // A backbone reads its inputs as it was trained to.
+        (true, Some(ck)) => ResolvedRun::from_value(&ck.state.config, &ck.path)?.standardization,
+        _ => manifest.auto_scales(&|f| resolved.run.folds.split_of(f) == Split::Train),
+    };
+    if let Some(ck) = &resume {
+        check_resumable(ck, &resolved)?;
+    }
+    // Rank 0 writes the run folder; the other ranks never read it (a failed rank ends the job).
+    if world.is_root() {
+        req.run_dir.prepare(req.start, &resolved)?;
+    }
+    resolved.model.clone().run(TrainFamily::<B> {
+        req,
+        resolved: &resolved,
+        cache: &cache,
+        manifest,
+        resume,
+        pretrained,
+        world,
+        out,
+        device,
+        backend: PhantomData,
+    })
+}
+
+/// A run about to train: its resolved config, and the checkpoints it starts from.
+struct Starting {
+    resolved: ResolvedRun,
+    /// The run's own `last.ckpt` on `--resume`.
+    resume: Option<Checkpoint>,
+    /// The pretrained checkpoint a new fine-tuning run starts from.
+    pretrained: Option<Checkpoint>,
+}
+
+/// The run `req` asks for, resolved: dataset, task, cache folder (so `predict` and `evaluate`
+/// find it from `config.json` alone) and model (when fine-tuning, the pretrained backbone's).
+fn resolve_run(req: &TrainRequest, out: &mut dyn Write) -> anyhow::Result<Starting> {
     let mut cfg = req.config.clone();
     cfg.data = resolve_data_group(&cfg.data);
     let data = load_dataset(&cfg.data)?;
     let task = task_of(cfg.task.kind, &data)?;
-    // The cache folder is resolved here so predict and evaluate find it from config.json alone.
     cfg.cache = Some(cache_dir(
         cfg.cache.as_deref(),
         &data,
         &cfg.environment.cache_dir,
     ));
-    let run_dir = &req.run_dir;
     let resume = if req.print_config {
         None
     } else {
-        run_dir.checkpoint_to_resume(req.start)?
+        req.run_dir.checkpoint_to_resume(req.start)?
     };
     let pretrained =
         match (&req.finetune, &resume) {
@@ -296,31 +347,41 @@ fn train_on<B: TrainingBackend>(
         resume.as_ref(),
         out,
     )?;
-    let mut resolved = ResolvedRun {
+    let resolved = ResolvedRun {
         contract_version: CONTRACT_VERSION.to_owned(),
-        run: cfg.clone(),
+        run: cfg,
         model,
-        dataset: data.clone(),
+        dataset: data,
         standardization: BTreeMap::new(),
         legacy_selection: None,
         task,
         composed_from: req.composed_from.clone(),
     };
-    if req.print_config {
-        writeln!(out, "{}", serde_json::to_string_pretty(&resolved)?)?;
-        return Ok(None);
-    }
+    Ok(Starting {
+        resolved,
+        resume,
+        pretrained,
+    })
+}
 
-    // Data: the cache, built or validated by rank 0, then only read by the others.
-    let cache = cfg.cache.clone().expect("resolved above");
-    let cache_span = tracing::info_span!("cache").entered();
+/// The run's event cache in `cache`: built or validated by rank 0, then only read by the
+/// others; a resumed run's cache must be the one its checkpoint trained on.
+fn cache_of_run(
+    req: &TrainRequest,
+    resolved: &ResolvedRun,
+    cache: &Path,
+    resume: Option<&Checkpoint>,
+    world: &World,
+    out: &mut dyn Write,
+) -> anyhow::Result<CacheManifest> {
+    let _span = tracing::info_span!("cache").entered();
     let manifest = if world.is_root() {
         let m = ensure_cache(
             out,
-            &data,
-            &cache,
+            &resolved.dataset,
+            cache,
             CacheMode::Auto,
-            &cfg.folds,
+            &resolved.run.folds,
             &CacheBuild {
                 stop: req.stop.clone(),
                 ..CacheBuild::default()
@@ -331,9 +392,9 @@ fn train_on<B: TrainingBackend>(
     } else {
         // Rank 0 has checked every shard: the others read the manifest it found up to date.
         world.barrier();
-        gnn4c_data::read_manifest(&cache)?
+        gnn4c_data::read_manifest(cache)?
     };
-    if let Some(ck) = &resume
+    if let Some(ck) = resume
         && ck.state.fingerprint != manifest.fingerprint
     {
         bail!(
@@ -343,40 +404,20 @@ fn train_on<B: TrainingBackend>(
             &manifest.fingerprint[..12]
         );
     }
-    drop(cache_span);
-    resolved.standardization = match (
-        req.finetune.is_some(),
-        pretrained.as_ref().or(resume.as_ref()),
-    ) {
-        // A backbone reads its inputs as it was trained to.
-        (true, Some(ck)) => ResolvedRun::from_value(&ck.state.config, &ck.path)?.standardization,
-        _ => manifest.auto_scales(&|f| cfg.folds.split_of(f) == Split::Train),
-    };
-    if let Some(ck) = &resume {
-        let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?;
-        if let Some(what) = first_difference(&stored.comparable()?, &resolved.comparable()?) {
-            return Err(ConfigError(format!(
-                "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, loader and environment settings may change on resume"
-            ))
-            .into());
-        }
+    Ok(manifest)
+}
+
+/// A resumed run's config may differ from its checkpoint's only in what does not change the
+/// result (max_epochs, checkpoint_every_steps, loader and environment settings).
+fn check_resumable(ck: &Checkpoint, resolved: &ResolvedRun) -> anyhow::Result<()> {
+    let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?;
+    if let Some(what) = first_difference(&stored.comparable()?, &resolved.comparable()?) {
+        return Err(ConfigError(format!(
+            "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, loader and environment settings may change on resume"
+        ))
+        .into());
     }
-    // Rank 0 writes the run folder; the other ranks never read it (a failed rank ends the job).
-    if world.is_root() {
-        run_dir.prepare(req.start, &resolved)?;
-    }
-    resolved.model.clone().run(TrainFamily::<B> {
-        req,
-        resolved: &resolved,
-        cache: &cache,
-        manifest,
-        resume,
-        pretrained,
-        world,
-        out,
-        device,
-        backend: PhantomData,
-    })
+    Ok(())
 }
 
 /// The rest of a training step, with the family's types.
@@ -396,42 +437,77 @@ struct TrainFamily<'a, B: TrainingBackend> {
 impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
     type Output = anyhow::Result<Option<RunSummary>>;
 
-    fn run<F: Registered>(self, config: &F::Config) -> Self::Output {
-        let TrainFamily {
-            req,
-            resolved,
-            cache,
-            manifest,
-            resume,
-            pretrained,
-            world,
-            out,
-            device,
-            ..
-        } = self;
-        let cfg = &resolved.run;
-        let task = resolved.task;
-        let run_dir = &req.run_dir;
+    fn run<F: Registered>(mut self, config: &F::Config) -> Self::Output {
         let load_span = tracing::info_span!("open_splits").entered();
-        let seed = cfg.trainer.seed;
-        // The splits are streamed block by block, never read whole; subsets come from the manifest.
-        let standardization = standardization_of(resolved)?;
-        let open = |split: Split, subset: Option<usize>, salt: u64| {
-            CachedEvents::<F>::open(
-                cache,
-                &cfg.folds,
-                &[split],
-                subset.map(|n| (n, seed ^ salt)),
-                config,
-                &standardization,
-            )
-            .map(|(_, events)| events)
-        };
-        let train = open(Split::Train, cfg.subset.train_events, 0x0074_7261_696e)?;
-        let val = open(Split::Validation, cfg.subset.val_events, 0x76_616c)?;
+        let train = self.open::<F>(config, Split::Train)?;
+        let val = self.open::<F>(config, Split::Validation)?;
         drop(load_span);
+        let model = self.model_to_train::<F>(config, (train.events(), val.events()))?;
+        let cfg = &self.resolved.run;
+        let report = fit::<B, _, _, _>(
+            model,
+            &train,
+            &val,
+            FitOptions {
+                config: cfg.trainer.clone(),
+                task: self.resolved.task,
+                files: self.req.run_dir.files(),
+                resolved_config: serde_json::to_value(self.resolved)?,
+                fingerprint: self.manifest.fingerprint.clone(),
+                contract_version: CONTRACT_VERSION.to_owned(),
+                written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
+                resume: self.resume.take(),
+                progress: self.req.progress && progress_wanted(),
+                log: &mut *self.out,
+                world: self.world,
+                stop: self.req.stop.clone(),
+            },
+            B::adam_kernel(),
+            self.device,
+        )?;
+        drop(train);
+        if !self.world.is_root() {
+            return Ok(None);
+        }
+        self.best_model::<F>(config, report, &val).map(Some)
+    }
+}
 
-        B::seed(device, seed);
+impl<B: TrainingBackend> TrainFamily<'_, B> {
+    /// A split of the cache as the family reads it, streamed block by block; its subset (with
+    /// the run's seed and the split's salt) chosen from the manifest.
+    fn open<F: Registered>(
+        &self,
+        config: &F::Config,
+        split: Split,
+    ) -> anyhow::Result<Arc<CachedEvents<F>>> {
+        let cfg = &self.resolved.run;
+        let (subset, salt) = match split {
+            Split::Train => (cfg.subset.train_events, 0x0074_7261_696e),
+            Split::Validation => (cfg.subset.val_events, 0x76_616c),
+            Split::Test => (cfg.subset.test_events, 0x7465_7374),
+        };
+        let (_, events) = CachedEvents::<F>::open(
+            self.cache,
+            &cfg.folds,
+            &[split],
+            subset.map(|n| (n, cfg.trainer.seed ^ salt)),
+            config,
+            &standardization_of(self.resolved)?,
+        )?;
+        Ok(events)
+    }
+
+    /// The model the run trains, as it runs on this backend (new, pretrained with a new head,
+    /// its backbone frozen when asked), announced on the console with the `events` of the
+    /// training and validation splits.
+    fn model_to_train<F: Registered>(
+        &mut self,
+        config: &F::Config,
+        events: (usize, usize),
+    ) -> anyhow::Result<B::Trained<F>> {
+        let (req, device) = (self.req, self.device);
+        B::seed(device, self.resolved.run.trainer.seed);
         let frozen = matches!(
             &req.finetune,
             Some(Finetune {
@@ -439,8 +515,9 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
                 ..
             })
         );
-        let mut model =
-            initial_model::<F, B>(req, config, pretrained.as_ref(), task.n_out(), device, out)?;
+        let n_out = self.resolved.task.n_out();
+        let pretrained = self.pretrained.as_ref();
+        let mut model = initial_model::<F, B>(req, config, pretrained, n_out, device, self.out)?;
         if frozen {
             model = F::freeze_backbone(model);
         }
@@ -451,57 +528,40 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
             .filter(|p| !frozen || F::is_head_parameter(&p.name))
             .map(|p| p.shape.iter().product::<usize>())
             .sum();
-        let events = (train.events(), val.events());
         report_start(
-            out,
-            resolved,
-            run_dir,
+            self.out,
+            self.resolved,
+            &req.run_dir,
             events,
             trainable,
             model.num_params(),
-            world,
+            self.world,
         )?;
-        if let Some(ck) = &resume {
-            report_resume(out, ck)?;
+        if let Some(ck) = &self.resume {
+            report_resume(self.out, ck)?;
         }
+        Ok(model)
+    }
 
+    /// The best model: exported with PyTorch names, scored on the validation and test splits,
+    /// `metrics.json` and the training plots written, the summary printed.
+    fn best_model<F: Registered>(
+        &mut self,
+        config: &F::Config,
+        report: FitReport<B::Trained<F>>,
+        val: &Arc<CachedEvents<F>>,
+    ) -> anyhow::Result<RunSummary> {
+        let (device, task) = (self.device, self.resolved.task);
+        let (cfg, run_dir) = (&self.resolved.run, &self.req.run_dir);
         let files = run_dir.files();
-        let report = fit::<B, _, _, _>(
-            model,
-            &train,
-            &val,
-            FitOptions {
-                config: cfg.trainer.clone(),
-                task,
-                files: files.clone(),
-                resolved_config: serde_json::to_value(resolved)?,
-                fingerprint: manifest.fingerprint,
-                contract_version: CONTRACT_VERSION.to_owned(),
-                written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
-                resume,
-                progress: req.progress && progress_wanted(),
-                log: out,
-                world,
-                stop: req.stop.clone(),
-            },
-            B::adam_kernel(),
-            device,
-        )?;
-        drop(train);
-        if !world.is_root() {
-            return Ok(None);
-        }
-
-        // The best model: exported with PyTorch names, and scored on validation and test.
         let best = read_checkpoint(&files.best)?;
         let exported = load_model::<F, B::InnerBackend>(&best, config, device)?;
         F::save_weights(&exported, &run_dir.weights())?;
         let best_model = best.load_model(report.model, device)?.valid();
-        let test = open(Split::Test, cfg.subset.test_events, 0x7465_7374)?;
-        let test_fold_events = test.split.fold_events() as usize;
+        let test = self.open::<F>(config, Split::Test)?;
         let scoring = Scoring::whole(cfg.trainer.eval_batch_size, cfg.trainer.loader_threads);
         let hidden = ProgressBar::hidden();
-        let val_m = predict(&best_model, &val, &task, scoring, device, &hidden)?.metrics(&task);
+        let val_m = predict(&best_model, val, &task, scoring, device, &hidden)?.metrics(&task);
         let test_m = predict(&best_model, &test, &task, scoring, device, &hidden)?.metrics(&task);
         // Epochs are numbered from 1 wherever a user reads them.
         let best_epoch = best.state.early_stopping.best_epoch.unwrap_or(0) + 1;
@@ -520,13 +580,14 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
             validation: MetricsRecord::from(&val_m),
             test: MetricsRecord::from(&test_m),
             test_events: test.events(),
-            test_fold_events,
+            test_fold_events: test.split.fold_events() as usize,
         };
         write_atomic(
             &run_dir.metrics(),
             serde_json::to_string_pretty(&summary)?.as_bytes(),
         )
         .with_context(|| format!("writing {}", run_dir.metrics().display()))?;
+        let out = &mut *self.out;
         report_end(out, &summary, cfg.trainer.class_balance, &val_m, &test_m)?;
         let plots = crate::plots::training_plots(&files.history, run_dir.path())?;
         writeln!(
@@ -540,7 +601,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
             "next: gnn4colliders evaluate {0} (test metrics, ROC and score plots), gnn4colliders predict {0} (NPZ and ROOT friend trees)",
             run_dir.path().display()
         )?;
-        Ok(Some(summary))
+        Ok(summary)
     }
 }
 

@@ -3,10 +3,13 @@
 //!
 //! Owns the MLP block ([`Mlp`]), the encoders, the T message-passing steps that share one set of
 //! update blocks, the per-graph mean readouts, the global decoder and the `classify` head
-//! ([`EdgeNetwork`], [`EdgeNetworkConfig`]), and weight import/export with PyTorch state-dict
-//! names ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]). Implements the trainer's
-//! `Classifier` trait (a host `HostBatch` in, logits out), so training never names this type.
-//! Must not know files other than weights, datasets or tasks. Start at `model.rs`.
+//! ([`EdgeNetwork`], [`EdgeNetworkConfig`]), weight import/export with PyTorch state-dict names
+//! ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]), the ONNX graph, the MLP blocks
+//! as one kernel each on the CPU backend (`cpu/`: [`FusedMlp`]) and the family's registration
+//! ([`RootGnnFamily`]: `gnn4c_family::ModelFamily` and `Kernels`, its batches built as graphs
+//! from the cached events). Implements the trainer's `Classifier` trait (a host `HostBatch` in,
+//! logits out), so training never names this type. Must not know files other than weights,
+//! datasets or tasks. Start at `model.rs`.
 
 mod cpu;
 mod family;

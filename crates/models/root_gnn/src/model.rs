@@ -79,9 +79,9 @@ pub type ConcatPart<B> = (Tensor<B, 2>, Option<Tensor<B, 1, Int>>);
 
 /// How an [`EdgeNetwork`] runs its MLP blocks (its `kernel` field).
 /// The provided methods are Burn's operations one at a time ([`Mlp::forward`],
-/// [`Mlp::forward_concat`]), which every backend (and autodiff) supports; a backend crate may
-/// run a whole block at once instead, computing the same function (gnn4c-root-gnn-cpu does on
-/// the CPU backend, forward and backward).
+/// [`Mlp::forward_concat`]), which every backend (and autodiff) supports; a backend extension
+/// may run a whole block at once instead, computing the same function (`FusedMlp`, this crate's
+/// `cpu/` module, does on the CPU backend, forward and backward).
 pub trait MlpKernel<B: Backend> {
     /// [`Mlp::forward`].
     ///

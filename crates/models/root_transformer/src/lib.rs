@@ -3,7 +3,9 @@
 //! pairwise attention bias from the objects' (Δη, Δφ, ΔR) (docs/root-transformer.md).
 //!
 //! Implements `gnn4c_family::Classifier` for [`TokenBatch`] inputs; PyTorch state-dict weights in
-//! and out ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]). Start at `model.rs`.
+//! and out ([`load_pytorch_safetensors`], [`save_pytorch_safetensors`]); the ONNX graph; its
+//! blocks as one kernel each on the CPU backend (`cpu/`: [`FusedTransformer`]); the family's
+//! registration ([`RootTransformerFamily`]). Start at `model.rs`.
 
 mod batch;
 mod cpu;

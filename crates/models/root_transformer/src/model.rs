@@ -195,9 +195,9 @@ fn layer_norm<B: Backend, const D: usize>(ln: &LayerNorm<B>, x: Tensor<B, D>) ->
 /// How a [`RootTransformer`] runs its blocks — LayerNorms, linear layers, attention, the
 /// feed-forward half and the pair-bias MLP (its
 /// `kernel` field). The provided methods are Burn's operations one at a time, which every
-/// backend (and autodiff) supports; a backend crate may run each as one operation instead,
-/// computing the same function (gnn4c-root-transformer-cpu does on the CPU backend, forward and
-/// backward).
+/// backend (and autodiff) supports; a backend extension may run each as one operation instead,
+/// computing the same function (`FusedTransformer`, this crate's `cpu/` module, does on the CPU
+/// backend, forward and backward).
 ///
 /// Tokens are packed: the rows of every event's sequence (its class token, then its objects)
 /// one after the other, without padding ([`Sequences`]).

@@ -2,7 +2,7 @@
 //! f32): logits, one training step's gradients, and the weights' round trip, on the events of
 //! `../shared/fixtures/model_inputs.npz` (7 HZZ events and one single-object event), binary and
 //! 12-class, with and without the pair bias, run by Burn's operations (`OpByOp`) and by the CPU
-//! backend's fused kernels (`gnn4c-root-transformer-cpu`). The reference's outputs are in
+//! backend's fused kernels (`FusedTransformer`). The reference's outputs are in
 //! `tests/data/`.
 
 mod cpu;
