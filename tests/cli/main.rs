@@ -1608,38 +1608,22 @@ mod mpi {
         global_metrics("runs/two");
         let two = weights(&cwd.join("runs/two/last.ckpt"));
 
-        // The ROOT-Transformer through the same command under 2 ranks: global metrics too.
-        ok(mpirun(
-            cwd,
-            &[
-                "-np",
-                "2",
-                bin,
-                "train",
-                "r.yaml",
-                "model=root_transformer",
-                "model.n_layers=1",
-                "trainer.batch_size=32",
-                "--run",
-                "runs/two_tf",
-            ],
-        ));
-        global_metrics("runs/two_tf");
-        // And the PFN.
-        ok(mpirun(
-            cwd,
-            &[
-                "-np",
-                "2",
-                bin,
-                "train",
-                "r.yaml",
-                "model=pfn",
-                "--run",
-                "runs/two_pfn",
-            ],
-        ));
-        global_metrics("runs/two_pfn");
+        // The other families through the same command under 2 ranks: global metrics too.
+        for (family, extra) in [
+            (
+                "root_transformer",
+                &["model.n_layers=1", "trainer.batch_size=32"][..],
+            ),
+            ("pfn", &[][..]),
+        ] {
+            let model = format!("model={family}");
+            let run_dir = format!("runs/two_{family}");
+            let mut args = vec!["-np", "2", bin, "train", "r.yaml", &model];
+            args.extend_from_slice(extra);
+            args.extend(["--run", &run_dir]);
+            ok(mpirun(cwd, &args));
+            global_metrics(&run_dir);
+        }
 
         // Resume under 2 ranks: 1 epoch, then the second, gives the uninterrupted weights.
         let two_ranks = |extra: &[&str]| {

@@ -241,6 +241,16 @@ pub struct CacheBuild {
     pub stop: StopFlag,
 }
 
+impl CacheBuild {
+    /// The default build, ended early by `stop`.
+    pub fn stopped_by(stop: &StopFlag) -> CacheBuild {
+        CacheBuild {
+            stop: stop.clone(),
+            ..CacheBuild::default()
+        }
+    }
+}
+
 impl Default for CacheBuild {
     fn default() -> Self {
         CacheBuild {

@@ -403,10 +403,7 @@ impl Target {
             &self.cache,
             CacheMode::Auto,
             &resolved.run.folds,
-            &CacheBuild {
-                stop: req.stop.clone(),
-                ..CacheBuild::default()
-            },
+            &CacheBuild::stopped_by(&req.stop),
         )?;
         let trained = gnn4c_data::FeatureNames::of(&resolved.dataset.inputs_spec()?);
         if manifest.features != trained {

@@ -382,10 +382,7 @@ fn cache_of_run(
             cache,
             CacheMode::Auto,
             &resolved.run.folds,
-            &CacheBuild {
-                stop: req.stop.clone(),
-                ..CacheBuild::default()
-            },
+            &CacheBuild::stopped_by(&req.stop),
         )?;
         world.barrier();
         m

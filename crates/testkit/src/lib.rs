@@ -265,3 +265,52 @@ pub fn assert_close_per_tensor(got: &[Vec<f32>], want: &[Vec<f32>], tolerance: f
          more than {tolerance:.0e})"
     );
 }
+
+/// `model` with each parameter replaced by its gradient in `grads` (every parameter must have
+/// one), so that the gradients save under the parameters' names (a family's weights writer).
+pub fn gradients_as_model<B, M>(model: M, grads: &B::Gradients) -> M
+where
+    B: burn::tensor::backend::AutodiffBackend,
+    M: burn::module::Module<B>,
+{
+    use burn::module::{ModuleMapper, Param};
+    use burn::tensor::Tensor;
+    struct Gradients<'a, B: burn::tensor::backend::AutodiffBackend>(&'a B::Gradients);
+    impl<B: burn::tensor::backend::AutodiffBackend> ModuleMapper<B> for Gradients<'_, B> {
+        fn map_float<const D: usize>(&mut self, p: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (id, value, mapper) = p.consume();
+            let grad = value.grad(self.0).expect("every parameter has a gradient");
+            Param::from_mapped_value(id, Tensor::from_inner(grad), mapper)
+        }
+    }
+    model.map(&mut Gradients::<B>(grads))
+}
+
+/// Asserts the safetensors file `got` holds `want`'s tensors: the same names and shapes, each
+/// value within `relative` of its tensor's largest |value|, or `floor` absolutely (gradients
+/// against a reference's).
+pub fn assert_safetensors_close(
+    got: &std::path::Path,
+    want: &std::path::Path,
+    relative: f32,
+    floor: f32,
+    what: &str,
+) {
+    let (got, want) = (read_safetensors(got), read_safetensors(want));
+    assert_eq!(
+        got.keys().collect::<std::collections::BTreeSet<_>>(),
+        want.keys().collect(),
+        "{what}: the same tensor names"
+    );
+    for (key, (shape, w)) in &want {
+        let (got_shape, g) = &got[key];
+        assert_eq!(got_shape, shape, "{what} {key}");
+        let scale = w.iter().fold(0.0f32, |a, x| a.max(x.abs()));
+        for (k, (g, w)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (g - w).abs() <= (relative * scale).max(floor),
+                "{what} {key}[{k}]: {g} vs {w}"
+            );
+        }
+    }
+}

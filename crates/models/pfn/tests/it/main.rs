@@ -10,9 +10,8 @@ mod wgpu;
 use std::path::{Path, PathBuf};
 
 use burn::backend::{Autodiff, Flex};
-use burn::module::{AutodiffModule, ModuleMapper, Param};
+use burn::module::AutodiffModule;
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use gnn4c_family::{Classifier, ModelFamily};
 use gnn4c_pfn::{
     Pfn, PfnBatch, PfnConfig, PfnFamily, is_head_parameter, load_pytorch_safetensors,
@@ -65,18 +64,6 @@ pub(crate) fn loaded<B: Backend>(task: &str, n_out: usize) -> Pfn<B> {
     m
 }
 
-/// Replaces every parameter by its gradient, so that the gradients export under the parameters'
-/// PyTorch names.
-struct Gradients<'a, B: AutodiffBackend>(&'a B::Gradients);
-
-impl<B: AutodiffBackend> ModuleMapper<B> for Gradients<'_, B> {
-    fn map_float<const D: usize>(&mut self, p: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-        let (id, value, mapper) = p.consume();
-        let grad = value.grad(self.0).expect("every parameter has a gradient");
-        Param::from_mapped_value(id, Tensor::from_inner(grad), mapper)
-    }
-}
-
 fn parity(name: &str, task: Task) {
     let n_out = task.n_out();
     let b = batch();
@@ -106,28 +93,17 @@ fn parity(name: &str, task: Task) {
     let w = Tensor::<AD, 1>::from_data(TensorData::new(weights.to_vec(), [8]), &device);
     let loss = weighted_loss(per_event_loss(&task, out, labels, None), w);
     let grads = loss.backward();
-    let gradient_model = m.map(&mut Gradients::<AD>(&grads)).valid();
+    let gradient_model = gnn4c_testkit::gradients_as_model::<AD, _>(m, &grads).valid();
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("grads.safetensors");
     save_pytorch_safetensors(&gradient_model, &path).expect("save gradients");
-    let got = read_safetensors(&path);
-    let want = read_safetensors(&data(&format!("{name}_grads.safetensors")));
-    assert_eq!(
-        got.keys().collect::<std::collections::BTreeSet<_>>(),
-        want.keys().collect(),
-        "{name}: the same parameter names"
+    gnn4c_testkit::assert_safetensors_close(
+        &path,
+        &data(&format!("{name}_grads.safetensors")),
+        1e-4,
+        1e-7,
+        &format!("{name} gradients"),
     );
-    for (key, (shape, w)) in &want {
-        let (got_shape, g) = &got[key];
-        assert_eq!(got_shape, shape, "{name} {key}");
-        let scale = w.iter().fold(0.0f32, |a, x| a.max(x.abs()));
-        for (k, (g, w)) in g.iter().zip(w).enumerate() {
-            assert!(
-                (g - w).abs() <= (1e-4 * scale).max(1e-7),
-                "{name} grad {key}[{k}]: {g} vs {w}"
-            );
-        }
-    }
 
     // Export round trip: the weights read back are the reference's, bit for bit.
     let path = dir.path().join("weights.safetensors");

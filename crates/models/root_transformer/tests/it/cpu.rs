@@ -5,9 +5,8 @@
 //! `gnn4c-root-transformer`'s tests.
 
 use burn::backend::{Autodiff, Flex};
-use burn::module::{AutodiffModule, ModuleMapper, Param};
+use burn::module::AutodiffModule;
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use gnn4c_root_transformer::FusedTransformer;
 use gnn4c_root_transformer::{
     OpByOp, RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent, TransformerKernel,
@@ -51,19 +50,6 @@ fn batch() -> TokenBatch {
     TokenBatch::collate(&refs, 7, 2, 3)
 }
 
-/// Every parameter's gradient, in parameter order.
-struct Grads<'a, B: AutodiffBackend>(&'a B::Gradients, Vec<Vec<f32>>);
-
-impl<B: AutodiffBackend> ModuleMapper<B> for Grads<'_, B> {
-    fn map_float<const D: usize>(&mut self, p: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-        let (id, value, mapper) = p.consume();
-        if let Some(g) = value.grad(self.0) {
-            self.1.push(g.into_data().to_vec().expect("f32"));
-        }
-        Param::from_mapped_value(id, value, mapper)
-    }
-}
-
 /// A model of `config`, its parameters drawn now (Burn initialises a parameter when first read,
 /// separately in each clone), to be cloned for both kernels.
 fn model(config: &RootTransformerConfig, frozen: bool) -> RootTransformer<AD> {
@@ -94,9 +80,10 @@ where
     );
     let values: Vec<f32> = logits.clone().into_data().to_vec().expect("f32");
     let grads = (logits * weights).sum().backward();
-    let mut mapper = Grads::<AD>(&grads, Vec::new());
-    let _ = model.map(&mut mapper);
-    (values, mapper.1)
+    (
+        values,
+        gnn4c_testkit::parameter_gradients::<AD, _>(&model, &grads),
+    )
 }
 
 fn same_function(config: &RootTransformerConfig, frozen: bool) -> Vec<Vec<f32>> {

@@ -13,9 +13,8 @@ mod wgpu;
 use std::path::{Path, PathBuf};
 
 use burn::backend::{Autodiff, Flex};
-use burn::module::{AutodiffModule, ModuleMapper, Param};
+use burn::module::AutodiffModule;
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use gnn4c_root_transformer::FusedTransformer;
 use gnn4c_root_transformer::{
     FlatGraphs, OpByOp, RootTransformer, RootTransformerConfig, TokenBatch, TokenEvent,
@@ -77,18 +76,6 @@ fn loaded<B: Backend>(variant: &str, n_out: usize, pair_bias: bool) -> RootTrans
     m
 }
 
-/// Replaces every parameter by its gradient, so that the gradients export under the parameters'
-/// PyTorch names.
-struct Gradients<'a, B: AutodiffBackend>(&'a B::Gradients);
-
-impl<B: AutodiffBackend> ModuleMapper<B> for Gradients<'_, B> {
-    fn map_float<const D: usize>(&mut self, p: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-        let (id, value, mapper) = p.consume();
-        let grad = value.grad(self.0).expect("every parameter has a gradient");
-        Param::from_mapped_value(id, Tensor::from_inner(grad), mapper)
-    }
-}
-
 /// Parity of both kernels.
 fn parity(variant: &str, task: Task, pair_bias: bool) {
     parity_with(variant, &task, pair_bias, OpByOp);
@@ -127,28 +114,17 @@ where
     let w = Tensor::<AD, 1>::from_data(TensorData::new(weights.to_vec(), [8]), &device);
     let loss = weighted_loss(per_event_loss(task, out, labels, None), w);
     let grads = loss.backward();
-    let gradient_model = m.map(&mut Gradients::<AD>(&grads)).valid();
+    let gradient_model = gnn4c_testkit::gradients_as_model::<AD, _>(m, &grads).valid();
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("grads.safetensors");
     save_pytorch_safetensors(&gradient_model, &path).expect("save gradients");
-    let got = read_safetensors(&path);
-    let want = read_safetensors(&data(&format!("{variant}_grads.safetensors")));
-    assert_eq!(
-        got.keys().collect::<std::collections::BTreeSet<_>>(),
-        want.keys().collect(),
-        "{variant}: the same parameter names"
+    gnn4c_testkit::assert_safetensors_close(
+        &path,
+        &data(&format!("{variant}_grads.safetensors")),
+        1e-4,
+        1e-7,
+        &format!("{variant} ({kernel:?}) gradients"),
     );
-    for (key, (shape, w)) in &want {
-        let (got_shape, g) = &got[key];
-        assert_eq!(got_shape, shape, "{variant} {key}");
-        let scale = w.iter().fold(0.0f32, |a, x| a.max(x.abs()));
-        for (k, (g, w)) in g.iter().zip(w).enumerate() {
-            assert!(
-                (g - w).abs() <= (1e-4 * scale).max(1e-7),
-                "{variant} ({kernel:?}) grad {key}[{k}]: {g} vs {w}"
-            );
-        }
-    }
 
     // Export round trip: the weights read back are the reference's, bit for bit.
     let path = dir.path().join("weights.safetensors");
