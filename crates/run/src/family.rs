@@ -43,7 +43,7 @@ pub trait FamilyJob {
 /// from its defaults (`model: {name: root_transformer, n_layers: 2}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSection {
-    /// The family (`root_gnn`, `root_transformer`).
+    /// The family: one of [`FAMILIES`] (default: the first registered).
     #[serde(default = "default_family")]
     pub name: String,
     /// Settings of the family's config, by name.
@@ -60,8 +60,9 @@ impl Default for ModelSection {
     }
 }
 
+/// The family a config that names none trains: the first line of `families!`.
 fn default_family() -> String {
-    "root_gnn".into()
+    FAMILIES[0].into()
 }
 
 /// Defines [`ModelConfig`] (one variant per family, tagged by its name) and its dispatch: the
@@ -149,6 +150,7 @@ macro_rules! families {
     };
 }
 
+// The first line is the default family.
 families! {
     /// The Edge_Network (contract §5).
     RootGnn(gnn4c_root_gnn::RootGnnFamily) = "root_gnn",
