@@ -199,6 +199,7 @@ fn resolve_settings<F: ModelFamily>(
             "model {family}: its config is not a map"
         )));
     };
+    let base = merged.clone();
     for (key, value) in settings {
         if key == "n_out" {
             return Err(ConfigError(
@@ -227,8 +228,18 @@ fn resolve_settings<F: ModelFamily>(
         }
         merged.insert(key.clone(), value.clone());
     }
-    serde_json::from_value(serde_json::Value::Object(merged))
-        .map_err(|e| ConfigError(format!("model {family}: {e}")))
+    serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| {
+        // Name the setting that does not fit: the first whose value alone breaks the defaults.
+        let culprit = settings.iter().find(|(key, value)| {
+            let mut one = base.clone();
+            one.insert((*key).clone(), (*value).clone());
+            serde_json::from_value::<F::Config>(serde_json::Value::Object(one)).is_err()
+        });
+        match culprit {
+            Some((key, _)) => ConfigError(format!("model.{key} for model {family}: {e}")),
+            None => ConfigError(format!("model {family}: {e}")),
+        }
+    })
 }
 
 thread_local! {

@@ -418,6 +418,17 @@ mod tests {
                 .to_string()
                 .contains("set by the task")
         );
+        // A value of the wrong type is named by its key, the others being right.
+        let wrong = ModelSection {
+            name: "pfn".into(),
+            settings: [
+                ("dropout".to_owned(), serde_json::json!(0.1)),
+                ("phi_sizes".to_owned(), serde_json::json!(7)),
+            ]
+            .into(),
+        };
+        let e = ModelConfig::resolve(&wrong, 3).unwrap_err().to_string();
+        assert!(e.contains("model.phi_sizes for model pfn"), "{e}");
     }
 
     #[test]
