@@ -12,7 +12,7 @@
 # It records: the GPU (nvidia-smi), CUDA training steps at batch 512 and 2048 (forward, backward,
 # optimiser split, device synchronised around each part; first step reported apart as setup),
 # inference by batch size, device memory sampled every 0.5 s (nvidia-smi), and for each family
-# (Edge_Network, ROOT-Transformer) a short end-to-end training run whose trace and history tell
+# (Edge_Network, ROOT-Transformer, PFN) a short end-to-end training run whose trace and history tell
 # whether the GPU waits for data (`wait_for_batch`), `predict` on the GPU, and the ONNX export
 # of the GPU-trained model (with its sample batch).
 set -uo pipefail
@@ -49,7 +49,7 @@ echo "rc=$?" >> "$OUT/summary.txt"; cat "$OUT/inference_${DEVICE%%:*}.md" >> "$O
 WORK=$(mktemp -d)
 cp -r configs "$WORK/"
 (cd "$WORK" && timeout 60 "$BIN/gnn4colliders" generate --out data/demo --events 6000 > "$OUT/generate.log" 2>&1)
-for family in root_gnn root_transformer; do
+for family in root_gnn root_transformer pfn; do
   log "end to end, $family: 2 epochs of pretraining on $DEVICE with a trace, predict on $DEVICE, ONNX export"
   (
     cd "$WORK" || exit 1
