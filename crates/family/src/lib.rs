@@ -169,9 +169,10 @@ pub struct EventInputs {
     pub objects: Vec<f32>,
     /// `[d_global]`.
     pub globals: Vec<f32>,
-    /// `[n_objects, n_objects, d_pair]` row-major: at `(i, j)` the features of the pair (i, j),
-    /// i.e. of the graph edge j → i (contract §5); the diagonal 0. Empty when the model reads
-    /// no pair features.
+    /// `[n_objects · (n_objects − 1), d_pair]` row-major: the features of every ordered pair of
+    /// objects as the graph edge src → dst, in the contract's edge order (§4: source-major, for
+    /// src in 0..n, for dst in 0..n, dst ≠ src); a transformer's pair (i, j) is the edge j → i.
+    /// Empty when the model reads no pair features.
     pub pairs: Vec<f32>,
     /// What the event is trained towards.
     pub target: Target,

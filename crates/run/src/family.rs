@@ -260,9 +260,8 @@ fn check_widths(widths: InputWidths, pairs: &[PairFeature]) -> Result<(), Source
 }
 
 /// A cached event as a family reads it: features checked against the model's `widths`, and the
-/// declared `pairs` of every ordered pair of objects (the graph edge j → i's features at (i, j),
-/// from the function that builds them from an event, so bitwise equal) when the model reads
-/// them.
+/// declared `pairs` of every ordered pair of objects in the contract's edge order (from the
+/// function that builds them from an event, so bitwise equal) when the model reads them.
 fn event_inputs(
     r: EventRecord,
     widths: InputWidths,
@@ -272,16 +271,11 @@ fn event_inputs(
     check_record(&r, widths)?;
     let n = usize::from(r.n_nodes);
     let d_pair = if widths.d_pair == 0 { 0 } else { pairs.len() };
-    let mut dense = Vec::new();
+    let mut edges = Vec::new();
     if d_pair > 0 {
         let topology = topologies.get(n);
-        let mut edges = Vec::with_capacity(topology.n_edges() * d_pair);
+        edges.reserve(topology.n_edges() * d_pair);
         gnn4c_graphs::pair_features(pairs, &topology, node_kinematics(&r, pairs)?, &mut edges);
-        dense = vec![0.0; n * n * d_pair];
-        for (k, (&s, &d)) in topology.edge_src.iter().zip(&topology.edge_dst).enumerate() {
-            let at = (d as usize * n + s as usize) * d_pair;
-            dense[at..at + d_pair].copy_from_slice(&edges[k * d_pair..(k + 1) * d_pair]);
-        }
     }
     let target = match r.label {
         Label::Class(c) => Target {
@@ -299,7 +293,7 @@ fn event_inputs(
         n_objects: n,
         objects: r.node_features,
         globals: r.global_features,
-        pairs: dense,
+        pairs: edges,
         target,
     })
 }

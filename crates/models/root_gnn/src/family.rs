@@ -65,7 +65,7 @@ impl ModelFamily for RootGnnFamily {
             let mut topologies = t.borrow_mut();
             events
                 .into_iter()
-                .map(|e| graph_of(e, widths.d_edge, &mut topologies))
+                .map(|e| graph_of(e, &mut topologies))
                 .collect()
         });
         let refs: Vec<&GraphSample> = graphs.iter().collect();
@@ -173,19 +173,10 @@ thread_local! {
     static TOPOLOGIES: RefCell<TopologyCache> = RefCell::new(TopologyCache::new(64));
 }
 
-/// The graph of `event`: its topology, and the features of each edge j → i gathered from the
-/// pair (i, j) (`d_edge` of them). The event's identity stays with the loader: the graph's is
-/// empty.
-fn graph_of(event: EventInputs, d_edge: usize, topologies: &mut TopologyCache) -> GraphSample {
-    let n = event.n_objects;
-    let topology = topologies.get(n);
-    let mut edge_features = Vec::with_capacity(topology.n_edges() * d_edge);
-    if d_edge > 0 {
-        for (&s, &d) in topology.edge_src.iter().zip(&topology.edge_dst) {
-            let at = (d as usize * n + s as usize) * d_edge;
-            edge_features.extend_from_slice(&event.pairs[at..at + d_edge]);
-        }
-    }
+/// The graph of `event`: its topology, and its pair features as the edges' (already in the
+/// topology's order). The event's identity stays with the loader: the graph's is empty.
+fn graph_of(event: EventInputs, topologies: &mut TopologyCache) -> GraphSample {
+    let topology = topologies.get(event.n_objects);
     let t = event.target;
     let label = if t.label < 0 {
         Label::Multi(t.multilabel.iter().map(|&x| u8::from(x > 0.5)).collect())
@@ -204,7 +195,7 @@ fn graph_of(event: EventInputs, d_edge: usize, topologies: &mut TopologyCache) -
         weight: t.weight,
         topology,
         node_features: event.objects,
-        edge_features,
+        edge_features: event.pairs,
         global_features: event.globals,
     }
 }

@@ -53,12 +53,17 @@ impl ModelFamily for RootTransformerFamily {
         config: &RootTransformerConfig,
         events: Vec<EventInputs>,
     ) -> Result<Batch<TokenBatch>, SourceError> {
+        let dense: Vec<Vec<f32>> = events
+            .iter()
+            .map(|e| dense_pairs(e.n_objects, config.d_pair, &e.pairs))
+            .collect();
         let tokens: Vec<TokenEvent<'_>> = events
             .iter()
-            .map(|e| TokenEvent {
+            .zip(&dense)
+            .map(|(e, pair)| TokenEvent {
                 tokens: &e.objects,
                 globals: &e.globals,
-                pair: &e.pairs,
+                pair,
             })
             .collect();
         let input = TokenBatch::collate(&tokens, config.d_node, config.d_global, config.d_pair);
@@ -155,6 +160,21 @@ impl ModelFamily for RootTransformerFamily {
         }
         arrays
     }
+}
+
+/// An event's pair features `[n, n, d_pair]`, pair (i, j) from the edge j → i, out of its
+/// `edges` in the contract's order (source-major: for src, for dst ≠ src); empty without edges.
+fn dense_pairs(n: usize, d_pair: usize, edges: &[f32]) -> Vec<f32> {
+    if edges.is_empty() {
+        return Vec::new();
+    }
+    let mut dense = vec![0.0; n * n * d_pair];
+    let pairs = (0..n).flat_map(|s| (0..n).filter(move |&d| d != s).map(move |d| (s, d)));
+    for ((s, d), edge) in pairs.zip(edges.chunks_exact(d_pair)) {
+        let at = (d * n + s) * d_pair;
+        dense[at..at + d_pair].copy_from_slice(edge);
+    }
+    dense
 }
 
 /// On burn-flex the Transformer's attention, LayerNorms, linear layers and feed-forward halves
