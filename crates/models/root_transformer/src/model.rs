@@ -460,8 +460,13 @@ impl<B: Backend> EmbedBlock<B> {
 }
 
 impl<B: Backend> EncoderLayer<B> {
+    /// The layer's output rows `rows` (all of them with `None`): every row attends to its whole
+    /// sequence, and only the rows asked for go on through the output projection and the
+    /// feed-forward half (each row's own computation).
+    ///
     /// # Shapes
-    /// `x [Σ s, d]` (packed sequences), `bias [Σ (s−1)², h]` → `[Σ s, d]`.
+    /// `x [Σ s, d]` (packed sequences), `bias [Σ (s−1)², h]`, `rows [r]` → `[r, d]` (`[Σ s, d]`
+    /// with `None`).
     fn forward<K: TransformerKernel<B>>(
         &self,
         x: Tensor<B, 2>,
@@ -469,9 +474,14 @@ impl<B: Backend> EncoderLayer<B> {
         seqs: &Sequences,
         n_heads: usize,
         kernel: &K,
+        rows: Option<Tensor<B, 1, Int>>,
     ) -> Tensor<B, 2> {
         let qkv = kernel.norm_linear(&self.norm1, &self.self_attn.in_proj, x.clone(), false); // [Σ s, 3d]
         let a = kernel.attention(qkv, bias, seqs, n_heads); // [Σ s, d]
+        let (x, a) = match rows {
+            Some(rows) => (x.select(0, rows.clone()), a.select(0, rows)), // [r, d]
+            None => (x, a),
+        };
         // Dropout on the residual branches while training; none (the residual fused into the
         // projection) otherwise.
         let device = x.device();
@@ -587,10 +597,18 @@ impl<B: Backend, K: TransformerKernel<B>> RootTransformer<B, K> {
                 Tensor::<B, 2>::from_data(TensorData::new(packed.off_diagonal, [pairs, 1]), device);
             self.kernel.pair_bias(p, features, off_diagonal) // [Σ k², h]
         });
-        for layer in &self.layers {
-            x = layer.forward(x, bias.clone(), &packed.seqs, h, &self.kernel);
-        }
-        let cls = x.select(0, rows(packed.class_rows)); // [n, d]
+        // The head reads the class tokens alone, so the last layer computes only their rows past
+        // its attention: the other rows' outputs would be discarded.
+        let class_rows = rows(packed.class_rows);
+        let cls = match self.layers.split_last() {
+            Some((last, earlier)) => {
+                for layer in earlier {
+                    x = layer.forward(x, bias.clone(), &packed.seqs, h, &self.kernel, None);
+                }
+                last.forward(x, bias, &packed.seqs, h, &self.kernel, Some(class_rows))
+            }
+            None => x.select(0, class_rows),
+        }; // [n, d]
         self.classify
             .forward(self.kernel.layer_norm(&self.norm, cls)) // [n, n_out]
     }
