@@ -204,12 +204,13 @@ unsafe fn gemm_raw(a: MatRef<'_>, b: MatRef<'_>, dst: *mut f32, accumulate: bool
 }
 
 /// Blocks of rows [`block_rows`] aims for at least.
-const MIN_BLOCKS: usize = 8;
+const MIN_BLOCKS: usize = 4;
 
 /// Rows per block for a kernel over `n` rows: at most `max`, and fewer where that leaves at
 /// least [`MIN_BLOCKS`] blocks of ≥ 64 rows, so that a small batch still splits evenly between
 /// the threads (730 rows in blocks of 256 would keep one of two threads idle a third of the
-/// time). A function of `n` alone: sums per block do not depend on the number of threads.
+/// time). Not more blocks than that: each `gemm` call packs the weight again. A function of `n`
+/// alone: sums per block do not depend on the number of threads.
 pub(crate) fn block_rows(n: usize, max: usize) -> usize {
     n.div_ceil(MIN_BLOCKS).clamp(64.min(max), max)
 }
@@ -267,8 +268,8 @@ mod tests {
     }
 
     #[test]
-    fn small_batches_get_at_least_eight_blocks() {
-        assert_eq!(block_rows(730, 256), 92);
+    fn small_batches_get_at_least_four_blocks() {
+        assert_eq!(block_rows(730, 256), 183);
         assert_eq!(block_rows(5865, 256), 256);
         assert_eq!(block_rows(100, 256), 64);
         assert_eq!(block_rows(100, 16), 16);
