@@ -75,13 +75,17 @@ multiversioned! {
 multiversioned! {
     /// `y = GELU(z)` (every slot written) and `slope = GELU′(z)`, element by element, from one
     /// erf and one exponential each.
-    pub(crate) fn gelu_with_slope(z: &[f32], y: &mut [MaybeUninit<f32>], slope: &mut [f32]) {
+    pub(crate) fn gelu_with_slope(
+        z: &[f32],
+        y: &mut [MaybeUninit<f32>],
+        slope: &mut [MaybeUninit<f32>],
+    ) {
         assert!(z.len() == y.len() && z.len() == slope.len(), "GELU rows");
         for ((&v, y), slope) in z.iter().zip(y.iter_mut()).zip(slope.iter_mut()) {
             let (erf, gauss) = erf_and_gauss(v * FRAC_1_SQRT_2);
             let cdf = 0.5 * (1.0 + erf);
             y.write(v * cdf);
-            *slope = cdf + v * (FRAC_1_SQRT_2PI * gauss);
+            slope.write(cdf + v * (FRAC_1_SQRT_2PI * gauss));
         }
     }
 }
@@ -156,7 +160,11 @@ mod tests {
         gelu_rows(&z, crate::rows::as_slots(&mut y));
         gelu_backward_rows(&z, &g, &mut dz);
         let (mut y2, mut slope) = (vec![0.0; z.len()], vec![0.0; z.len()]);
-        gelu_with_slope(&z, crate::rows::as_slots(&mut y2), &mut slope);
+        gelu_with_slope(
+            &z,
+            crate::rows::as_slots(&mut y2),
+            crate::rows::as_slots(&mut slope),
+        );
         for (i, &v) in z.iter().enumerate() {
             let v = f64::from(v);
             let cdf = 0.5 * (1.0 + libm_erf(v / 2f64.sqrt()));

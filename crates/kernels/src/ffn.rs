@@ -3,9 +3,9 @@
 //!
 //! Each block of rows runs the whole chain while its rows are in cache: the normalised rows and
 //! the hidden activations (`4d` wide, the largest values of the layer) live in per-task
-//! scratch, never in a full-size tensor. The forward keeps only `z = LN(x)·W₁ + b₁` for the
-//! backward, which recomputes `LN(x)` and `GELU(z)` per block (an element-wise pass each, no
-//! product) instead of reading them back. Parameter gradients are summed as in
+//! scratch, never in a full-size tensor, except what the backward needs: in training the
+//! forward keeps `GELU(z)` and its slope `GELU′(z)` (`z = LN(x)·W₁ + b₁`), both from one `erf`
+//! and one exponential, and the backward recomputes only `LN(x)` per block. Parameter gradients are summed as in
 //! [`crate::linear_backward`]: per fixed chunk of blocks (f32 products, f64 sums), then the
 //! chunks in order, so no value depends on the number of threads.
 
@@ -90,59 +90,70 @@ impl FeedForward<'_> {
     }
 }
 
-/// Per-task scratch: normalised rows, hidden rows (and the GELU's slopes), and one more of each
-/// width.
+/// Per-task scratch: normalised rows, hidden rows, and one more of each width.
 #[derive(Default)]
 struct Scratch {
     u: Vec<f32>,
     h: Vec<f32>,
-    slope: Vec<f32>,
     wide: Vec<f32>,
     narrow: Vec<f32>,
 }
 
-/// The output `y [n, d]` and, with `keep` (training), `z = LN(x)·W₁ + b₁ [n, f]` for
-/// [`feed_forward_backward`]. Panics on inconsistent shapes.
+/// The output `y [n, d]` and, with `keep` (training), what [`feed_forward_backward`] needs:
+/// `GELU(z)`, then `GELU′(z)`, `[n, f]` each (`z = LN(x)·W₁ + b₁`). Panics on inconsistent
+/// shapes.
 pub fn feed_forward(ff: &FeedForward<'_>, keep: bool) -> (Vec<f32>, Option<Vec<f32>>) {
     let (n, d, f) = ff.dims();
     let mut out = RowsOut::new(n * d);
-    let mut kept = RowsOut::new(if keep { n * f } else { 0 });
+    let kept_width = if keep { f } else { 0 };
+    let mut kept = RowsOut::new(2 * n * kept_width);
     let blocks = row_blocks(n, block_rows(n, ROWS));
     let outs = block_slots(out.parts(), &blocks, d);
-    let zs = block_slots(kept.parts(), &blocks, if keep { f } else { 0 });
+    let (gelus, slopes) = kept.parts().split_at_mut(n * kept_width);
+    let gelus = block_slots(gelus, &blocks, kept_width);
+    let slopes = block_slots(slopes, &blocks, kept_width);
     let parts: Vec<_> = outs
         .into_iter()
-        .zip(zs)
-        .map(|((first, m, out), (_, _, z))| (first, m, out, z))
+        .zip(gelus.into_iter().zip(slopes))
+        .map(|((first, m, out), ((_, _, gelu), (_, _, slope)))| (first, m, out, gelu, slope))
         .collect();
-    parts
-        .into_par_iter()
-        .for_each_init(Scratch::default, |sc, (first, m, out, z_slots)| {
+    parts.into_par_iter().for_each_init(
+        Scratch::default,
+        |sc, (first, m, out, gelu_slots, slope_slots)| {
             let u = ff.normalised(first, m, &mut sc.u);
             let u = MatRef::row_major(u, m, d);
             sc.h.resize(m * f, 0.0);
-            // z into the kept rows, GELU(z) into scratch; or both in scratch, in place.
-            let (z, gelu_out) = if keep {
-                (gemm_write(u, ff.w1, z_slots), Some(as_slots(&mut sc.h)))
+            let z = gemm_write(u, ff.w1, as_slots(&mut sc.h));
+            // GELU(z) and its slope into the kept rows; or GELU(z) in place.
+            let h: &[f32] = if keep {
+                finish_rows(z, f, ff.b1, None, false, None);
+                gelu_with_slope(z, gelu_slots, slope_slots);
+                // SAFETY: `gelu_with_slope` wrote every slot of both.
+                unsafe { assume_init(gelu_slots) }
             } else {
-                (gemm_write(u, ff.w1, as_slots(&mut sc.h)), None)
+                finish_rows(z, f, ff.b1, None, true, None);
+                z
             };
-            finish_rows(z, f, ff.b1, None, true, gelu_out);
-            let h = MatRef::row_major(&sc.h, m, f);
-            let y = gemm_write(h, ff.w2, out);
+            let y = gemm_write(MatRef::row_major(h, m, f), ff.w2, out);
             let x = &ff.x[first * d..(first + m) * d];
             finish_rows(y, d, ff.b2, Some(x), false, None);
-        });
+        },
+    );
     // SAFETY: the blocks cover all `n` rows; each wrote its rows of `out` (the second product)
-    // and, when kept, of `z` (the first).
+    // and, when kept, of the GELU and its slope.
     unsafe { (out.into_vec(), keep.then(|| kept.into_vec())) }
 }
 
-/// The gradients of [`feed_forward`] for the output's gradient `grad [n, d]`, from the `z` the
-/// forward kept. Panics on inconsistent shapes.
-pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> FeedForwardGrads {
+/// The gradients of [`feed_forward`] for the output's gradient `grad [n, d]`, from what the
+/// forward kept (`GELU(z)`, then `GELU′(z)`). Panics on inconsistent shapes.
+pub fn feed_forward_backward(ff: &FeedForward<'_>, kept: &[f32], grad: &[f32]) -> FeedForwardGrads {
     let (n, d, f) = ff.dims();
-    assert_eq!(z.len(), n * f, "feed-forward gradient: z's shape");
+    assert_eq!(
+        kept.len(),
+        2 * n * f,
+        "feed-forward gradient: the kept GELU and slope"
+    );
+    let (gelus, slopes) = kept.split_at(n * f);
     assert_eq!(
         grad.len(),
         n * d,
@@ -166,18 +177,16 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, z: &[f32], grad: &[f32]) -> F
         let (db2, rest) = rest.split_at_mut(d);
         let (dgamma, dbeta) = rest.split_at_mut(d);
         let g = &grad[first * d..(first + m) * d];
-        let zb = &z[first * f..(first + m) * f];
+        let gelu = &gelus[first * f..(first + m) * f];
+        let slope = &slopes[first * f..(first + m) * f];
         // The second layer: dW₂ += GELU(z)ᵀ·g, db₂ += Σ g, dh = g·W₂ᵀ.
-        sc.h.resize(m * f, 0.0);
-        sc.slope.resize(m * f, 0.0);
-        gelu_with_slope(zb, as_slots(&mut sc.h), &mut sc.slope);
         let g_m = MatRef::row_major(g, m, d);
         column_sums(g, db2);
-        chunk.weights[1].add(MatRef::row_major(&sc.h, m, f).t(), g_m);
+        chunk.weights[1].add(MatRef::row_major(gelu, m, f).t(), g_m);
         sc.wide.resize(m * f, 0.0);
         let dh = gemm_write(g_m, w2_t, as_slots(&mut sc.wide));
         // The GELU, then the first layer: dW₁ += LN(x)ᵀ·dz, db₁ += Σ dz, du = dz·W₁ᵀ.
-        times(dh, &sc.slope);
+        times(dh, slope);
         let dz = MatRef::row_major(dh, m, f);
         column_sums(dh, db1);
         let u = ff.normalised(first, m, &mut sc.u);
@@ -269,11 +278,16 @@ mod tests {
         let (y, _) = linear_forward(hm, None, w2m, Some(&b2), Then::Residual(&x));
 
         let (fused, kept) = feed_forward(&ff, true);
+        let kept = kept.expect("kept");
         close(&fused, &y, 1e-6, "y");
-        close(kept.as_deref().expect("kept"), &z, 1e-6, "z");
+        let (kept_gelu, kept_slope) = kept.split_at(n * f);
+        close(kept_gelu, &h, 1e-6, "GELU(z)");
+        let mut slope = vec![0.0; n * f];
+        crate::act::gelu_backward_rows(&z, &vec![1.0; n * f], &mut slope);
+        close(kept_slope, &slope, 1e-6, "GELU′(z)");
         let (inference, none) = feed_forward(&ff, false);
         assert!(none.is_none());
-        close(&inference, &y, 1e-6, "y without keeping z");
+        close(&inference, &y, 1e-6, "y without keeping anything");
 
         let second = linear_backward(hm, None, w2m, &grad, None, true);
         let (dh, dw2, db2) = (second.x.expect("asked"), second.weight, second.bias);
@@ -293,7 +307,7 @@ mod tests {
         close(&fg, &dgamma, 1e-5, "norm+linear dγ");
         close(&fb, &dbeta, 1e-5, "norm+linear dβ");
         let dx: Vec<f32> = dx_norm.iter().zip(&grad).map(|(a, g)| a + g).collect();
-        let got = feed_forward_backward(&ff, &z, &grad);
+        let got = feed_forward_backward(&ff, &kept, &grad);
         close(&got.x, &dx, 1e-5, "dx");
         close(&got.gamma, &dgamma, 1e-5, "dγ");
         close(&got.beta, &dbeta, 1e-5, "dβ");

@@ -154,15 +154,15 @@ fn attention_inputs(
     Some((f32s(qkv)?, bias))
 }
 
-/// The feed-forward half's inputs made contiguous f32 (checked against each other), and the
-/// `z` its forward kept.
+/// The feed-forward half's inputs made contiguous f32 (checked against each other), and what
+/// its forward kept for the backward (`GELU(z)` and `GELU′(z)`, `[2, n, f]`).
 #[derive(Debug, Clone)]
 pub struct FeedForwardSaved {
     x: FlexTensor,
     norm: (FlexTensor, Option<FlexTensor>, f32),
     first: (FlexTensor, Option<FlexTensor>),
     second: (FlexTensor, Option<FlexTensor>),
-    z: Option<FlexTensor>,
+    kept: Option<FlexTensor>,
 }
 
 impl FeedForwardSaved {
@@ -179,7 +179,7 @@ impl FeedForwardSaved {
             norm: (f32s(&gamma)?, optional_f32s(beta)?, epsilon as f32),
             first: linear_f32s(first)?,
             second: linear_f32s(second)?,
-            z: None,
+            kept: None,
         };
         let [n, d] = shape(&saved.x)[..] else {
             return None;
@@ -217,7 +217,8 @@ impl FeedForwardSaved {
     }
 }
 
-/// The feed-forward half's output and its inputs, with `z` when `for_backward`, or `None`.
+/// The feed-forward half's output and its inputs, with what the backward needs (`GELU(z)` and
+/// `GELU′(z)`) when `for_backward`, or `None`.
 fn feed_forward_run(
     x: &FlexTensor,
     norm: NormParams<Flex>,
@@ -227,12 +228,12 @@ fn feed_forward_run(
 ) -> Option<(FlexTensor, FeedForwardSaved)> {
     let _span = tracing::trace_span!("feed_forward").entered();
     let mut saved = FeedForwardSaved::of(x, norm, first, second)?;
-    let (y, z) = feed_forward(&saved.view(), for_backward);
+    let (y, kept) = feed_forward(&saved.view(), for_backward);
     let [n, d] = shape(&saved.x)[..] else {
         unreachable!("checked 2-D")
     };
     let f = shape(&saved.first.0)[1];
-    saved.z = z.map(|z| tensor(z, &[n, f]));
+    saved.kept = kept.map(|kept| tensor(kept, &[2, n, f]));
     Some((tensor(y, &[n, d]), saved))
 }
 
@@ -648,8 +649,8 @@ impl TransformerGradBackend for Flex {
     fn feed_forward_backward(saved: &FeedForwardSaved, grad: FlexTensor) -> [FlexTensor; 7] {
         let _span = tracing::trace_span!("feed_forward_backward").entered();
         let grad = grad.to_contiguous();
-        let z = saved.z.as_ref().expect("kept by feed_forward_saving");
-        let g = feed_forward_backward(&saved.view(), values(z), values(&grad));
+        let kept = saved.kept.as_ref().expect("kept by feed_forward_saving");
+        let g = feed_forward_backward(&saved.view(), values(kept), values(&grad));
         let [d, f] = shape(&saved.first.0)[..] else {
             unreachable!("checked 2-D")
         };
