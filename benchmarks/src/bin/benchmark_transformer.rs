@@ -240,7 +240,9 @@ where
     let split = forward_split(model, s, reps);
     let t_setup = Instant::now();
     let mut setup = None;
-    let mut model: RootTransformer<AD, K> = config.init(device).with_kernel(kernel);
+    // Held as an `Option` so that each step hands the model itself to the optimiser, as `train`
+    // does: a clone would share the parameters' storage, and the optimiser would copy each one.
+    let mut model: Option<RootTransformer<AD, K>> = Some(config.init(device).with_kernel(kernel));
     // The optimiser as `train` runs it (one pass per parameter on the CPU).
     let mut optim = optimiser::<AD, RootTransformer<AD, K>, _>(AD::adam_kernel());
     let (mut fwd, mut bwd, mut opt) = (Vec::new(), Vec::new(), Vec::new());
@@ -248,15 +250,18 @@ where
     let spans = s.timer.measure(|| {
         step = time_reps(2, reps, || {
             let t0 = Instant::now();
-            let logits = model.forward(&s.tokens, device);
+            let stepped = model
+                .take()
+                .expect("the model is put back after every step");
+            let logits = stepped.forward(&s.tokens, device);
             let y =
                 Tensor::<AD, 1, Int>::from_data(TensorData::new(s.labels.clone(), [batch]), device);
             let w = Tensor::<AD, 1>::from_data(TensorData::new(s.weights.clone(), [batch]), device);
             let loss = weighted_loss(per_event_loss(&s.task, logits, y, None), w);
             let t1 = Instant::now();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let grads = GradientsParams::from_grads(loss.backward(), &stepped);
             let t2 = Instant::now();
-            model = optim.step(1e-4, model.clone(), grads);
+            model = Some(optim.step(1e-4, stepped, grads));
             let t3 = Instant::now();
             setup.get_or_insert((t3 - t_setup).as_secs_f64());
             fwd.push((t1 - t0).as_secs_f64());
