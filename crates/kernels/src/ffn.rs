@@ -5,9 +5,9 @@
 //! the hidden activations (`4d` wide, the largest values of the layer) live in per-task
 //! scratch, never in a full-size tensor, except what the backward needs: in training the
 //! forward keeps `GELU(z)` and its slope `GELU′(z)` (`z = LN(x)·W₁ + b₁`), both from one `erf`
-//! and one exponential, and the backward recomputes only `LN(x)` per block. Parameter gradients are summed as in
-//! [`crate::linear_backward`]: per fixed chunk of blocks (f32 products, f64 sums), then the
-//! chunks in order, so no value depends on the number of threads.
+//! and one exponential, and the backward recomputes only `LN(x)` per block. Parameter gradients
+//! are summed as in [`crate::linear_backward`]: per fixed chunk of blocks (f32 products, f64
+//! sums), then the chunks in order, so no value depends on the number of threads.
 
 use std::mem::MaybeUninit;
 

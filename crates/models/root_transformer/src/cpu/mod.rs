@@ -16,8 +16,8 @@
 //!   backend (`Flex`: the tensors' storage handed to the kernels) and for `Autodiff<B, C>` over
 //!   any [`TransformerGradBackend`] and checkpoint strategy: one tracked operation each, whose
 //!   forward keeps what its backward needs (attention: the probabilities, `s²` per head and
-//!   event; the feed-forward half: its pre-GELU rows), or the values alone where nothing needs
-//!   a gradient (a frozen backbone).
+//!   event; the feed-forward half: the GELU's output and slope), or the values alone where
+//!   nothing needs a gradient (a frozen backbone).
 //! - [`FusedTransformer`], the model's [`TransformerKernel`] for every such backend; it falls
 //!   back to Burn's operations ([`crate::OpByOp`]'s) for tensors the kernels
 //!   do not take (other than f32). Same function as `OpByOp`: values and gradients within
