@@ -140,6 +140,37 @@ fn weighted<'r, const R: usize>(
     }
 }
 
+/// The softmax of each column of `lt [s, sp]` over its rows, in place: per lane the maximum,
+/// `exp(v − max)`, their sum (rows in order), then each times 1 / the sum; [`LANES`] lanes at a
+/// time, held in registers across the rows (a running maximum kept in memory compiled to masked
+/// stores that each waited for the one before).
+#[inline(always)]
+fn softmax_columns(lt: &mut [f32], sp: usize) {
+    for c in (0..sp).step_by(LANES) {
+        let mut max: [f32; LANES] = lt[c..c + LANES].try_into().expect("LANES values");
+        for row in lt.chunks_exact(sp).skip(1) {
+            let row: &[f32; LANES] = row[c..c + LANES].try_into().expect("LANES values");
+            for (m, &v) in max.iter_mut().zip(row) {
+                *m = if v > *m { v } else { *m };
+            }
+        }
+        let mut sum = [0.0f32; LANES];
+        for row in lt.chunks_exact_mut(sp) {
+            let row: &mut [f32; LANES] = (&mut row[c..c + LANES]).try_into().expect("LANES values");
+            for ((v, &m), a) in row.iter_mut().zip(&max).zip(sum.iter_mut()) {
+                *v = exp(*v - m);
+                *a += *v;
+            }
+        }
+        let inverse = sum.map(|a| 1.0 / a);
+        for row in lt.chunks_exact_mut(sp) {
+            for (v, &r) in row[c..c + LANES].iter_mut().zip(&inverse) {
+                *v *= r;
+            }
+        }
+    }
+}
+
 /// Attention's inputs: every sequence's rows, one after the other.
 #[derive(Debug, Clone, Copy)]
 pub struct Attention<'a> {
@@ -265,10 +296,9 @@ multiversioned! {
         let (s, d, dh, heads) = (seq.s, seq.d, seq.dh(), seq.heads);
         let inv_scale = 1.0 / (dh as f32).sqrt();
         let sp = s.next_multiple_of(LANES);
-        // qᵀ [dh, sp]; Lᵀ, then Pᵀ [s, sp]; per lane the maximum, then 1 / the sum [sp].
-        scratch.resize((dh + s + 1) * sp, 0.0);
-        let (qt, rest) = scratch.split_at_mut(dh * sp);
-        let (lt, acc) = rest.split_at_mut(s * sp);
+        // qᵀ [dh, sp]; Lᵀ, then Pᵀ [s, sp].
+        scratch.resize((dh + s) * sp, 0.0);
+        let (qt, lt) = scratch.split_at_mut(dh * sp);
         for h in 0..heads {
             seq.transposed(0, h, qt);
             all_products(s, |j| seq.row(1, h, j), qt, sp, lt);
@@ -283,31 +313,7 @@ multiversioned! {
                     }
                 }
             }
-            acc.copy_from_slice(&lt[..sp]);
-            for row in lt.chunks_exact(sp).skip(1) {
-                for (m, &v) in acc.iter_mut().zip(row) {
-                    *m = if v > *m { v } else { *m };
-                }
-            }
-            for row in lt.chunks_exact_mut(sp) {
-                for (v, &m) in row.iter_mut().zip(acc.iter()) {
-                    *v = exp(*v - m);
-                }
-            }
-            acc.copy_from_slice(&lt[..sp]);
-            for row in lt.chunks_exact(sp).skip(1) {
-                for (a, &v) in acc.iter_mut().zip(row) {
-                    *a += v;
-                }
-            }
-            for a in acc.iter_mut() {
-                *a = 1.0 / *a;
-            }
-            for row in lt.chunks_exact_mut(sp) {
-                for (v, &r) in row.iter_mut().zip(acc.iter()) {
-                    *v *= r;
-                }
-            }
+            softmax_columns(lt, sp);
             if let Some(p) = probs.as_deref_mut() {
                 for (j, row) in lt.chunks_exact(sp).enumerate() {
                     p[(h * s + j) * s..(h * s + j + 1) * s].copy_from_slice(&row[..s]);
