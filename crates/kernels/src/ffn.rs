@@ -162,8 +162,7 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, kept: &[f32], grad: &[f32]) -
     let blocks = row_blocks(n, block_rows(n, ROWS));
     let mut dx = RowsOut::new(n * d);
     let parts = block_slots(dx.parts(), &blocks, d);
-    // The two weights transposed at once (a serial copy each, before any block can start).
-    let (w1_t, w2_t) = rayon::join(|| ff.w1.transposed(), || ff.w2.transposed());
+    let (w1_t, w2_t) = (ff.w1.transposed(), ff.w2.transposed());
     let (w1_t, w2_t) = (
         MatRef::row_major(&w1_t, f, d),
         MatRef::row_major(&w2_t, d, f),

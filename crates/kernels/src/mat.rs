@@ -2,6 +2,8 @@
 
 use std::mem::MaybeUninit;
 
+use rayon::prelude::*;
+
 use crate::rows::{as_slots, assume_init, zeroed};
 
 /// A strided `rows × cols` view of f32 values: element `(r, c)` is
@@ -61,20 +63,28 @@ impl<'a> MatRef<'a> {
     /// operand that `gemm` then packs from contiguous rows instead of gathering strided values
     /// for every block of rows it is used with.
     pub(crate) fn transposed(&self) -> Vec<f32> {
-        // In 16 × 16 tiles: the tile's source lines stay in L1 while its output runs are written.
+        // In 16 × 16 tiles: the tile's source lines stay in L1 while its output runs are written;
+        // runs of 16 output rows in parallel (the copy comes before any block of the backward
+        // that uses it can start).
         const TILE: usize = 16;
         let (rows, cols) = (self.rows, self.cols);
         let mut out = vec![0.0f32; rows * cols];
-        for c0 in (0..cols).step_by(TILE) {
-            for r0 in (0..rows).step_by(TILE) {
-                for c in c0..(c0 + TILE).min(cols) {
-                    let run = &mut out[c * rows + r0..c * rows + (r0 + TILE).min(rows)];
-                    for (k, o) in run.iter_mut().enumerate() {
-                        *o = self.at(r0 + k, c);
+        if rows == 0 {
+            return out;
+        }
+        out.par_chunks_mut(TILE * rows)
+            .enumerate()
+            .for_each(|(tile, run_rows)| {
+                let c0 = tile * TILE;
+                for r0 in (0..rows).step_by(TILE) {
+                    for (c, line) in (c0..).zip(run_rows.chunks_exact_mut(rows)) {
+                        let run = &mut line[r0..(r0 + TILE).min(rows)];
+                        for (k, o) in run.iter_mut().enumerate() {
+                            *o = self.at(r0 + k, c);
+                        }
                     }
                 }
-            }
-        }
+            });
         out
     }
 
