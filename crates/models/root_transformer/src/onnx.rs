@@ -76,16 +76,32 @@ fn pair_bias<B: Backend>(g: &mut Graph, pair: &Value, padding: &Value, p: &PairE
     transpose(g, &bias, &[0, 3, 1, 2])
 }
 
-/// One encoder layer on `x [n, s, d]`.
+/// What every layer's attention reads besides its input.
+#[derive(Clone, Copy)]
+struct Attending<'v> {
+    n_heads: usize,
+    /// `true` where a key is padding (its logit gets −∞).
+    key_masked: &'v Value,
+    /// The pair bias `[n, h, s, s]`, if the model has one.
+    bias: Option<&'v Value>,
+}
+
+/// One encoder layer on `x [n, s, d]` → `[n, s, d]`; with `class_token` (the index of the class
+/// token's slot), only that slot past the attention → `[n, d]` (the model's last layer: the head
+/// reads nothing else).
 fn encoder_layer<B: Backend>(
     g: &mut Graph,
     x: &Value,
     layer: &EncoderLayer<B>,
     k: usize,
-    n_heads: usize,
-    key_masked: &Value,
-    bias: Option<&Value>,
+    attending: &Attending<'_>,
+    class_token: Option<&Value>,
 ) -> Value {
+    let Attending {
+        n_heads,
+        key_masked,
+        bias,
+    } = *attending;
     let name = |s: &str| format!("layers.{k}.{s}");
     let [d, _] = layer.self_attn.out_proj.weight.dims();
     let dh = d / n_heads;
@@ -113,8 +129,17 @@ fn encoder_layer<B: Backend>(
     let a = transpose(g, &a, &[0, 2, 1, 3]);
     let merged = g.int_list("merged", &[0, 0, d as i64]);
     let a = g.binary("Reshape", &a, &merged); // [n, s, d]
+    let (x, a) = match class_token {
+        Some(index) => {
+            let slot = |g: &mut Graph, t: &Value| {
+                g.op("Gather", &[t, index], vec![("axis", Attribute::Int(1))])
+            };
+            (slot(g, x), slot(g, &a)) // [n, d]
+        }
+        None => (x.clone(), a),
+    };
     let a = g.burn_linear(&a, &layer.self_attn.out_proj, &name("self_attn.out_proj"));
-    let x = g.binary("Add", x, &a);
+    let x = g.binary("Add", &x, &a);
     let u = layer_norm(g, &x, &layer.norm2, &name("norm2"));
     let h = g.burn_linear(&u, &layer.linear1, &name("linear1"));
     let h = g.gelu(&h);
@@ -187,19 +212,22 @@ impl<B: Backend, K> RootTransformer<B, K> {
             (Some(p), Some(pair)) => Some(pair_bias(&mut g, pair, &padding, p)),
             _ => None,
         };
-        for (k, layer) in self.layers.iter().enumerate() {
-            x = encoder_layer(
-                &mut g,
-                &x,
-                layer,
-                k,
-                self.n_heads,
-                &key_masked,
-                bias.as_ref(),
-            );
-        }
+        // The last layer computes the class token alone past its attention, as the model does.
         let index = g.ints("class_token", &[], &[0]);
-        let cls = g.op("Gather", &[&x, &index], vec![("axis", Attribute::Int(1))]); // [n, d]
+        let last = self.layers.len().checked_sub(1);
+        let attending = Attending {
+            n_heads: self.n_heads,
+            key_masked: &key_masked,
+            bias: bias.as_ref(),
+        };
+        for (k, layer) in self.layers.iter().enumerate() {
+            let class_token = (Some(k) == last).then_some(&index);
+            x = encoder_layer(&mut g, &x, layer, k, &attending, class_token);
+        }
+        let cls = match last {
+            Some(_) => x, // [n, d]
+            None => g.op("Gather", &[&x, &index], vec![("axis", Attribute::Int(1))]),
+        };
         let cls = layer_norm(&mut g, &cls, &self.norm, "norm");
         let logits = g.burn_linear(&cls, &self.classify, "classify");
         g.output(
