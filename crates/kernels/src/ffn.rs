@@ -18,7 +18,7 @@ use crate::chunks::{ChunkSums, backward_chunks, narrow};
 use crate::linear::{RowNorm, column_sums, finish_rows};
 use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
 use crate::norm::layer_norm_backward_rows;
-use crate::rows::{RowsOut, as_slots, assume_init, block_slots};
+use crate::rows::{RowsOut, assume_init, block_slots, scratch_slots};
 
 /// Rows per block (and per task), at most.
 const ROWS: usize = 256;
@@ -122,8 +122,7 @@ pub fn feed_forward(ff: &FeedForward<'_>, keep: bool) -> (Vec<f32>, Option<Vec<f
         |sc, (first, m, out, gelu_slots, slope_slots)| {
             let u = ff.normalised(first, m, &mut sc.u);
             let u = MatRef::row_major(u, m, d);
-            sc.h.resize(m * f, 0.0);
-            let z = gemm_write(u, ff.w1, as_slots(&mut sc.h));
+            let z = gemm_write(u, ff.w1, scratch_slots(&mut sc.h, m * f));
             // GELU(z) and its slope into the kept rows; or GELU(z) in place.
             let h: &[f32] = if keep {
                 finish_rows(z, f, ff.b1, None, false, None);
@@ -183,16 +182,14 @@ pub fn feed_forward_backward(ff: &FeedForward<'_>, kept: &[f32], grad: &[f32]) -
         let g_m = MatRef::row_major(g, m, d);
         column_sums(g, db2);
         chunk.weights[1].add(MatRef::row_major(gelu, m, f).t(), g_m);
-        sc.wide.resize(m * f, 0.0);
-        let dh = gemm_write(g_m, w2_t, as_slots(&mut sc.wide));
+        let dh = gemm_write(g_m, w2_t, scratch_slots(&mut sc.wide, m * f));
         // The GELU, then the first layer: dW₁ += LN(x)ᵀ·dz, db₁ += Σ dz, du = dz·W₁ᵀ.
         times(dh, slope);
         let dz = MatRef::row_major(dh, m, f);
         column_sums(dh, db1);
         let u = ff.normalised(first, m, &mut sc.u);
         chunk.weights[0].add(MatRef::row_major(u, m, d).t(), dz);
-        sc.narrow.resize(m * d, 0.0);
-        let du = gemm_write(dz, w1_t, as_slots(&mut sc.narrow));
+        let du = gemm_write(dz, w1_t, scratch_slots(&mut sc.narrow, m * d));
         // The LayerNorm, then the residual: dx = LN′(du) + g.
         let xb = &ff.x[first * d..(first + m) * d];
         let nm = ff.norm;

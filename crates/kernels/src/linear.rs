@@ -17,7 +17,7 @@ use crate::act::{gelu_backward_rows, gelu_in_place, gelu_rows};
 use crate::chunks::{ChunkSums, backward_chunks, narrow};
 use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
 use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
-use crate::rows::{RowsOut, as_slots, block_slots};
+use crate::rows::{RowsOut, assume_init, block_slots, scratch_slots};
 
 /// Rows per block (and per task), at most.
 const ROWS: usize = 256;
@@ -52,9 +52,10 @@ pub struct RowNorm<'a> {
 impl RowNorm<'_> {
     /// The LayerNorm of whole `rows` into `scratch` (resized to fit).
     pub(crate) fn apply<'s>(&self, rows: &[f32], scratch: &'s mut Vec<f32>) -> &'s mut [f32] {
-        scratch.resize(rows.len(), 0.0);
-        layer_norm_rows(rows, as_slots(scratch), self.gamma, self.beta, self.epsilon);
-        scratch
+        let slots = scratch_slots(scratch, rows.len());
+        layer_norm_rows(rows, slots, self.gamma, self.beta, self.epsilon);
+        // SAFETY: `layer_norm_rows` wrote every slot.
+        unsafe { assume_init(slots) }
     }
 }
 
@@ -242,8 +243,7 @@ pub fn linear_backward(
                 let rows = &v[first * d_in..(first + m) * d_in];
                 let normed = nm.apply(rows, &mut sc.normed);
                 chunk.weights[0].add(MatRef::row_major(normed, m, d_in).t(), dz_m);
-                sc.du.resize(m * d_in, 0.0);
-                let du = gemm_write(dz_m, w_t, as_slots(&mut sc.du));
+                let du = gemm_write(dz_m, w_t, scratch_slots(&mut sc.du, m * d_in));
                 let (dgamma, dbeta) = norm_sums.split_at_mut(d_in);
                 layer_norm_backward_rows(rows, du, nm.gamma, nm.epsilon, dx_rows, dgamma, dbeta);
             }

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use crate::chunks::{ChunkSums, backward_chunks, narrow};
 use crate::linear::{add_rows, column_sums};
 use crate::mat::{MatRef, block_rows, gemm_write, row_blocks};
-use crate::rows::{RowsOut, as_slots, block_slots};
+use crate::rows::{RowsOut, block_slots, scratch_slots};
 
 /// Rows per block (and per task), at most.
 const ROWS: usize = 1024;
@@ -69,9 +69,8 @@ impl PairMlp<'_> {
     /// `ReLU(x·W₁ + b₁)` of rows `first..first + m` into `hidden`.
     fn hidden<'h>(&self, first: usize, m: usize, hidden: &'h mut Vec<f32>) -> &'h mut [f32] {
         let (d_in, h) = (self.w1.rows(), self.w1.cols());
-        hidden.resize(m * h, 0.0);
         let x = MatRef::row_major(&self.x[first * d_in..(first + m) * d_in], m, d_in);
-        let z = gemm_write(x, self.w1, as_slots(hidden));
+        let z = gemm_write(x, self.w1, scratch_slots(hidden, m * h));
         for row in z.chunks_exact_mut(h) {
             add_rows(row, self.b1, None);
             relu(row);
@@ -132,8 +131,7 @@ pub fn pair_mlp_backward(p: &PairMlp<'_>, grad: &[f32]) -> PairMlpGrads {
         let dy_m = MatRef::row_major(&sc.dy, m, d_out);
         chunk.weights[1].add(MatRef::row_major(hm, m, h).t(), dy_m);
         // dz = dy·W₂ᵀ where the ReLU passed; dW₁ += xᵀ·dz, db₁ += Σ dz.
-        sc.dh.resize(m * h, 0.0);
-        let dz = gemm_write(dy_m, w2_t, as_slots(&mut sc.dh));
+        let dz = gemm_write(dy_m, w2_t, scratch_slots(&mut sc.dh, m * h));
         for (dz, &h) in dz.iter_mut().zip(hm.iter()) {
             if h <= 0.0 {
                 *dz = 0.0;

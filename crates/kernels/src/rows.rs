@@ -47,6 +47,20 @@ impl RowsOut {
     }
 }
 
+/// `len` slots of a task's scratch to be written before they are read (its old values
+/// dropped, its allocation kept): no zero fill, which for the `4d`-wide hidden rows of a block
+/// was a pass over hundreds of kilobytes before every product.
+pub(crate) fn scratch_slots(scratch: &mut Vec<f32>, len: usize) -> &mut [MaybeUninit<f32>] {
+    scratch.clear();
+    scratch.reserve(len);
+    let slots = &mut scratch.spare_capacity_mut()[..len];
+    if cfg!(test) {
+        // As in `RowsOut::new`: a read before the write fails the tests.
+        slots.fill(MaybeUninit::new(f32::NAN));
+    }
+    slots
+}
+
 /// `s` set to zeros, as initialised f32.
 pub(crate) fn zeroed(s: &mut [MaybeUninit<f32>]) -> &mut [f32] {
     s.fill(MaybeUninit::new(0.0));
