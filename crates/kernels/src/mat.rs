@@ -72,15 +72,30 @@ impl<'a> MatRef<'a> {
         if rows == 0 {
             return out;
         }
+        let dense = self.row_major_values();
         out.par_chunks_mut(TILE * rows)
             .enumerate()
             .for_each(|(tile, run_rows)| {
                 let c0 = tile * TILE;
+                let width = run_rows.len() / rows;
                 for r0 in (0..rows).step_by(TILE) {
-                    for (c, line) in (c0..).zip(run_rows.chunks_exact_mut(rows)) {
-                        let run = &mut line[r0..(r0 + TILE).min(rows)];
-                        for (k, o) in run.iter_mut().enumerate() {
-                            *o = self.at(r0 + k, c);
+                    let r1 = (r0 + TILE).min(rows);
+                    match dense {
+                        // A row-major source: each source row's run of the tile read at once.
+                        Some(v) => {
+                            for r in r0..r1 {
+                                let run = &v[r * cols + c0..][..width];
+                                for (line, &x) in run_rows.chunks_exact_mut(rows).zip(run) {
+                                    line[r] = x;
+                                }
+                            }
+                        }
+                        None => {
+                            for (c, line) in (c0..).zip(run_rows.chunks_exact_mut(rows)) {
+                                for (r, o) in (r0..r1).zip(&mut line[r0..r1]) {
+                                    *o = self.at(r, c);
+                                }
+                            }
                         }
                     }
                 }
