@@ -175,8 +175,12 @@ impl<B: Backend, K: TransformerKernel<B>> TransformerKernel<B> for Timed<K> {
         pair_bias: Option<Tensor<B, 2>>,
         seqs: &Sequences,
         n_heads: usize,
+        class_only: bool,
     ) -> Tensor<B, 2> {
-        self.time(1, || self.inner.attention(qkv, pair_bias, seqs, n_heads))
+        self.time(1, || {
+            self.inner
+                .attention(qkv, pair_bias, seqs, n_heads, class_only)
+        })
     }
 
     fn feed_forward(

@@ -184,6 +184,10 @@ pub struct Attention<'a> {
     pub d: usize,
     /// Heads (dividing `d`).
     pub heads: usize,
+    /// Only each sequence's first row as a query (every row still a key and a value): one
+    /// output row per sequence. What a layer whose later rows nothing reads needs (the
+    /// ROOT-Transformer's last layer, read only at the class token).
+    pub first_only: bool,
 }
 
 impl Attention<'_> {
@@ -213,9 +217,18 @@ impl Attention<'_> {
         self.lens.iter().map(|&s| (s - 1) * (s - 1)).sum()
     }
 
-    /// Values kept for the backward: `s²` per head and sequence.
+    /// Query rows per sequence of length `s`.
+    fn queries(&self, s: usize) -> usize {
+        if self.first_only { 1 } else { s }
+    }
+
+    /// Values kept for the backward: per head and sequence, `s` per query row.
     fn probs(&self) -> usize {
-        self.lens.iter().map(|&s| s * s).sum::<usize>() * self.heads
+        self.lens
+            .iter()
+            .map(|&s| self.queries(s) * s)
+            .sum::<usize>()
+            * self.heads
     }
 }
 
@@ -393,6 +406,108 @@ multiversioned! {
     }
 }
 
+multiversioned! {
+    /// One sequence's forward for its first row alone: `out [d]` (every slot written) and, where
+    /// kept, the probabilities (`[heads, s]`). The first row gets no pair bias, and each value
+    /// is computed as [`sequence_forward`] computes that row (the same products, sums and
+    /// order), so the two agree bit for bit.
+    fn first_row_forward(
+        seq: Seq<'_>,
+        out: &mut [MaybeUninit<f32>],
+        probs: Option<&mut [f32]>,
+        scratch: &mut Vec<f32>,
+    ) {
+        let mut probs = probs;
+        let (s, dh, heads) = (seq.s, seq.dh(), seq.heads);
+        let inv_scale = 1.0 / (dh as f32).sqrt();
+        let sp = s.next_multiple_of(LANES);
+        // kᵀ [dh, sp], then the logits over the keys [sp].
+        scratch.resize((dh + 1) * sp, 0.0);
+        let (kt, logits) = scratch.split_at_mut(dh * sp);
+        for h in 0..heads {
+            seq.transposed(1, h, kt);
+            products::<1>(|_| seq.row(0, h, 0), 0, kt, sp, logits);
+            let p = &mut logits[..s];
+            for v in p.iter_mut() {
+                *v *= inv_scale;
+            }
+            softmax_row(p);
+            if let Some(kept) = probs.as_deref_mut() {
+                kept[h * s..(h + 1) * s].copy_from_slice(p);
+            }
+            let p: &[f32] = p;
+            weighted::<1>(s, |_, j| p[j], |j| seq.row(2, h, j), 0, out, |_| h * dh);
+        }
+    }
+}
+
+/// The softmax of `v` in place, in the operations and order of [`softmax_columns`] for one of
+/// its lanes.
+#[inline(always)]
+fn softmax_row(v: &mut [f32]) {
+    let max = v[1..].iter().fold(v[0], |m, &x| if x > m { x } else { m });
+    let mut sum = 0.0f32;
+    for x in v.iter_mut() {
+        *x = exp(*x - max);
+        sum += *x;
+    }
+    let inverse = 1.0 / sum;
+    for x in v.iter_mut() {
+        *x *= inverse;
+    }
+}
+
+multiversioned! {
+    /// One sequence's backward for its first row alone: `dqkv [s, 3d]` (every slot written; the
+    /// other rows' queries get zeros) from that row's output gradient `grad [d]` and the kept
+    /// probabilities (`[heads, s]`).
+    fn first_row_backward(
+        seq: Seq<'_>,
+        probs: &[f32],
+        grad: &[f32],
+        dqkv: &mut [MaybeUninit<f32>],
+        scratch: &mut Vec<f32>,
+    ) {
+        let (s, d, dh, heads) = (seq.s, seq.d, seq.dh(), seq.heads);
+        let inv_scale = 1.0 / (dh as f32).sqrt();
+        let sp = s.next_multiple_of(LANES);
+        // vᵀ [dh, sp], dP [sp], dS/√dₕ [s].
+        scratch.resize(dh * sp + sp + s, 0.0);
+        let (vt, rest) = scratch.split_at_mut(dh * sp);
+        let (dp, ds) = rest.split_at_mut(sp);
+        for h in 0..heads {
+            let p = &probs[h * s..(h + 1) * s];
+            let g = &grad[h * dh..(h + 1) * dh];
+            seq.transposed(2, h, vt);
+            // dP_j = g · v_j; dS = P ⊙ (dP − Σ_j P dP).
+            products::<1>(|_| g, 0, vt, sp, dp);
+            let dot: f32 = p.iter().zip(&*dp).map(|(p, x)| p * x).sum();
+            for ((x, &pj), &dpj) in ds.iter_mut().zip(p).zip(&*dp) {
+                *x = pj * (dpj - dot) * inv_scale;
+            }
+            let ds: &[f32] = ds;
+            let at = |part: usize, i: usize| i * 3 * d + part * d + h * dh;
+            // dq_0 = Σ_j dS_j k_j / √dₕ, the other queries none; dk_j = dS_j q_0 / √dₕ;
+            // dv_j = P_j g.
+            weighted::<1>(s, |_, j| ds[j], |j| seq.row(1, h, j), 0, dqkv, |_| at(0, 0));
+            let q = seq.row(0, h, 0);
+            for j in 0..s {
+                if j > 0 {
+                    for o in &mut dqkv[at(0, j)..][..dh] {
+                        o.write(0.0);
+                    }
+                }
+                for (o, &x) in dqkv[at(1, j)..][..dh].iter_mut().zip(q) {
+                    o.write(ds[j] * x);
+                }
+                for (o, &x) in dqkv[at(2, j)..][..dh].iter_mut().zip(g) {
+                    o.write(p[j] * x);
+                }
+            }
+        }
+    }
+}
+
 /// The sequences of `a`, each with its rows of `qkv` and its pair bias.
 fn sequences<'a>(a: &Attention<'a>) -> Vec<Seq<'a>> {
     let qkv = cut(a.qkv, a.lens.iter().map(|&s| s * 3 * a.d));
@@ -416,17 +531,18 @@ fn sequences<'a>(a: &Attention<'a>) -> Vec<Seq<'a>> {
         .collect()
 }
 
-/// Attention's output `[Σ s, d]` and, with `keep_probs` (training), the probabilities the
-/// backward needs (`[heads, s, s]` per sequence, one after the other, each head's transposed). Panics if the slices do
-/// not match the lengths.
+/// Attention's output (`[Σ s, d]`, or `[sequences, d]` with `first_only`) and, with
+/// `keep_probs` (training), the probabilities the backward needs (per sequence, one after the
+/// other: `[heads, s, s]`, each head's transposed, or `[heads, s]` with `first_only`). Panics
+/// if the slices do not match the lengths.
 pub fn attention_forward(a: &Attention<'_>, keep_probs: bool) -> (Vec<f32>, Option<Vec<f32>>) {
     a.check();
-    let rows: usize = a.lens.iter().sum();
+    let rows: usize = a.lens.iter().map(|&s| a.queries(s)).sum();
     let mut out = RowsOut::new(rows * a.d);
     let mut probs = keep_probs.then(|| vec![0.0f32; a.probs()]);
-    let outs = carve(out.parts(), a.lens.iter().map(|&s| s * a.d));
+    let outs = carve(out.parts(), a.lens.iter().map(|&s| a.queries(s) * a.d));
     let ps: Vec<Option<&mut [f32]>> = match probs.as_deref_mut() {
-        Some(p) => carve(p, a.lens.iter().map(|&s| s * s * a.heads))
+        Some(p) => carve(p, a.lens.iter().map(|&s| a.queries(s) * s * a.heads))
             .into_iter()
             .map(Some)
             .collect(),
@@ -436,7 +552,11 @@ pub fn attention_forward(a: &Attention<'_>, keep_probs: bool) -> (Vec<f32>, Opti
     work.into_par_iter().with_min_len(SEQUENCES).for_each_init(
         Vec::new,
         |scratch, ((seq, out), p)| {
-            sequence_forward(seq, out, p, scratch);
+            if a.first_only {
+                first_row_forward(seq, out, p, scratch);
+            } else {
+                sequence_forward(seq, out, p, scratch);
+            }
         },
     );
     // SAFETY: the sequences' rows cover every row, and `sequence_forward` wrote each slot of
@@ -444,8 +564,9 @@ pub fn attention_forward(a: &Attention<'_>, keep_probs: bool) -> (Vec<f32>, Opti
     (unsafe { out.into_vec() }, probs)
 }
 
-/// The gradients of [`attention_forward`] for the output's gradient `grad [Σ s, d]`: `qkv`'s
-/// `[Σ s, 3d]`, and the pair bias's `[Σ (s−1)², heads]` when `a` has one.
+/// The gradients of [`attention_forward`] for the output's gradient `grad` (its shape): `qkv`'s
+/// `[Σ s, 3d]`, and the pair bias's `[Σ (s−1)², heads]` when `a` has one (zeros with
+/// `first_only`: the first row gets no bias).
 pub fn attention_backward(
     a: &Attention<'_>,
     probs: &[f32],
@@ -457,15 +578,16 @@ pub fn attention_backward(
         a.probs(),
         "attention gradient: probabilities' shape"
     );
+    let rows: usize = a.lens.iter().map(|&s| a.queries(s)).sum();
     assert_eq!(
         grad.len(),
-        a.qkv.len() / 3,
+        rows * a.d,
         "attention gradient: the output gradient's shape"
     );
     let mut dqkv = RowsOut::new(a.qkv.len());
     let mut dbias = a.pair_bias.map(|b| vec![0.0f32; b.len()]);
-    let ps = cut(probs, a.lens.iter().map(|&s| s * s * a.heads));
-    let gs = cut(grad, a.lens.iter().map(|&s| s * a.d));
+    let ps = cut(probs, a.lens.iter().map(|&s| a.queries(s) * s * a.heads));
+    let gs = cut(grad, a.lens.iter().map(|&s| a.queries(s) * a.d));
     let ds = carve(dqkv.parts(), a.lens.iter().map(|&s| s * 3 * a.d));
     let dbs: Vec<Option<&mut [f32]>> = match dbias.as_deref_mut() {
         Some(b) => carve(b, a.lens.iter().map(|&s| (s - 1) * (s - 1) * a.heads))
@@ -484,7 +606,12 @@ pub fn attention_backward(
     work.into_par_iter().with_min_len(SEQUENCES).for_each_init(
         Vec::new,
         |scratch, ((((seq, p), g), dq), db)| {
-            sequence_backward(seq, p, g, dq, db, scratch);
+            if a.first_only {
+                // The bias's gradient stays zero (initialised so).
+                first_row_backward(seq, p, g, dq, scratch);
+            } else {
+                sequence_backward(seq, p, g, dq, db, scratch);
+            }
         },
     );
     // SAFETY: the sequences' rows cover every row, and `sequence_backward` wrote each slot of
@@ -554,6 +681,7 @@ mod tests {
             lens: &lens,
             d,
             heads,
+            first_only: false,
         };
         let (out, probs) = attention_forward(&a, true);
         let probs = probs.expect("kept");
@@ -609,6 +737,7 @@ mod tests {
             lens: &lens,
             d,
             heads,
+            first_only: false,
         };
         let (out, _) = attention_forward(&a, false);
         // The same sequence alone gives the same bits.
@@ -621,5 +750,63 @@ mod tests {
         let (one, kept) = attention_forward(&alone, true);
         assert_eq!(kept.map(|p| p.len()), Some(lens[5] * lens[5] * heads));
         assert_eq!(&out[first * d..(first + lens[5]) * d], &one[..]);
+    }
+
+    #[test]
+    fn the_first_row_alone_is_that_row_of_the_whole() {
+        // Lengths 1 to 17: one or two groups of lanes, a sequence of the class token alone.
+        let lens: Vec<usize> = (0..24).map(|e| 1 + (e * 5) % 17).collect();
+        let (d, heads) = (32, 2);
+        let rows: usize = lens.iter().sum();
+        let pairs: usize = lens.iter().map(|s| (s - 1) * (s - 1)).sum();
+        let qkv = values(rows * 3 * d, 21);
+        let bias = values(pairs * heads, 22);
+        let whole = Attention {
+            qkv: &qkv,
+            pair_bias: Some(&bias),
+            lens: &lens,
+            d,
+            heads,
+            first_only: false,
+        };
+        let first = Attention {
+            first_only: true,
+            ..whole
+        };
+        let starts: Vec<usize> = lens
+            .iter()
+            .scan(0, |at, &s| {
+                *at += s;
+                Some(*at - s)
+            })
+            .collect();
+        let (all, all_probs) = attention_forward(&whole, true);
+        let (firsts, probs) = attention_forward(&first, true);
+        let probs = probs.expect("kept");
+        assert_eq!(probs.len(), rows * heads);
+        for (e, &r) in starts.iter().enumerate() {
+            assert_eq!(
+                &firsts[e * d..(e + 1) * d],
+                &all[r * d..(r + 1) * d],
+                "sequence {e}"
+            );
+        }
+        let (inference, none) = attention_forward(&first, false);
+        assert!(none.is_none());
+        assert_eq!(inference, firsts);
+        // The backward: the whole attention's, for an output gradient on the first rows alone.
+        let grad = values(lens.len() * d, 23);
+        let mut spread = vec![0.0f32; rows * d];
+        for (e, &r) in starts.iter().enumerate() {
+            spread[r * d..(r + 1) * d].copy_from_slice(&grad[e * d..(e + 1) * d]);
+        }
+        let (want, want_bias) = attention_backward(&whole, &all_probs.expect("kept"), &spread);
+        let (got, got_bias) = attention_backward(&first, &probs, &grad);
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-6, "d qkv {k}: {g} vs {w}");
+        }
+        let (got_bias, want_bias) = (got_bias.expect("a bias"), want_bias.expect("a bias"));
+        assert!(want_bias.iter().all(|&x| x == 0.0));
+        assert_eq!(got_bias, want_bias);
     }
 }

@@ -287,15 +287,17 @@ pub trait TransformerKernel<B: Backend> {
     /// # Shapes
     /// `qkv [Σ s, 3d]` (q, k, v), `pair_bias [Σ (s−1)², heads]` (object pair (i, j) of a
     /// sequence at its row `i·(s−1) + j`; the class token's row and column get no bias) →
-    /// `[Σ s, d]`.
+    /// `[Σ s, d]`, or with `class_only` the class tokens' rows alone, `[n, d]` (every row still
+    /// a key and a value; only the class token a query).
     fn attention(
         &self,
         qkv: Tensor<B, 2>,
         pair_bias: Option<Tensor<B, 2>>,
         seqs: &Sequences,
         n_heads: usize,
+        class_only: bool,
     ) -> Tensor<B, 2> {
-        padded_attention(qkv, pair_bias, seqs, n_heads)
+        padded_attention(qkv, pair_bias, seqs, n_heads, class_only)
     }
 }
 
@@ -374,13 +376,14 @@ impl Sequences {
 }
 
 /// [`TransformerKernel::attention`] with Burn's operations: the sequences padded to the longest
-/// (`[n, s, ·]`), padding keys masked, then the packed rows taken back. Padding slots read a
-/// zero row.
+/// (`[n, s, ·]`), padding keys masked, then the packed rows (or the class tokens' alone) taken
+/// back. Padding slots read a zero row.
 fn padded_attention<B: Backend>(
     qkv: Tensor<B, 2>,
     pair_bias: Option<Tensor<B, 2>>,
     seqs: &Sequences,
     n_heads: usize,
+    class_only: bool,
 ) -> Tensor<B, 2> {
     let device = qkv.device();
     let [rows, d3] = qkv.dims();
@@ -444,6 +447,9 @@ fn padded_attention<B: Backend>(
     let logits = q.matmul(k.swap_dims(2, 3)) / (dh as f64).sqrt() + bias; // [n, h, s, s]
     let attn = softmax(logits.mask_fill(masked, f32::NEG_INFINITY), 3); // [n, h, s, s]
     let out = attn.matmul(v).swap_dims(1, 2).reshape([n * s, d]); // [n·s, d]
+    if class_only {
+        return out.select(0, index((0..n).map(|e| e * s).collect())); // [n, d]
+    }
     out.select(0, index(real_slot)) // [Σ s, d]
 }
 
@@ -460,13 +466,14 @@ impl<B: Backend> EmbedBlock<B> {
 }
 
 impl<B: Backend> EncoderLayer<B> {
-    /// The layer's output rows `rows` (all of them with `None`): every row attends to its whole
-    /// sequence, and only the rows asked for go on through the output projection and the
+    /// The layer's output at the class tokens alone (`class_rows`, their packed rows) or at
+    /// every row (`None`): every row is a key and a value of its sequence's attention, and only
+    /// the rows asked for are its queries and go on through the output projection and the
     /// feed-forward half (each row's own computation).
     ///
     /// # Shapes
-    /// `x [Σ s, d]` (packed sequences), `bias [Σ (s−1)², h]`, `rows [r]` → `[r, d]` (`[Σ s, d]`
-    /// with `None`).
+    /// `x [Σ s, d]` (packed sequences), `bias [Σ (s−1)², h]`, `class_rows [n]` → `[n, d]`
+    /// (`[Σ s, d]` with `None`).
     fn forward<K: TransformerKernel<B>>(
         &self,
         x: Tensor<B, 2>,
@@ -474,13 +481,14 @@ impl<B: Backend> EncoderLayer<B> {
         seqs: &Sequences,
         n_heads: usize,
         kernel: &K,
-        rows: Option<Tensor<B, 1, Int>>,
+        class_rows: Option<Tensor<B, 1, Int>>,
     ) -> Tensor<B, 2> {
         let qkv = kernel.norm_linear(&self.norm1, &self.self_attn.in_proj, x.clone(), false); // [Σ s, 3d]
-        let a = kernel.attention(qkv, bias, seqs, n_heads); // [Σ s, d]
-        let (x, a) = match rows {
-            Some(rows) => (x.select(0, rows.clone()), a.select(0, rows)), // [r, d]
-            None => (x, a),
+        let class_only = class_rows.is_some();
+        let a = kernel.attention(qkv, bias, seqs, n_heads, class_only); // [Σ s, d] or [n, d]
+        let x = match class_rows {
+            Some(rows) => x.select(0, rows), // [n, d]
+            None => x,
         };
         // Dropout on the residual branches while training; none (the residual fused into the
         // projection) otherwise.
@@ -597,8 +605,8 @@ impl<B: Backend, K: TransformerKernel<B>> RootTransformer<B, K> {
                 Tensor::<B, 2>::from_data(TensorData::new(packed.off_diagonal, [pairs, 1]), device);
             self.kernel.pair_bias(p, features, off_diagonal) // [Σ k², h]
         });
-        // The head reads the class tokens alone, so the last layer computes only their rows past
-        // its attention: the other rows' outputs would be discarded.
+        // The head reads the class tokens alone, so in the last layer only they are queries and
+        // only their rows go on past attention: the other rows' outputs would be discarded.
         let class_rows = rows(packed.class_rows);
         let cls = match self.layers.split_last() {
             Some((last, earlier)) => {

@@ -339,6 +339,7 @@ impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Au
         pair_bias: Option<FloatTensor<Self>>,
         lens: &[usize],
         heads: usize,
+        first_only: bool,
     ) -> Option<FloatTensor<Self>> {
         let device = B::float_device(&qkv.primitive);
         let (bias_node, pair_bias) = optional::<B, C>(pair_bias, &device);
@@ -347,7 +348,8 @@ impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Au
         Some(
             match AttentionOp.prepare::<C>(nodes).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {
-                    let (y, saved) = B::attention_saving(&qkv.primitive, bias_value, lens, heads)?;
+                    let (y, saved) =
+                        B::attention_saving(&qkv.primitive, bias_value, lens, heads, first_only)?;
                     prep.finish(saved, y)
                 }
                 OpsKind::UnTracked(prep) => prep.finish(B::packed_attention(
@@ -355,6 +357,7 @@ impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Au
                     bias_value.cloned(),
                     lens,
                     heads,
+                    first_only,
                 )?),
             },
         )

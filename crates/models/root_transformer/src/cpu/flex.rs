@@ -114,6 +114,7 @@ pub struct AttentionSaved {
     pair_bias: Option<FlexTensor>,
     lens: Vec<usize>,
     heads: usize,
+    first_only: bool,
     probs: Vec<f32>,
 }
 
@@ -125,6 +126,7 @@ impl AttentionSaved {
             lens: &self.lens,
             d: shape(&self.qkv)[1] / 3,
             heads: self.heads,
+            first_only: self.first_only,
         }
     }
 }
@@ -340,6 +342,7 @@ fn attention(
     pair_bias: Option<&FlexTensor>,
     lens: &[usize],
     heads: usize,
+    first_only: bool,
     for_backward: bool,
 ) -> Option<(FlexTensor, AttentionSaved)> {
     let _span = tracing::trace_span!("attention").entered();
@@ -349,13 +352,16 @@ fn attention(
         pair_bias,
         lens: lens.to_vec(),
         heads,
+        first_only,
         probs: Vec::new(),
     };
     let (out, probs) = attention_forward(&saved.view(), for_backward);
     saved.probs = probs.unwrap_or_default();
-    let [rows, d3] = shape(&saved.qkv)[..] else {
+    // `[Σ s, d]`, or one row per sequence with `first_only`.
+    let [all_rows, d3] = shape(&saved.qkv)[..] else {
         unreachable!("checked 2-D")
     };
+    let rows = if first_only { lens.len() } else { all_rows };
     Some((tensor(out, &[rows, d3 / 3]), saved))
 }
 
@@ -483,8 +489,9 @@ impl TransformerBackend for Flex {
         pair_bias: Option<FlexTensor>,
         lens: &[usize],
         heads: usize,
+        first_only: bool,
     ) -> Option<FlexTensor> {
-        attention(&qkv, pair_bias.as_ref(), lens, heads, false).map(|(y, _)| y)
+        attention(&qkv, pair_bias.as_ref(), lens, heads, first_only, false).map(|(y, _)| y)
     }
 
     fn fused_pair_mlp(
@@ -595,8 +602,9 @@ impl TransformerGradBackend for Flex {
         pair_bias: Option<&FlexTensor>,
         lens: &[usize],
         heads: usize,
+        first_only: bool,
     ) -> Option<(FlexTensor, AttentionSaved)> {
-        attention(qkv, pair_bias, lens, heads, true)
+        attention(qkv, pair_bias, lens, heads, first_only, true)
     }
 
     fn attention_backward(

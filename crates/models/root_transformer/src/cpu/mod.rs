@@ -62,12 +62,13 @@ pub trait TransformerBackend: Backend {
     ) -> Option<FloatTensor<Self>>;
 
     /// [`TransformerKernel::attention`]: `qkv [Σ s, 3d]`, `pair_bias [Σ (s−1)², heads]` →
-    /// `[Σ s, d]`.
+    /// `[Σ s, d]`, or with `first_only` each sequence's first row alone, `[sequences, d]`.
     fn packed_attention(
         qkv: FloatTensor<Self>,
         pair_bias: Option<FloatTensor<Self>>,
         lens: &[usize],
         heads: usize,
+        first_only: bool,
     ) -> Option<FloatTensor<Self>>;
 
     /// `LayerNorm(x) · weight + bias` (then the exact GELU with `gelu`) as one operation, the
@@ -173,6 +174,7 @@ pub trait TransformerGradBackend: TransformerBackend {
         pair_bias: Option<&FloatTensor<Self>>,
         lens: &[usize],
         heads: usize,
+        first_only: bool,
     ) -> Option<(FloatTensor<Self>, Self::AttentionSaved)>;
 
     /// `(d qkv, d pair_bias)` (the latter when there is a pair bias) for the output gradient
@@ -354,13 +356,18 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
         pair_bias: Option<Tensor<B, 2>>,
         seqs: &Sequences,
         n_heads: usize,
+        class_only: bool,
     ) -> Tensor<B, 2> {
         B::packed_attention(
             primitive(qkv.clone()),
             pair_bias.clone().map(primitive),
             &seqs.lens,
             n_heads,
+            class_only,
         )
-        .map_or_else(|| OpByOp.attention(qkv, pair_bias, seqs, n_heads), tensor)
+        .map_or_else(
+            || OpByOp.attention(qkv, pair_bias, seqs, n_heads, class_only),
+            tensor,
+        )
     }
 }
