@@ -564,6 +564,25 @@ pub fn attention_forward(a: &Attention<'_>, keep_probs: bool) -> (Vec<f32>, Opti
     (unsafe { out.into_vec() }, probs)
 }
 
+/// [`attention_forward`]'s output (no probabilities kept) with `a`'s sequences one after the
+/// other on this thread, into `out` (every slot written): for a kernel already running in
+/// parallel over blocks of whole sequences.
+pub(crate) fn attention_rows(
+    a: &Attention<'_>,
+    out: &mut [MaybeUninit<f32>],
+    scratch: &mut Vec<f32>,
+) {
+    a.check();
+    let outs = carve(out, a.lens.iter().map(|&s| a.queries(s) * a.d));
+    for (seq, out) in sequences(a).into_iter().zip(outs) {
+        if a.first_only {
+            first_row_forward(seq, out, None, scratch);
+        } else {
+            sequence_forward(seq, out, None, scratch);
+        }
+    }
+}
+
 /// The gradients of [`attention_forward`] for the output's gradient `grad` (its shape): `qkv`'s
 /// `[Σ s, 3d]`, and the pair bias's `[Σ (s−1)², heads]` when `a` has one (zeros with
 /// `first_only`: the first row gets no bias).

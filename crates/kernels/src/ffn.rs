@@ -92,7 +92,7 @@ impl FeedForward<'_> {
 
 /// Per-task scratch: normalised rows, hidden rows, and one more of each width.
 #[derive(Default)]
-struct Scratch {
+pub(crate) struct Scratch {
     u: Vec<f32>,
     h: Vec<f32>,
     wide: Vec<f32>,
@@ -120,27 +120,48 @@ pub fn feed_forward(ff: &FeedForward<'_>, keep: bool) -> (Vec<f32>, Option<Vec<f
     parts.into_par_iter().for_each_init(
         Scratch::default,
         |sc, (first, m, out, gelu_slots, slope_slots)| {
-            let u = ff.normalised(first, m, &mut sc.u);
-            let u = MatRef::row_major(u, m, d);
-            let z = gemm_write(u, ff.w1, scratch_slots(&mut sc.h, m * f));
-            // GELU(z) and its slope into the kept rows; or GELU(z) in place.
-            let h: &[f32] = if keep {
-                finish_rows(z, f, ff.b1, None, false, None);
-                gelu_with_slope(z, gelu_slots, slope_slots);
-                // SAFETY: `gelu_with_slope` wrote every slot of both.
-                unsafe { assume_init(gelu_slots) }
-            } else {
-                finish_rows(z, f, ff.b1, None, true, None);
-                z
-            };
-            let y = gemm_write(MatRef::row_major(h, m, f), ff.w2, out);
-            let x = &ff.x[first * d..(first + m) * d];
-            finish_rows(y, d, ff.b2, Some(x), false, None);
+            let kept = keep.then_some((gelu_slots, slope_slots));
+            feed_forward_rows(ff, first, m, out, kept, sc);
         },
     );
     // SAFETY: the blocks cover all `n` rows; each wrote its rows of `out` (the second product)
     // and, when kept, of the GELU and its slope.
     unsafe { (out.into_vec(), keep.then(|| kept.into_vec())) }
+}
+
+/// A block's slots for the kept `GELU(z)` and `GELU′(z)`.
+type KeptSlots<'a> = (&'a mut [MaybeUninit<f32>], &'a mut [MaybeUninit<f32>]);
+
+/// Rows `first..first + m` of [`feed_forward`]'s output into `out` (every slot written), and
+/// with `kept` (training) their `GELU(z)` and `GELU′(z)` into its two runs of slots.
+pub(crate) fn feed_forward_rows(
+    ff: &FeedForward<'_>,
+    first: usize,
+    m: usize,
+    out: &mut [MaybeUninit<f32>],
+    kept: Option<KeptSlots<'_>>,
+    sc: &mut Scratch,
+) {
+    let (d, f) = (ff.w1.rows(), ff.w1.cols());
+    let u = ff.normalised(first, m, &mut sc.u);
+    let u = MatRef::row_major(u, m, d);
+    let z = gemm_write(u, ff.w1, scratch_slots(&mut sc.h, m * f));
+    // GELU(z) and its slope into the kept rows; or GELU(z) in place.
+    let h: &[f32] = match kept {
+        Some((gelu_slots, slope_slots)) => {
+            finish_rows(z, f, ff.b1, None, false, None);
+            gelu_with_slope(z, gelu_slots, slope_slots);
+            // SAFETY: `gelu_with_slope` wrote every slot of both.
+            unsafe { assume_init(gelu_slots) }
+        }
+        None => {
+            finish_rows(z, f, ff.b1, None, true, None);
+            z
+        }
+    };
+    let y = gemm_write(MatRef::row_major(h, m, f), ff.w2, out);
+    let x = &ff.x[first * d..(first + m) * d];
+    finish_rows(y, d, ff.b2, Some(x), false, None);
 }
 
 /// The gradients of [`feed_forward`] for the output's gradient `grad [n, d]`, from what the

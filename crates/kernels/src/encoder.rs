@@ -1,0 +1,369 @@
+//! A stack of pre-norm Transformer encoder layers in inference as one kernel: the rows cut
+//! into blocks of whole sequences, each block taken through every layer on one thread while its
+//! rows stay in cache, so the whole stack is one parallel region (layer by layer it is four a
+//! layer, each waking the other threads and ending unevenly).
+//!
+//! Per block and layer: `LN₁(x)` and q,k,v as one product, the block's sequences' attention,
+//! the output projection with the residual, then the feed-forward half — each computed as the
+//! layer-by-layer kernels compute it ([`crate::linear_forward`], [`crate::attention_forward`],
+//! [`crate::feed_forward`]), so a row's values are theirs bit for bit: blocks hold at least 32
+//! rows (or all of them), as [`crate::row_blocks`]' do, and a sequence's attention reads that
+//! sequence alone.
+
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
+use crate::attention::{Attention, attention_rows};
+use crate::ffn::{FeedForward, Scratch as FeedForwardScratch, feed_forward_rows};
+use crate::linear::{RowNorm, finish_rows};
+use crate::mat::{MatRef, gemm_write};
+use crate::rows::{RowsOut, as_slots, block_slots};
+
+/// Rows per block, at most about: a block keeps the layer's intermediate rows (`3d` and `4d`
+/// wide) within a core's L2, and fewer blocks repack the weights less often (each product packs
+/// its weight again).
+const MAX_ROWS: usize = 384;
+
+/// Rows per block for `n` rows on `threads` threads: the fewest blocks of at most about
+/// [`MAX_ROWS`] that is a multiple of the thread count, so that the threads get the same share
+/// (one parallel region for the whole stack: 3 blocks on 2 threads left one idle a third of the
+/// time, 13 % slower than the layers one at a time at ParT-like/64; 2 blocks 10 % faster,
+/// docs/performance-log.md). A row's values do not depend on the blocks (at least [`MIN_ROWS`]
+/// each), so neither on the number of threads.
+fn block_target(n: usize, threads: usize) -> usize {
+    let threads = threads.max(1);
+    let blocks = threads * n.div_ceil(threads * MAX_ROWS).max(1);
+    n.div_ceil(blocks).max(MIN_ROWS)
+}
+
+/// A block never ends with fewer rows than this unless it holds all of them (`row_blocks`).
+const MIN_ROWS: usize = 32;
+
+/// One pre-norm encoder layer's parameters:
+/// `y = x + Attention(LN₁(x)·W_qkv + b_qkv)·W_o + b_o`, then `y + FFN(y)` ([`FeedForward`]'s).
+#[derive(Debug, Clone, Copy)]
+pub struct EncoderLayer<'a> {
+    /// The LayerNorm before q, k and v (`d` wide).
+    pub norm1: RowNorm<'a>,
+    /// `W_qkv [d, 3d]`: q, k and v side by side.
+    pub qkv: MatRef<'a>,
+    /// `b_qkv [3d]`, if any.
+    pub qkv_bias: Option<&'a [f32]>,
+    /// `W_o [d, d]`.
+    pub out: MatRef<'a>,
+    /// `b_o [d]`, if any.
+    pub out_bias: Option<&'a [f32]>,
+    /// The LayerNorm before the feed-forward half.
+    pub norm2: RowNorm<'a>,
+    /// `W₁ [d, f]`.
+    pub w1: MatRef<'a>,
+    /// `b₁ [f]`, if any.
+    pub b1: Option<&'a [f32]>,
+    /// `W₂ [f, d]`.
+    pub w2: MatRef<'a>,
+    /// `b₂ [d]`, if any.
+    pub b2: Option<&'a [f32]>,
+}
+
+/// The stack's input.
+#[derive(Debug, Clone, Copy)]
+pub struct Encoder<'a> {
+    /// `[Σ s, d]` row-major: the sequences one after the other.
+    pub x: &'a [f32],
+    /// `[Σ (s − 1)², heads]`, as [`Attention::pair_bias`], the same for every layer.
+    pub pair_bias: Option<&'a [f32]>,
+    /// Each sequence's length (≥ 1).
+    pub lens: &'a [usize],
+    /// Attention heads (dividing `d`).
+    pub heads: usize,
+    /// The layers, first to last.
+    pub layers: &'a [EncoderLayer<'a>],
+}
+
+/// A block: its first sequence and their count, its first row and row count, its first pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Block {
+    seq: usize,
+    seqs: usize,
+    row: usize,
+    rows: usize,
+    pair: usize,
+}
+
+/// The sequences of `lens` grouped in order into blocks of about `target` rows (a block closes
+/// once it reaches `target`); a last block of fewer than [`MIN_ROWS`] rows joins the one before.
+fn sequence_blocks(lens: &[usize], target: usize) -> Vec<Block> {
+    let mut blocks: Vec<Block> = Vec::new();
+    let (mut row, mut pair) = (0, 0);
+    for (e, &s) in lens.iter().enumerate() {
+        match blocks.last_mut() {
+            Some(b) if b.rows < target => {
+                b.seqs += 1;
+                b.rows += s;
+            }
+            _ => blocks.push(Block {
+                seq: e,
+                seqs: 1,
+                row,
+                rows: s,
+                pair,
+            }),
+        }
+        row += s;
+        pair += (s - 1) * (s - 1);
+    }
+    if blocks.len() >= 2 && blocks[blocks.len() - 1].rows < MIN_ROWS {
+        let tail = blocks.pop().expect("two blocks");
+        let last = blocks.len() - 1;
+        blocks[last].seqs += tail.seqs;
+        blocks[last].rows += tail.rows;
+    }
+    blocks
+}
+
+impl Encoder<'_> {
+    /// `d`; panics unless the shapes agree.
+    fn check(&self) -> usize {
+        let first = self.layers.first().expect("encoder: at least one layer");
+        let d = first.qkv.rows();
+        let rows: usize = self.lens.iter().sum();
+        assert!(self.lens.iter().all(|&s| s > 0), "encoder: empty sequence");
+        assert_eq!(self.x.len(), rows * d, "encoder: x's shape");
+        assert!(
+            self.heads > 0 && d.is_multiple_of(self.heads),
+            "encoder: heads divide d"
+        );
+        for l in self.layers {
+            let f = l.w1.cols();
+            assert!(
+                (l.qkv.rows(), l.qkv.cols()) == (d, 3 * d)
+                    && (l.out.rows(), l.out.cols()) == (d, d)
+                    && (l.w1.rows(), l.w2.rows(), l.w2.cols()) == (d, f, d),
+                "encoder: the layers' weights"
+            );
+            assert!(
+                l.qkv_bias.is_none_or(|b| b.len() == 3 * d)
+                    && l.out_bias.is_none_or(|b| b.len() == d)
+                    && l.b1.is_none_or(|b| b.len() == f)
+                    && l.b2.is_none_or(|b| b.len() == d),
+                "encoder: the layers' biases"
+            );
+            for nm in [l.norm1, l.norm2] {
+                assert!(
+                    nm.gamma.len() == d && nm.beta.is_none_or(|b| b.len() == d),
+                    "encoder: the LayerNorms' widths"
+                );
+            }
+        }
+        if let Some(b) = self.pair_bias {
+            let pairs: usize = self.lens.iter().map(|&s| (s - 1) * (s - 1)).sum();
+            assert_eq!(
+                b.len(),
+                pairs * self.heads,
+                "encoder: the pair bias's shape"
+            );
+        }
+        d
+    }
+}
+
+/// Per-task scratch: the block's input of a layer, its q,k,v, attention and attention-half
+/// outputs, and the pieces' own scratch.
+#[derive(Default)]
+struct Scratch {
+    x: Vec<f32>,
+    qkv: Vec<f32>,
+    a: Vec<f32>,
+    y: Vec<f32>,
+    normed: Vec<f32>,
+    attention: Vec<f32>,
+    ffn: FeedForwardScratch,
+}
+
+/// The stack's output `[Σ s, d]`: every row through every layer. Panics on inconsistent shapes.
+pub fn encoder_forward(e: &Encoder<'_>) -> Vec<f32> {
+    let d = e.check();
+    let n: usize = e.lens.iter().sum();
+    let mut out = RowsOut::new(n * d);
+    let target = block_target(n, rayon::current_num_threads());
+    let blocks = sequence_blocks(e.lens, target);
+    let ranges: Vec<(usize, usize)> = blocks.iter().map(|b| (b.row, b.rows)).collect();
+    let outs = block_slots(out.parts(), &ranges, d);
+    let work: Vec<_> = blocks.into_iter().zip(outs).collect();
+    work.into_par_iter()
+        .for_each_init(Scratch::default, |sc, (b, (_, _, out))| {
+            block_forward(e, d, b, out, sc);
+        });
+    // SAFETY: the blocks cover every row, and each wrote its rows.
+    unsafe { out.into_vec() }
+}
+
+/// One block through every layer, its output into `out`.
+fn block_forward(
+    e: &Encoder<'_>,
+    d: usize,
+    b: Block,
+    out: &mut [MaybeUninit<f32>],
+    sc: &mut Scratch,
+) {
+    let m = b.rows;
+    let lens = &e.lens[b.seq..b.seq + b.seqs];
+    let pairs: usize = lens.iter().map(|&s| (s - 1) * (s - 1)).sum();
+    let bias = e
+        .pair_bias
+        .map(|p| &p[b.pair * e.heads..(b.pair + pairs) * e.heads]);
+    sc.x.clear();
+    sc.x.extend_from_slice(&e.x[b.row * d..(b.row + m) * d]);
+    for v in [&mut sc.a, &mut sc.y] {
+        v.resize(m * d, 0.0);
+    }
+    sc.qkv.resize(m * 3 * d, 0.0);
+    for l in e.layers {
+        // LN₁ and q, k, v.
+        let u = l.norm1.apply(&sc.x, &mut sc.normed);
+        let qkv = gemm_write(MatRef::row_major(u, m, d), l.qkv, as_slots(&mut sc.qkv));
+        finish_rows(qkv, 3 * d, l.qkv_bias, None, false, None);
+        // Attention over each of the block's sequences.
+        let a = Attention {
+            qkv,
+            pair_bias: bias,
+            lens,
+            d,
+            heads: e.heads,
+            first_only: false,
+        };
+        attention_rows(&a, as_slots(&mut sc.a), &mut sc.attention);
+        // The output projection and the residual.
+        let y = gemm_write(MatRef::row_major(&sc.a, m, d), l.out, as_slots(&mut sc.y));
+        finish_rows(y, d, l.out_bias, Some(&sc.x), false, None);
+        // The feed-forward half, into the next layer's input.
+        let ff = FeedForward {
+            x: &sc.y,
+            norm: l.norm2,
+            w1: l.w1,
+            b1: l.b1,
+            w2: l.w2,
+            b2: l.b2,
+        };
+        feed_forward_rows(&ff, 0, m, as_slots(&mut sc.x), None, &mut sc.ffn);
+    }
+    for (o, &x) in out.iter_mut().zip(&sc.x) {
+        o.write(x);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_values::values;
+    use crate::{Then, attention_forward, feed_forward, linear_forward};
+
+    #[test]
+    fn blocks_hold_whole_sequences_and_no_short_tail() {
+        let lens = [3, 4, 5, 60, 2, 2, 7, 10];
+        let blocks = sequence_blocks(&lens, 10);
+        let firsts: Vec<(usize, usize)> = blocks.iter().map(|b| (b.seq, b.seqs)).collect();
+        // 3+4+5 = 12, then 60, then 2+2+7 = 11; the tail (10 rows) joins it.
+        assert_eq!(firsts, vec![(0, 3), (3, 1), (4, 4)]);
+        assert_eq!(blocks[2].row, 72);
+        assert_eq!(blocks[2].rows, 21);
+        assert_eq!(blocks[2].pair, 4 + 9 + 16 + 59 * 59);
+        assert_eq!(sequence_blocks(&[5], 64).len(), 1);
+        // ParT-like/64 on 2 threads: 2 blocks; batch 512: 16.
+        assert_eq!(block_target(739, 2), 370);
+        assert_eq!(block_target(5865, 2), 367);
+        assert_eq!(block_target(10, 4), MIN_ROWS);
+        assert!(sequence_blocks(&[], 64).is_empty());
+    }
+
+    #[test]
+    fn the_stack_is_its_layers_one_at_a_time_bit_for_bit() {
+        // Many blocks (lengths 1 to 17), two layers, a pair bias.
+        let lens: Vec<usize> = (0..90).map(|e| 1 + (e * 7) % 17).collect();
+        let (d, heads, f) = (16, 2, 40);
+        let rows: usize = lens.iter().sum();
+        let pairs: usize = lens.iter().map(|s| (s - 1) * (s - 1)).sum();
+        let x = values(rows * d, 31);
+        let bias = values(pairs * heads, 32);
+        let params: Vec<Vec<Vec<f32>>> = (0..2)
+            .map(|l| {
+                let widths = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, d * f, f, f * d, d];
+                widths
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &w)| values(w, 40 + 20 * l + k as u64))
+                    .collect()
+            })
+            .collect();
+        let layers: Vec<EncoderLayer<'_>> = params
+            .iter()
+            .map(|p| EncoderLayer {
+                norm1: RowNorm {
+                    gamma: &p[0],
+                    beta: Some(&p[1]),
+                    epsilon: 1e-5,
+                },
+                qkv: MatRef::row_major(&p[2], d, 3 * d),
+                qkv_bias: Some(&p[3]),
+                out: MatRef::row_major(&p[4], d, d),
+                out_bias: Some(&p[5]),
+                norm2: RowNorm {
+                    gamma: &p[6],
+                    beta: Some(&p[7]),
+                    epsilon: 1e-5,
+                },
+                w1: MatRef::row_major(&p[8], d, f),
+                b1: Some(&p[9]),
+                w2: MatRef::row_major(&p[10], f, d),
+                b2: Some(&p[11]),
+            })
+            .collect();
+        let encoder = Encoder {
+            x: &x,
+            pair_bias: Some(&bias),
+            lens: &lens,
+            heads,
+            layers: &layers,
+        };
+        let mut want = x.clone();
+        for l in &layers {
+            let xm = MatRef::row_major(&want, rows, d);
+            let (qkv, _) = linear_forward(xm, Some(l.norm1), l.qkv, l.qkv_bias, Then::Nothing);
+            let a = Attention {
+                qkv: &qkv,
+                pair_bias: Some(&bias),
+                lens: &lens,
+                d,
+                heads,
+                first_only: false,
+            };
+            let (a, _) = attention_forward(&a, false);
+            let am = MatRef::row_major(&a, rows, d);
+            let (y, _) = linear_forward(am, None, l.out, l.out_bias, Then::Residual(&want));
+            let ff = FeedForward {
+                x: &y,
+                norm: l.norm2,
+                w1: l.w1,
+                b1: l.b1,
+                w2: l.w2,
+                b2: l.b2,
+            };
+            want = feed_forward(&ff, false).0;
+        }
+        // One block per thread, then several blocks a thread: the same bits.
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            assert_eq!(
+                pool.install(|| encoder_forward(&encoder)),
+                want,
+                "{threads}"
+            );
+        }
+        assert!(sequence_blocks(&lens, 64).len() >= 4);
+        assert_eq!(encoder_forward(&encoder), want);
+    }
+}
