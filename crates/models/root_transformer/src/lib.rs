@@ -16,13 +16,13 @@ mod weights;
 
 pub use batch::{FlatGraphs, TokenBatch, TokenEvent};
 pub use cpu::{
-    FusedTransformer, LinearParams, NormParams, PairInputs, TransformerBackend,
+    FusedTransformer, LayerParams, LinearParams, NormParams, PairInputs, TransformerBackend,
     TransformerGradBackend,
 };
 pub use family::RootTransformerFamily;
 pub use model::{
     EmbedBlock, EncoderLayer, HEAD_WEIGHT, LAYER_NORM_EPSILON, OpByOp, PairEmbed, RootTransformer,
     RootTransformerConfig, SelfAttention, Sequences, TransformerKernel, feed_forward_in_steps,
-    is_head_parameter, norm_then_linear,
+    is_head_parameter, layers_one_at_a_time, norm_then_linear,
 };
 pub use weights::{load_pytorch_safetensors, save_pytorch_safetensors};

@@ -281,6 +281,25 @@ pub trait TransformerKernel<B: Backend> {
         exact_gelu(linear.forward(x))
     }
 
+    /// `layers` one after the other, every row through each ([`layers_one_at_a_time`] by
+    /// default).
+    ///
+    /// # Shapes
+    /// `x [Σ s, d]`, `bias [Σ (s−1)², h]` → `[Σ s, d]`.
+    fn encoder(
+        &self,
+        layers: &[EncoderLayer<B>],
+        x: Tensor<B, 2>,
+        bias: Option<Tensor<B, 2>>,
+        seqs: &Sequences,
+        n_heads: usize,
+    ) -> Tensor<B, 2>
+    where
+        Self: Sized,
+    {
+        layers_one_at_a_time(self, layers, x, bias.as_ref(), seqs, n_heads)
+    }
+
     /// Multi-head self-attention of each sequence over itself, from the input projection's
     /// output: per head, `softmax(q·kᵀ/√dₕ + bias)·v`, heads side by side.
     ///
@@ -316,6 +335,22 @@ pub(crate) fn exact_gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<
         .add_scalar(1.0)
         .mul_scalar(0.5);
     x * cdf
+}
+
+/// [`TransformerKernel::encoder`] as each layer's blocks run by `kernel`, one layer after the
+/// other: the default, and what a kernel that runs the stack as one operation runs where it
+/// cannot (training).
+pub fn layers_one_at_a_time<B: Backend, K: TransformerKernel<B>>(
+    kernel: &K,
+    layers: &[EncoderLayer<B>],
+    x: Tensor<B, 2>,
+    bias: Option<&Tensor<B, 2>>,
+    seqs: &Sequences,
+    n_heads: usize,
+) -> Tensor<B, 2> {
+    layers.iter().fold(x, |x, layer| {
+        layer.forward(x, bias.cloned(), seqs, n_heads, kernel, None)
+    })
 }
 
 /// [`TransformerKernel::norm_linear`] as `kernel`'s LayerNorm, then its linear layer (with the
@@ -610,9 +645,9 @@ impl<B: Backend, K: TransformerKernel<B>> RootTransformer<B, K> {
         let class_rows = rows(packed.class_rows);
         let cls = match self.layers.split_last() {
             Some((last, earlier)) => {
-                for layer in earlier {
-                    x = layer.forward(x, bias.clone(), &packed.seqs, h, &self.kernel, None);
-                }
+                x = self
+                    .kernel
+                    .encoder(earlier, x, bias.clone(), &packed.seqs, h);
                 last.forward(x, bias, &packed.seqs, h, &self.kernel, Some(class_rows))
             }
             None => x.select(0, class_rows),

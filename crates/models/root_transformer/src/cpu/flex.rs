@@ -4,12 +4,15 @@ use burn::backend::Flex;
 use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 use gnn4c_kernels::{
-    Attention, FeedForward, MatRef, PairMlp, RowNorm, Then, attention_backward, attention_forward,
-    feed_forward, feed_forward_backward, layer_norm, layer_norm_backward, linear_backward,
-    linear_forward, pair_mlp_backward, pair_mlp_forward,
+    Attention, Encoder, EncoderLayer, FeedForward, MatRef, PairMlp, RowNorm, Then,
+    attention_backward, attention_forward, encoder_forward, feed_forward, feed_forward_backward,
+    layer_norm, layer_norm_backward, linear_backward, linear_forward, pair_mlp_backward,
+    pair_mlp_forward,
 };
 
-use super::{LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend};
+use super::{
+    LayerParams, LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend,
+};
 
 /// `t` made contiguous, if it is f32 (the kernels take nothing else).
 fn f32s(t: &FlexTensor) -> Option<FlexTensor> {
@@ -237,6 +240,78 @@ fn feed_forward_run(
     let f = shape(&saved.first.0)[1];
     saved.kept = kept.map(|kept| tensor(kept, &[2, n, f]));
     Some((tensor(y, &[n, d]), saved))
+}
+
+/// A LayerNorm's γ, β and ε made contiguous f32 (`d` wide), or `None`.
+type NormF32s = (FlexTensor, Option<FlexTensor>, f32);
+
+/// A LayerNorm's parameters made contiguous f32, if they are `d` wide.
+fn norm_f32s((gamma, beta, epsilon): NormParams<Flex>, d: usize) -> Option<NormF32s> {
+    let norm = (f32s(&gamma)?, optional_f32s(beta)?, epsilon as f32);
+    (shape(&norm.0) == [d] && has_width(&norm.1, d)).then_some(norm)
+}
+
+/// A linear layer's weight and bias made contiguous f32, if the weight is `[d_in, d_out]`.
+fn linear_of_shape(
+    p: LinearParams<Flex>,
+    d_in: usize,
+    d_out: usize,
+) -> Option<(FlexTensor, Option<FlexTensor>)> {
+    let (w, b) = linear_f32s(p)?;
+    (shape(&w) == [d_in, d_out] && has_width(&b, d_out)).then_some((w, b))
+}
+
+/// One encoder layer's parameters made contiguous f32 and checked against the width `d`.
+struct LayerF32s {
+    norm1: NormF32s,
+    qkv: (FlexTensor, Option<FlexTensor>),
+    out: (FlexTensor, Option<FlexTensor>),
+    norm2: NormF32s,
+    first: (FlexTensor, Option<FlexTensor>),
+    second: (FlexTensor, Option<FlexTensor>),
+}
+
+impl LayerF32s {
+    /// The parameters, or `None` for tensors the kernel does not take.
+    fn of(p: LayerParams<Flex>, d: usize) -> Option<Self> {
+        let f = shape(&p.first.0).get(1).copied()?;
+        Some(LayerF32s {
+            norm1: norm_f32s(p.norm1, d)?,
+            qkv: linear_of_shape(p.qkv, d, 3 * d)?,
+            out: linear_of_shape(p.out, d, d)?,
+            norm2: norm_f32s(p.norm2, d)?,
+            first: linear_of_shape(p.first, d, f)?,
+            second: linear_of_shape(p.second, f, d)?,
+        })
+    }
+
+    fn view(&self) -> EncoderLayer<'_> {
+        fn norm((gamma, beta, epsilon): &NormF32s) -> RowNorm<'_> {
+            RowNorm {
+                gamma: values(gamma),
+                beta: beta.as_ref().map(values),
+                epsilon: *epsilon,
+            }
+        }
+        fn weight(w: &FlexTensor) -> MatRef<'_> {
+            let [rows, cols] = shape(w)[..] else {
+                unreachable!("checked 2-D")
+            };
+            MatRef::row_major(values(w), rows, cols)
+        }
+        EncoderLayer {
+            norm1: norm(&self.norm1),
+            qkv: weight(&self.qkv.0),
+            qkv_bias: self.qkv.1.as_ref().map(values),
+            out: weight(&self.out.0),
+            out_bias: self.out.1.as_ref().map(values),
+            norm2: norm(&self.norm2),
+            w1: weight(&self.first.0),
+            b1: self.first.1.as_ref().map(values),
+            w2: weight(&self.second.0),
+            b2: self.second.1.as_ref().map(values),
+        }
+    }
 }
 
 /// The pair-bias MLP's inputs made contiguous f32 (checked against each other).
@@ -509,6 +584,46 @@ impl TransformerBackend for Flex {
         second: LinearParams<Flex>,
     ) -> Option<FlexTensor> {
         feed_forward_run(&x, norm, first, second, false).map(|(y, _)| y)
+    }
+
+    fn fused_encoder(
+        x: FlexTensor,
+        layers: Vec<LayerParams<Flex>>,
+        pair_bias: Option<FlexTensor>,
+        lens: &[usize],
+        heads: usize,
+    ) -> Option<FlexTensor> {
+        let _span = tracing::trace_span!("encoder").entered();
+        let x = f32s(&x)?;
+        let [rows, d] = shape(&x)[..] else {
+            return None;
+        };
+        let pairs: usize = lens.iter().map(|&s| s.saturating_sub(1).pow(2)).sum();
+        let fits = !layers.is_empty()
+            && heads > 0
+            && d.is_multiple_of(heads)
+            && lens.iter().all(|&s| s > 0)
+            && lens.iter().sum::<usize>() == rows;
+        let pair_bias = optional_f32s(pair_bias)?;
+        let bias_fits = pair_bias
+            .as_ref()
+            .is_none_or(|b| shape(b) == [pairs, heads]);
+        if !(fits && bias_fits) {
+            return None;
+        }
+        let layers: Vec<LayerF32s> = layers
+            .into_iter()
+            .map(|p| LayerF32s::of(p, d))
+            .collect::<Option<_>>()?;
+        let views: Vec<EncoderLayer<'_>> = layers.iter().map(LayerF32s::view).collect();
+        let y = encoder_forward(&Encoder {
+            x: values(&x),
+            pair_bias: pair_bias.as_ref().map(values),
+            lens,
+            heads,
+            layers: &views,
+        });
+        Some(tensor(y, &[rows, d]))
     }
 
     fn fused_norm_linear(

@@ -35,8 +35,8 @@ use burn::tensor::TensorPrimitive;
 use burn::tensor::ops::FloatTensor;
 
 use crate::{
-    LAYER_NORM_EPSILON, OpByOp, PairEmbed, Sequences, TransformerKernel, feed_forward_in_steps,
-    norm_then_linear,
+    EncoderLayer, LAYER_NORM_EPSILON, OpByOp, PairEmbed, Sequences, TransformerKernel,
+    feed_forward_in_steps, layers_one_at_a_time, norm_then_linear,
 };
 
 /// A backend that runs the Transformer's blocks (LayerNorm, linear layers, packed attention, and
@@ -106,6 +106,51 @@ pub trait TransformerBackend: Backend {
     ) -> Option<FloatTensor<Self>> {
         let _ = (inputs, first, second);
         None
+    }
+
+    /// Encoder layers in inference, `x [Σ s, d]` → `[Σ s, d]` (every row through every layer,
+    /// `pair_bias` as [`TransformerBackend::packed_attention`] takes it), as one operation.
+    /// `None` by default, and where gradients are recorded: the caller then runs the layers
+    /// one at a time.
+    fn fused_encoder(
+        x: FloatTensor<Self>,
+        layers: Vec<LayerParams<Self>>,
+        pair_bias: Option<FloatTensor<Self>>,
+        lens: &[usize],
+        heads: usize,
+    ) -> Option<FloatTensor<Self>> {
+        let _ = (x, layers, pair_bias, lens, heads);
+        None
+    }
+}
+
+/// One encoder layer's parameters as the backend takes them.
+#[derive(Debug)]
+pub struct LayerParams<B: Backend> {
+    /// The LayerNorm before attention.
+    pub norm1: NormParams<B>,
+    /// The q, k, v projection, `[d, 3d]`.
+    pub qkv: LinearParams<B>,
+    /// The output projection, `[d, d]`.
+    pub out: LinearParams<B>,
+    /// The LayerNorm before the feed-forward half.
+    pub norm2: NormParams<B>,
+    /// The feed-forward half's first layer, `[d, f]`.
+    pub first: LinearParams<B>,
+    /// Its second layer, `[f, d]`.
+    pub second: LinearParams<B>,
+}
+
+impl<B: Backend> LayerParams<B> {
+    fn of(layer: &EncoderLayer<B>) -> Self {
+        LayerParams {
+            norm1: norm_params(&layer.norm1),
+            qkv: linear_params(&layer.self_attn.in_proj),
+            out: linear_params(&layer.self_attn.out_proj),
+            norm2: norm_params(&layer.norm2),
+            first: linear_params(&layer.linear1),
+            second: linear_params(&layer.linear2),
+        }
     }
 }
 
@@ -348,6 +393,27 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
     ) -> Tensor<B, 2> {
         fused_linear(linear, x.clone(), Some(residual.clone()), false)
             .unwrap_or_else(|| OpByOp.linear_residual(linear, x, residual))
+    }
+
+    fn encoder(
+        &self,
+        layers: &[EncoderLayer<B>],
+        x: Tensor<B, 2>,
+        bias: Option<Tensor<B, 2>>,
+        seqs: &Sequences,
+        n_heads: usize,
+    ) -> Tensor<B, 2> {
+        let fused = B::fused_encoder(
+            primitive(x.clone()),
+            layers.iter().map(LayerParams::of).collect(),
+            bias.clone().map(primitive),
+            &seqs.lens,
+            n_heads,
+        );
+        fused.map_or_else(
+            || layers_one_at_a_time(self, layers, x, bias.as_ref(), seqs, n_heads),
+            tensor,
+        )
     }
 
     fn attention(
