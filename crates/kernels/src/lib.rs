@@ -2,7 +2,8 @@
 //! (`[Linear → ReLU] × L → LayerNorm`) forward, forward keeping every layer's output, and
 //! backward; the ROOT-Transformer's linear layer (a LayerNorm before it, the bias and the
 //! residual or the GELU after it), its feed-forward half, its pair-bias MLP and multi-head
-//! attention over packed sequences, forward and backward; LayerNorm over rows (centred
+//! attention over packed sequences, forward and backward, and in inference a stack of its
+//! encoder layers as one kernel over blocks of whole sequences; LayerNorm over rows (centred
 //! variance). Each runs in blocks of rows that stay in cache, with `gemm` for the products; the
 //! backwards sum parameter gradients per fixed chunk of blocks (`chunks.rs`).
 //!

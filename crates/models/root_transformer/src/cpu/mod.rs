@@ -18,6 +18,10 @@
 //!   forward keeps what its backward needs (attention: the probabilities, `s²` per head and
 //!   event; the feed-forward half: the GELU's output and slope), or the values alone where
 //!   nothing needs a gradient (a frozen backbone).
+//! - [`TransformerBackend::fused_encoder`], on the CPU backend without autodiff (inference): all
+//!   but the last encoder layer as one operation, blocks of whole sequences taken through every
+//!   layer in one parallel region (the same values as the layers one at a time; under autodiff
+//!   the layers run one at a time, each layer's blocks as above).
 //! - [`FusedTransformer`], the model's [`TransformerKernel`] for every such backend; it falls
 //!   back to Burn's operations ([`crate::OpByOp`]'s) for tensors the kernels
 //!   do not take (other than f32). Same function as `OpByOp`: values and gradients within
