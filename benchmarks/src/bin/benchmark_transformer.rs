@@ -10,7 +10,9 @@
 //! backward, Adam step, each timed; the set-up, model initialisation and the first step,
 //! apart), with the GFLOP/s of their matrix products (`transformer_matmul_flops` over the real
 //! tokens; a training step counted as 3 forwards) against this machine's 1024³ GEMM rate. A
-//! second table splits the inference forward by part (the kernel's calls timed one by one), a
+//! second table splits the inference forward by part (the kernel's calls timed one by one, so
+//! with the layers run one at a time: the inference time of the first table runs all but the
+//! last layer as one kernel, `TransformerKernel::encoder`), a
 //! third the training step, forward and backward, by fused block (the CPU kernels' `tracing`
 //! spans, summed by `SpanTimer`).
 //! `--dump-batch` writes the batch for the PyTorch reference (`python
@@ -407,7 +409,7 @@ fn main() -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "\nThe inference forward by part (mean s over {reps} runs, each part's calls timed; % of the forward):"
+        "\nThe inference forward by part (mean s over {reps} runs, each part's calls timed, the layers one at a time; % of that forward):"
     )?;
     writeln!(out, "| size | kernel | {} |", PARTS.join(" | "))?;
     writeln!(out, "|---|---|{}", "---|".repeat(PARTS.len()))?;
