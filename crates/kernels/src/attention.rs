@@ -18,7 +18,7 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use crate::act::exp;
-use crate::rows::RowsOut;
+use crate::rows::{RowsOut, assume_init, zeroed};
 
 /// Sequences per task.
 const SEQUENCES: usize = 8;
@@ -581,6 +581,35 @@ pub(crate) fn attention_rows(
             sequence_forward(seq, out, None, scratch);
         }
     }
+}
+
+/// [`attention_rows`], keeping the probabilities (as [`attention_forward`] keeps them) in
+/// `probs`; the output, initialised.
+pub(crate) fn attention_rows_keeping<'o>(
+    a: &Attention<'_>,
+    out: &'o mut [MaybeUninit<f32>],
+    probs: &mut [MaybeUninit<f32>],
+    scratch: &mut Vec<f32>,
+) -> &'o mut [f32] {
+    a.check();
+    assert_eq!(
+        probs.len(),
+        a.probs(),
+        "attention: the probabilities' length"
+    );
+    let probs = zeroed(probs);
+    let outs = carve(&mut *out, a.lens.iter().map(|&s| a.queries(s) * a.d));
+    let ps = carve(probs, a.lens.iter().map(|&s| a.queries(s) * s * a.heads));
+    for ((seq, out), p) in sequences(a).into_iter().zip(outs).zip(ps) {
+        if a.first_only {
+            first_row_forward(seq, out, Some(p), scratch);
+        } else {
+            sequence_forward(seq, out, Some(p), scratch);
+        }
+    }
+    // SAFETY: the sequences' rows cover `out`, and each sequence's forward wrote every slot of
+    // its rows.
+    unsafe { assume_init(out) }
 }
 
 /// The gradients of [`attention_forward`] for the output's gradient `grad` (its shape): `qkv`'s

@@ -1,7 +1,9 @@
-//! A stack of pre-norm Transformer encoder layers in inference as one kernel: the rows cut
-//! into blocks of whole sequences, each block taken through every layer on one thread while its
-//! rows stay in cache, so the whole stack is one parallel region (layer by layer it is four a
-//! layer, each waking the other threads and ending unevenly).
+//! Pre-norm Transformer encoder layers over blocks of whole sequences: in inference a stack of
+//! them as one kernel ([`encoder_forward`]: each block taken through every layer on one thread
+//! while its rows stay in cache, so the whole stack is one parallel region, where layer by
+//! layer it is four a layer, each waking the other threads and ending unevenly); in training
+//! one layer's forward as one region keeping what its four backwards need
+//! ([`encoder_layer_saving`]).
 //!
 //! Per block and layer: `LN₁(x)` and q,k,v as one product, the block's sequences' attention,
 //! the output projection with the residual, then the feed-forward half — each computed as the
@@ -14,7 +16,7 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use crate::attention::{Attention, attention_rows};
+use crate::attention::{Attention, attention_rows, attention_rows_keeping};
 use crate::ffn::{FeedForward, Scratch as FeedForwardScratch, feed_forward_rows};
 use crate::linear::{RowNorm, finish_rows};
 use crate::mat::{MatRef, gemm_write};
@@ -253,6 +255,113 @@ fn block_forward(
     }
 }
 
+/// What one encoder layer's training forward keeps for its four backwards, and its output
+/// (every row; the layout of each is the layer-by-layer kernel's).
+#[derive(Debug, Clone)]
+pub struct LayerKept {
+    /// `LN₁(x)·W_qkv + b_qkv`, `[Σ s, 3d]` (attention's input).
+    pub qkv: Vec<f32>,
+    /// Attention's probabilities (as [`crate::attention_forward`] keeps them).
+    pub probs: Vec<f32>,
+    /// Attention's output, `[Σ s, d]` (the output projection's input).
+    pub a: Vec<f32>,
+    /// `x + a·W_o + b_o`, `[Σ s, d]` (the feed-forward half's input).
+    pub y: Vec<f32>,
+    /// The feed-forward half's `GELU(z)` then `GELU′(z)`, `[2, Σ s, f]`.
+    pub gelu: Vec<f32>,
+    /// The layer's output, `[Σ s, d]`.
+    pub out: Vec<f32>,
+}
+
+/// One encoder layer's training forward over blocks of whole sequences, one parallel region:
+/// each block's LN₁ and q,k,v, attention (keeping its probabilities), output projection with the
+/// residual and feed-forward half (keeping the GELU and its slope), the values of each the
+/// layer-by-layer kernels' bit for bit. `e.layers` holds the one layer. Panics on inconsistent
+/// shapes.
+pub fn encoder_layer_saving(e: &Encoder<'_>) -> LayerKept {
+    let d = e.check();
+    let [l] = e.layers else {
+        panic!("encoder layer: one layer")
+    };
+    let (n, f, heads) = (e.x.len() / d, l.w1.cols(), e.heads);
+    let probs_len: usize = e.lens.iter().map(|&s| s * s).sum::<usize>() * heads;
+    let mut qkv = RowsOut::new(n * 3 * d);
+    let mut a = RowsOut::new(n * d);
+    let mut y = RowsOut::new(n * d);
+    let mut gelu = RowsOut::new(2 * n * f);
+    let mut out = RowsOut::new(n * d);
+    let mut probs = RowsOut::new(probs_len);
+    let blocks = sequence_blocks(e.lens, block_target(n, rayon::current_num_threads()));
+    let ranges: Vec<(usize, usize)> = blocks.iter().map(|b| (b.row, b.rows)).collect();
+    let probs_ranges: Vec<(usize, usize)> = blocks
+        .iter()
+        .scan(0, |at, b| {
+            let len: usize = e.lens[b.seq..b.seq + b.seqs].iter().map(|&s| s * s).sum();
+            *at += len;
+            Some((*at - len, len))
+        })
+        .collect();
+    let (gelus, slopes) = gelu.parts().split_at_mut(n * f);
+    let work: Vec<_> = blocks
+        .iter()
+        .zip(block_slots(qkv.parts(), &ranges, 3 * d))
+        .zip(block_slots(a.parts(), &ranges, d))
+        .zip(block_slots(y.parts(), &ranges, d))
+        .zip(block_slots(gelus, &ranges, f))
+        .zip(block_slots(slopes, &ranges, f))
+        .zip(block_slots(out.parts(), &ranges, d))
+        .zip(block_slots(probs.parts(), &probs_ranges, heads))
+        .map(|(((((((b, q), a), y), g), sl), o), p)| (*b, q.2, a.2, y.2, g.2, sl.2, o.2, p.2))
+        .collect();
+    work.into_par_iter().for_each_init(
+        Scratch::default,
+        |sc, (b, qkv, a, y, gelu, slope, out, probs)| {
+            let m = b.rows;
+            let lens = &e.lens[b.seq..b.seq + b.seqs];
+            let pairs: usize = lens.iter().map(|&s| (s - 1) * (s - 1)).sum();
+            let bias = e
+                .pair_bias
+                .map(|p| &p[b.pair * heads..(b.pair + pairs) * heads]);
+            let x = &e.x[b.row * d..(b.row + m) * d];
+            let u = l.norm1.apply(x, &mut sc.normed);
+            let qkv = gemm_write(MatRef::row_major(u, m, d), l.qkv, qkv);
+            finish_rows(qkv, 3 * d, l.qkv_bias, None, false, None);
+            let att = Attention {
+                qkv,
+                pair_bias: bias,
+                lens,
+                d,
+                heads,
+                first_only: false,
+            };
+            let a = attention_rows_keeping(&att, a, probs, &mut sc.attention);
+            let y = gemm_write(MatRef::row_major(a, m, d), l.out, y);
+            finish_rows(y, d, l.out_bias, Some(x), false, None);
+            let ff = FeedForward {
+                x: &*y,
+                norm: l.norm2,
+                w1: l.w1,
+                b1: l.b1,
+                w2: l.w2,
+                b2: l.b2,
+            };
+            feed_forward_rows(&ff, 0, m, out, Some((gelu, slope)), &mut sc.ffn);
+        },
+    );
+    // SAFETY: the blocks cover every row (and every sequence's probabilities), and each wrote
+    // its rows of every output: the products, attention, the GELU and its slope.
+    unsafe {
+        LayerKept {
+            qkv: qkv.into_vec(),
+            probs: probs.into_vec(),
+            a: a.into_vec(),
+            y: y.into_vec(),
+            gelu: gelu.into_vec(),
+            out: out.into_vec(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,5 +474,81 @@ mod tests {
         }
         assert!(sequence_blocks(&lens, 64).len() >= 4);
         assert_eq!(encoder_forward(&encoder), want);
+    }
+
+    #[test]
+    fn a_training_layer_keeps_what_the_kernels_one_at_a_time_keep() {
+        let lens: Vec<usize> = (0..70).map(|e| 1 + (e * 5) % 16).collect();
+        let (d, heads, f) = (16, 4, 32);
+        let rows: usize = lens.iter().sum();
+        let pairs: usize = lens.iter().map(|s| (s - 1) * (s - 1)).sum();
+        let x = values(rows * d, 61);
+        let bias = values(pairs * heads, 62);
+        let widths = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, d * f, f, f * d, d];
+        let p: Vec<Vec<f32>> = widths
+            .iter()
+            .enumerate()
+            .map(|(k, &w)| values(w, 70 + k as u64))
+            .collect();
+        let norm = |g: usize| RowNorm {
+            gamma: &p[g],
+            beta: Some(&p[g + 1]),
+            epsilon: 1e-5,
+        };
+        let l = EncoderLayer {
+            norm1: norm(0),
+            qkv: MatRef::row_major(&p[2], d, 3 * d),
+            qkv_bias: Some(&p[3]),
+            out: MatRef::row_major(&p[4], d, d),
+            out_bias: Some(&p[5]),
+            norm2: norm(6),
+            w1: MatRef::row_major(&p[8], d, f),
+            b1: Some(&p[9]),
+            w2: MatRef::row_major(&p[10], f, d),
+            b2: Some(&p[11]),
+        };
+        let xm = MatRef::row_major(&x, rows, d);
+        let (qkv, _) = linear_forward(xm, Some(l.norm1), l.qkv, l.qkv_bias, Then::Nothing);
+        let att = Attention {
+            qkv: &qkv,
+            pair_bias: Some(&bias),
+            lens: &lens,
+            d,
+            heads,
+            first_only: false,
+        };
+        let (a, probs) = attention_forward(&att, true);
+        let am = MatRef::row_major(&a, rows, d);
+        let (y, _) = linear_forward(am, None, l.out, l.out_bias, Then::Residual(&x));
+        let ff = FeedForward {
+            x: &y,
+            norm: l.norm2,
+            w1: l.w1,
+            b1: l.b1,
+            w2: l.w2,
+            b2: l.b2,
+        };
+        let (out, gelu) = feed_forward(&ff, true);
+        for threads in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            let kept = pool.install(|| {
+                encoder_layer_saving(&Encoder {
+                    x: &x,
+                    pair_bias: Some(&bias),
+                    lens: &lens,
+                    heads,
+                    layers: &[l],
+                })
+            });
+            assert_eq!(kept.qkv, qkv, "{threads}");
+            assert_eq!(Some(&kept.probs), probs.as_ref(), "{threads}");
+            assert_eq!(kept.a, a, "{threads}");
+            assert_eq!(kept.y, y, "{threads}");
+            assert_eq!(Some(&kept.gelu), gelu.as_ref(), "{threads}");
+            assert_eq!(kept.out, out, "{threads}");
+        }
     }
 }

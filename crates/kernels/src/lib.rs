@@ -2,9 +2,9 @@
 //! (`[Linear → ReLU] × L → LayerNorm`) forward, forward keeping every layer's output, and
 //! backward; the ROOT-Transformer's linear layer (a LayerNorm before it, the bias and the
 //! residual or the GELU after it), its feed-forward half, its pair-bias MLP and multi-head
-//! attention over packed sequences, forward and backward, and in inference a stack of its
-//! encoder layers as one kernel over blocks of whole sequences; LayerNorm over rows (centred
-//! variance). Each runs in blocks of rows that stay in cache, with `gemm` for the products; the
+//! attention over packed sequences, forward and backward, and its encoder layers over blocks of
+//! whole sequences (a stack of them in inference, one layer's forward keeping what the backwards
+//! need in training, each one parallel region); LayerNorm over rows (centred variance). Each runs in blocks of rows that stay in cache, with `gemm` for the products; the
 //! backwards sum parameter gradients per fixed chunk of blocks (`chunks.rs`).
 //!
 //! Knows no tensor library: the Burn glue (backend extension traits for the CPU backend and for
@@ -42,7 +42,7 @@ mod test_values;
 pub use adam::{AdamStep, adam_first_moments, adam_update};
 pub use alloc::tune_allocator;
 pub use attention::{Attention, attention_backward, attention_forward};
-pub use encoder::{Encoder, EncoderLayer, encoder_forward};
+pub use encoder::{Encoder, EncoderLayer, LayerKept, encoder_forward, encoder_layer_saving};
 pub use ffn::{FeedForward, FeedForwardGrads, feed_forward, feed_forward_backward};
 pub use linear::{LinearGrads, RowNorm, Then, linear_backward, linear_forward};
 pub use mat::{MatRef, row_blocks};
