@@ -84,8 +84,10 @@ struct Row {
 
 /// The CPU kernels' spans (`FusedTransformer`) a training step is split into, with
 /// their column names; the rest of a step (Burn's operations: embeddings, gathers, head, loss;
-/// autodiff's bookkeeping; Adam) is the last column.
-const STEP_PARTS: [(&str, &str); 12] = [
+/// autodiff's bookkeeping; Adam) is the last column. The forward of every layer but the last
+/// is one kernel (`encoder_layer`); the last layer's blocks run one by one.
+const STEP_PARTS: [(&str, &str); 13] = [
+    ("encoder_layer", "layers but the last fwd"),
     ("norm_linear", "LN + q,k,v fwd"),
     ("attention", "attention fwd"),
     ("linear", "output projection fwd"),

@@ -16,8 +16,8 @@ mod weights;
 
 pub use batch::{FlatGraphs, TokenBatch, TokenEvent};
 pub use cpu::{
-    FusedTransformer, LayerParams, LinearParams, NormParams, PairInputs, TransformerBackend,
-    TransformerGradBackend,
+    FusedTransformer, LayerParams, LayerSaved, LinearParams, NormParams, PairInputs,
+    TransformerBackend, TransformerGradBackend,
 };
 pub use family::RootTransformerFamily;
 pub use model::{

@@ -10,7 +10,9 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
 
-use super::{LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend};
+use super::{
+    LayerParams, LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend,
+};
 
 /// Registers each gradient for its parent, where the parent is tracked.
 macro_rules! register {
@@ -153,7 +155,81 @@ fn optional<B: Backend, C: CheckpointStrategy>(
     }
 }
 
+/// `op`'s node over `parents` (an array of nodes) for the output `y` computed already, with
+/// `state` kept where it is tracked.
+macro_rules! finish {
+    ($op:expr, $parents:expr, $y:expr, $state:expr) => {
+        match $op.prepare::<C>($parents).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish($state, $y),
+            OpsKind::UnTracked(prep) => prep.finish($y),
+        }
+    };
+}
+
 impl<B: TransformerGradBackend, C: CheckpointStrategy> TransformerBackend for Autodiff<B, C> {
+    fn fused_layer(
+        x: FloatTensor<Self>,
+        layer: LayerParams<Self>,
+        pair_bias: Option<FloatTensor<Self>>,
+        lens: &[usize],
+        heads: usize,
+    ) -> Option<FloatTensor<Self>> {
+        let device = B::float_device(&x.primitive);
+        let LayerParams {
+            norm1: (g1, beta1, e1),
+            qkv: (w_qkv, b_qkv),
+            out: (w_out, b_out),
+            norm2: (g2, beta2, e2),
+            first: (w1, b1),
+            second: (w2, b2),
+        } = layer;
+        let (beta1, beta1_v) = optional::<B, C>(beta1, &device);
+        let (b_qkv, b_qkv_v) = optional::<B, C>(b_qkv, &device);
+        let (b_out, b_out_v) = optional::<B, C>(b_out, &device);
+        let (beta2, beta2_v) = optional::<B, C>(beta2, &device);
+        let (b1, b1_v) = optional::<B, C>(b1, &device);
+        let (b2, b2_v) = optional::<B, C>(b2, &device);
+        let (bias, bias_v) = optional::<B, C>(pair_bias, &device);
+        let tracked = [
+            &x, &g1, &beta1, &w_qkv, &b_qkv, &w_out, &b_out, &g2, &beta2, &w1, &b1, &w2, &b2,
+        ]
+        .iter()
+        .any(|t| !t.node.requirement.is_none());
+        if !tracked {
+            // The operations one at a time keep nothing then.
+            return None;
+        }
+        let inner = LayerParams {
+            norm1: (g1.primitive.clone(), beta1_v, e1),
+            qkv: (w_qkv.primitive.clone(), b_qkv_v),
+            out: (w_out.primitive.clone(), b_out_v),
+            norm2: (g2.primitive.clone(), beta2_v, e2),
+            first: (w1.primitive.clone(), b1_v),
+            second: (w2.primitive.clone(), b2_v),
+        };
+        let saved = B::layer_saving(&x.primitive, inner, bias_v.as_ref(), lens, heads)?;
+        // The four operations' nodes, as when each runs alone.
+        let (y, state) = saved.qkv;
+        let parents = [x.node.clone(), g1.node, beta1.node, w_qkv.node, b_qkv.node];
+        let qkv: FloatTensor<Self> = finish!(NormLinearOp, parents, y, state);
+        let (y, state) = saved.attention;
+        let a: FloatTensor<Self> = finish!(AttentionOp, [qkv.node, bias.node], y, state);
+        let (y, state) = saved.projected;
+        let parents = [a.node, w_out.node, b_out.node, x.node];
+        let projected: FloatTensor<Self> = finish!(LinearOp, parents, y, state);
+        let (y, state) = saved.out;
+        let parents = [
+            projected.node,
+            g2.node,
+            beta2.node,
+            w1.node,
+            b1.node,
+            w2.node,
+            b2.node,
+        ];
+        Some(finish!(FeedForwardOp, parents, y, state))
+    }
+
     fn fused_norm_linear(
         x: FloatTensor<Self>,
         norm: NormParams<Self>,

@@ -5,13 +5,14 @@ use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 use gnn4c_kernels::{
     Attention, Encoder, EncoderLayer, FeedForward, MatRef, PairMlp, RowNorm, Then,
-    attention_backward, attention_forward, encoder_forward, feed_forward, feed_forward_backward,
-    layer_norm, layer_norm_backward, linear_backward, linear_forward, pair_mlp_backward,
-    pair_mlp_forward,
+    attention_backward, attention_forward, encoder_forward, encoder_layer_saving, feed_forward,
+    feed_forward_backward, layer_norm, layer_norm_backward, linear_backward, linear_forward,
+    pair_mlp_backward, pair_mlp_forward,
 };
 
 use super::{
-    LayerParams, LinearParams, NormParams, PairInputs, TransformerBackend, TransformerGradBackend,
+    LayerParams, LayerSaved, LinearParams, NormParams, PairInputs, TransformerBackend,
+    TransformerGradBackend,
 };
 
 /// `t` made contiguous, if it is f32 (the kernels take nothing else).
@@ -314,6 +315,30 @@ impl LayerF32s {
     }
 }
 
+/// An encoder's input and pair bias made contiguous f32, checked against the sequences and the
+/// heads, with `[rows, d]`; or `None`.
+fn encoder_inputs(
+    x: &FlexTensor,
+    pair_bias: Option<FlexTensor>,
+    lens: &[usize],
+    heads: usize,
+) -> Option<(FlexTensor, Option<FlexTensor>, [usize; 2])> {
+    let x = f32s(x)?;
+    let [rows, d] = shape(&x)[..] else {
+        return None;
+    };
+    let pairs: usize = lens.iter().map(|&s| s.saturating_sub(1).pow(2)).sum();
+    let fits = heads > 0
+        && d.is_multiple_of(heads)
+        && lens.iter().all(|&s| s > 0)
+        && lens.iter().sum::<usize>() == rows;
+    let pair_bias = optional_f32s(pair_bias)?;
+    let bias_fits = pair_bias
+        .as_ref()
+        .is_none_or(|b| shape(b) == [pairs, heads]);
+    (fits && bias_fits).then_some((x, pair_bias, [rows, d]))
+}
+
 /// The pair-bias MLP's inputs made contiguous f32 (checked against each other).
 #[derive(Debug, Clone)]
 pub struct PairMlpSaved {
@@ -594,21 +619,8 @@ impl TransformerBackend for Flex {
         heads: usize,
     ) -> Option<FlexTensor> {
         let _span = tracing::trace_span!("encoder").entered();
-        let x = f32s(&x)?;
-        let [rows, d] = shape(&x)[..] else {
-            return None;
-        };
-        let pairs: usize = lens.iter().map(|&s| s.saturating_sub(1).pow(2)).sum();
-        let fits = !layers.is_empty()
-            && heads > 0
-            && d.is_multiple_of(heads)
-            && lens.iter().all(|&s| s > 0)
-            && lens.iter().sum::<usize>() == rows;
-        let pair_bias = optional_f32s(pair_bias)?;
-        let bias_fits = pair_bias
-            .as_ref()
-            .is_none_or(|b| shape(b) == [pairs, heads]);
-        if !(fits && bias_fits) {
+        let (x, pair_bias, [rows, d]) = encoder_inputs(&x, pair_bias, lens, heads)?;
+        if layers.is_empty() {
             return None;
         }
         let layers: Vec<LayerF32s> = layers
@@ -696,6 +708,80 @@ impl TransformerGradBackend for Flex {
     ) -> (Option<FlexTensor>, FlexTensor, FlexTensor) {
         let [dx, _, _, dw, db] = linear_gradients(saved, &grad, want_x);
         (dx, dw.expect("always"), db.expect("always"))
+    }
+
+    fn layer_saving(
+        x: &FlexTensor,
+        layer: LayerParams<Flex>,
+        pair_bias: Option<&FlexTensor>,
+        lens: &[usize],
+        heads: usize,
+    ) -> Option<LayerSaved<Flex>> {
+        let _span = tracing::trace_span!("encoder_layer").entered();
+        let (x, pair_bias, [rows, d]) = encoder_inputs(x, pair_bias.cloned(), lens, heads)?;
+        let l = LayerF32s::of(layer, d)?;
+        let f = shape(&l.first.0)[1];
+        let kept = encoder_layer_saving(&Encoder {
+            x: values(&x),
+            pair_bias: pair_bias.as_ref().map(values),
+            lens,
+            heads,
+            layers: &[l.view()],
+        });
+        let qkv = tensor(kept.qkv, &[rows, 3 * d]);
+        let a = tensor(kept.a, &[rows, d]);
+        let y = tensor(kept.y, &[rows, d]);
+        let LayerF32s {
+            norm1,
+            qkv: (w_qkv, _),
+            out: (w_out, _),
+            norm2,
+            first,
+            second,
+        } = l;
+        Some(LayerSaved {
+            qkv: (
+                qkv.clone(),
+                LinearSaved {
+                    x,
+                    weight: w_qkv,
+                    pre: None,
+                    d_out: 3 * d,
+                    norm: Some(norm1),
+                },
+            ),
+            attention: (
+                a.clone(),
+                AttentionSaved {
+                    qkv,
+                    pair_bias,
+                    lens: lens.to_vec(),
+                    heads,
+                    first_only: false,
+                    probs: kept.probs,
+                },
+            ),
+            projected: (
+                y.clone(),
+                LinearSaved {
+                    x: a,
+                    weight: w_out,
+                    pre: None,
+                    d_out: d,
+                    norm: None,
+                },
+            ),
+            out: (
+                tensor(kept.out, &[rows, d]),
+                FeedForwardSaved {
+                    x: y,
+                    norm: norm2,
+                    first,
+                    second,
+                    kept: Some(tensor(kept.gelu, &[2, rows, f])),
+                },
+            ),
+        })
     }
 
     fn norm_linear_saving(

@@ -20,8 +20,11 @@
 //!   nothing needs a gradient (a frozen backbone).
 //! - [`TransformerBackend::fused_encoder`], on the CPU backend without autodiff (inference): all
 //!   but the last encoder layer as one operation, blocks of whole sequences taken through every
-//!   layer in one parallel region (the same values as the layers one at a time; under autodiff
-//!   the layers run one at a time, each layer's blocks as above).
+//!   layer in one parallel region (the same values as the layers one at a time).
+//! - [`TransformerBackend::fused_layer`], under autodiff: a layer's four operations (q,k,v,
+//!   attention, the output projection, the feed-forward half) tracked as when each runs alone,
+//!   their forwards computed together in one parallel region
+//!   ([`TransformerGradBackend::layer_saving`]); a layer with dropout runs them one by one.
 //! - [`FusedTransformer`], the model's [`TransformerKernel`] for every such backend; it falls
 //!   back to Burn's operations ([`crate::OpByOp`]'s) for tensors the kernels
 //!   do not take (other than f32). Same function as `OpByOp`: values and gradients within
@@ -124,6 +127,22 @@ pub trait TransformerBackend: Backend {
         heads: usize,
     ) -> Option<FloatTensor<Self>> {
         let _ = (x, layers, pair_bias, lens, heads);
+        None
+    }
+
+    /// One encoder layer (no dropout) where gradients are recorded, `x [Σ s, d]` → `[Σ s, d]`:
+    /// its four operations (q,k,v, attention, the output projection with the residual, the
+    /// feed-forward half) tracked as when they run one at a time, their forwards computed
+    /// together ([`TransformerGradBackend::layer_saving`]). `None` by default, and where
+    /// nothing needs a gradient.
+    fn fused_layer(
+        x: FloatTensor<Self>,
+        layer: LayerParams<Self>,
+        pair_bias: Option<FloatTensor<Self>>,
+        lens: &[usize],
+        heads: usize,
+    ) -> Option<FloatTensor<Self>> {
+        let _ = (x, layer, pair_bias, lens, heads);
         None
     }
 }
@@ -277,6 +296,34 @@ pub trait TransformerGradBackend: TransformerBackend {
         saved: &Self::PairMlpSaved,
         grad: FloatTensor<Self>,
     ) -> [FloatTensor<Self>; 4];
+
+    /// One encoder layer's forward as its four operations keep it for their backwards (what
+    /// `norm_linear_saving` keeps for q,k,v, then `attention_saving`, the output projection's
+    /// `fused_linear_saving` with the residual, `feed_forward_saving`), computed together.
+    /// `None` by default (the four then run one after the other).
+    fn layer_saving(
+        x: &FloatTensor<Self>,
+        layer: LayerParams<Self>,
+        pair_bias: Option<&FloatTensor<Self>>,
+        lens: &[usize],
+        heads: usize,
+    ) -> Option<LayerSaved<Self>> {
+        let _ = (x, layer, pair_bias, lens, heads);
+        None
+    }
+}
+
+/// [`TransformerGradBackend::layer_saving`]'s result: each of the layer's four operations'
+/// output and what its backward keeps.
+pub struct LayerSaved<B: TransformerGradBackend> {
+    /// q, k, v (`[Σ s, 3d]`).
+    pub qkv: (FloatTensor<B>, B::LinearSaved),
+    /// Attention's output (`[Σ s, d]`).
+    pub attention: (FloatTensor<B>, B::AttentionSaved),
+    /// `x` plus the output projection (`[Σ s, d]`).
+    pub projected: (FloatTensor<B>, B::LinearSaved),
+    /// The layer's output (`[Σ s, d]`).
+    pub out: (FloatTensor<B>, B::FeedForwardSaved),
 }
 
 /// Runs the Transformer's LayerNorms, linear layers and attention as one operation each of
@@ -414,10 +461,37 @@ impl<B: TransformerBackend> TransformerKernel<B> for FusedTransformer {
             &seqs.lens,
             n_heads,
         );
-        fused.map_or_else(
-            || layers_one_at_a_time(self, layers, x, bias.as_ref(), seqs, n_heads),
-            tensor,
-        )
+        if let Some(y) = fused {
+            return tensor(y);
+        }
+        // Where gradients are recorded: each layer's four operations computed together, unless
+        // it drops out.
+        layers.iter().fold(x, |x, layer| {
+            let together = (layer.dropout.prob == 0.0)
+                .then(|| {
+                    B::fused_layer(
+                        primitive(x.clone()),
+                        LayerParams::of(layer),
+                        bias.clone().map(primitive),
+                        &seqs.lens,
+                        n_heads,
+                    )
+                })
+                .flatten();
+            together.map_or_else(
+                || {
+                    layers_one_at_a_time(
+                        self,
+                        std::slice::from_ref(layer),
+                        x,
+                        bias.as_ref(),
+                        seqs,
+                        n_heads,
+                    )
+                },
+                tensor,
+            )
+        })
     }
 
     fn attention(
