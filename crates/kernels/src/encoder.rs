@@ -386,116 +386,25 @@ mod tests {
         assert!(sequence_blocks(&[], 64).is_empty());
     }
 
-    #[test]
-    fn the_stack_is_its_layers_one_at_a_time_bit_for_bit() {
-        // Many blocks (lengths 1 to 17), two layers, a pair bias.
-        let lens: Vec<usize> = (0..90).map(|e| 1 + (e * 7) % 17).collect();
-        let (d, heads, f) = (16, 2, 40);
-        let rows: usize = lens.iter().sum();
-        let pairs: usize = lens.iter().map(|s| (s - 1) * (s - 1)).sum();
-        let x = values(rows * d, 31);
-        let bias = values(pairs * heads, 32);
-        let params: Vec<Vec<Vec<f32>>> = (0..2)
-            .map(|l| {
-                let widths = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, d * f, f, f * d, d];
-                widths
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &w)| values(w, 40 + 20 * l + k as u64))
-                    .collect()
-            })
-            .collect();
-        let layers: Vec<EncoderLayer<'_>> = params
-            .iter()
-            .map(|p| EncoderLayer {
-                norm1: RowNorm {
-                    gamma: &p[0],
-                    beta: Some(&p[1]),
-                    epsilon: 1e-5,
-                },
-                qkv: MatRef::row_major(&p[2], d, 3 * d),
-                qkv_bias: Some(&p[3]),
-                out: MatRef::row_major(&p[4], d, d),
-                out_bias: Some(&p[5]),
-                norm2: RowNorm {
-                    gamma: &p[6],
-                    beta: Some(&p[7]),
-                    epsilon: 1e-5,
-                },
-                w1: MatRef::row_major(&p[8], d, f),
-                b1: Some(&p[9]),
-                w2: MatRef::row_major(&p[10], f, d),
-                b2: Some(&p[11]),
-            })
-            .collect();
-        let encoder = Encoder {
-            x: &x,
-            pair_bias: Some(&bias),
-            lens: &lens,
-            heads,
-            layers: &layers,
-        };
-        let mut want = x.clone();
-        for l in &layers {
-            let xm = MatRef::row_major(&want, rows, d);
-            let (qkv, _) = linear_forward(xm, Some(l.norm1), l.qkv, l.qkv_bias, Then::Nothing);
-            let a = Attention {
-                qkv: &qkv,
-                pair_bias: Some(&bias),
-                lens: &lens,
-                d,
-                heads,
-                first_only: false,
-            };
-            let (a, _) = attention_forward(&a, false);
-            let am = MatRef::row_major(&a, rows, d);
-            let (y, _) = linear_forward(am, None, l.out, l.out_bias, Then::Residual(&want));
-            let ff = FeedForward {
-                x: &y,
-                norm: l.norm2,
-                w1: l.w1,
-                b1: l.b1,
-                w2: l.w2,
-                b2: l.b2,
-            };
-            want = feed_forward(&ff, false).0;
-        }
-        // One block per thread, then several blocks a thread: the same bits.
-        for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .expect("a pool");
-            assert_eq!(
-                pool.install(|| encoder_forward(&encoder)),
-                want,
-                "{threads}"
-            );
-        }
-        assert!(sequence_blocks(&lens, 64).len() >= 4);
-        assert_eq!(encoder_forward(&encoder), want);
-    }
-
-    #[test]
-    fn a_training_layer_keeps_what_the_kernels_one_at_a_time_keep() {
-        let lens: Vec<usize> = (0..70).map(|e| 1 + (e * 5) % 16).collect();
-        let (d, heads, f) = (16, 4, 32);
-        let rows: usize = lens.iter().sum();
-        let pairs: usize = lens.iter().map(|s| (s - 1) * (s - 1)).sum();
-        let x = values(rows * d, 61);
-        let bias = values(pairs * heads, 62);
+    /// A layer's parameters drawn from `seed` (`d` wide, feed-forward `f`): γ₁, β₁, W_qkv,
+    /// b_qkv, W_o, b_o, γ₂, β₂, W₁, b₁, W₂, b₂.
+    fn parameters(d: usize, f: usize, seed: u64) -> Vec<Vec<f32>> {
         let widths = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, d * f, f, f * d, d];
-        let p: Vec<Vec<f32>> = widths
+        widths
             .iter()
             .enumerate()
-            .map(|(k, &w)| values(w, 70 + k as u64))
-            .collect();
+            .map(|(k, &w)| values(w, seed + k as u64))
+            .collect()
+    }
+
+    /// The layer over [`parameters`]' values.
+    fn layer(p: &[Vec<f32>], d: usize, f: usize) -> EncoderLayer<'_> {
         let norm = |g: usize| RowNorm {
             gamma: &p[g],
             beta: Some(&p[g + 1]),
             epsilon: 1e-5,
         };
-        let l = EncoderLayer {
+        EncoderLayer {
             norm1: norm(0),
             qkv: MatRef::row_major(&p[2], d, 3 * d),
             qkv_bias: Some(&p[3]),
@@ -506,20 +415,35 @@ mod tests {
             b1: Some(&p[9]),
             w2: MatRef::row_major(&p[10], f, d),
             b2: Some(&p[11]),
-        };
-        let xm = MatRef::row_major(&x, rows, d);
+        }
+    }
+
+    /// `n` sequences of lengths `1 + (e·step) mod longest`, with their rows and object pairs.
+    fn sequences(n: usize, step: usize, longest: usize) -> (Vec<usize>, usize, usize) {
+        let lens: Vec<usize> = (0..n).map(|e| 1 + (e * step) % longest).collect();
+        let rows = lens.iter().sum();
+        let pairs = lens.iter().map(|s| (s - 1) * (s - 1)).sum();
+        (lens, rows, pairs)
+    }
+
+    /// `l` on `e`'s input by the kernels one at a time, keeping what a training forward keeps
+    /// (with `keep`): what [`encoder_layer_saving`] returns.
+    fn one_at_a_time(e: &Encoder<'_>, l: &EncoderLayer<'_>, keep: bool) -> LayerKept {
+        let d = l.qkv.rows();
+        let rows = e.x.len() / d;
+        let xm = MatRef::row_major(e.x, rows, d);
         let (qkv, _) = linear_forward(xm, Some(l.norm1), l.qkv, l.qkv_bias, Then::Nothing);
         let att = Attention {
             qkv: &qkv,
-            pair_bias: Some(&bias),
-            lens: &lens,
+            pair_bias: e.pair_bias,
+            lens: e.lens,
             d,
-            heads,
+            heads: e.heads,
             first_only: false,
         };
-        let (a, probs) = attention_forward(&att, true);
+        let (a, probs) = attention_forward(&att, keep);
         let am = MatRef::row_major(&a, rows, d);
-        let (y, _) = linear_forward(am, None, l.out, l.out_bias, Then::Residual(&x));
+        let (y, _) = linear_forward(am, None, l.out, l.out_bias, Then::Residual(e.x));
         let ff = FeedForward {
             x: &y,
             norm: l.norm2,
@@ -528,27 +452,86 @@ mod tests {
             w2: l.w2,
             b2: l.b2,
         };
-        let (out, gelu) = feed_forward(&ff, true);
-        for threads in [1, 2, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .expect("a pool");
-            let kept = pool.install(|| {
-                encoder_layer_saving(&Encoder {
-                    x: &x,
-                    pair_bias: Some(&bias),
-                    lens: &lens,
-                    heads,
-                    layers: &[l],
-                })
-            });
-            assert_eq!(kept.qkv, qkv, "{threads}");
-            assert_eq!(Some(&kept.probs), probs.as_ref(), "{threads}");
-            assert_eq!(kept.a, a, "{threads}");
-            assert_eq!(kept.y, y, "{threads}");
-            assert_eq!(Some(&kept.gelu), gelu.as_ref(), "{threads}");
-            assert_eq!(kept.out, out, "{threads}");
+        let (out, gelu) = feed_forward(&ff, keep);
+        LayerKept {
+            qkv,
+            probs: probs.unwrap_or_default(),
+            a,
+            y,
+            gelu: gelu.unwrap_or_default(),
+            out,
+        }
+    }
+
+    /// `f` on pools of each of `threads`.
+    fn on_threads<T: Send>(threads: &[usize], f: impl Fn() -> T + Sync) -> Vec<T> {
+        threads
+            .iter()
+            .map(|&n| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .build()
+                    .expect("a pool");
+                pool.install(&f)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_stack_is_its_layers_one_at_a_time_bit_for_bit() {
+        // Many blocks (lengths 1 to 17), two layers, a pair bias.
+        let (lens, rows, pairs) = sequences(90, 7, 17);
+        let (d, heads, f) = (16, 2, 40);
+        let x = values(rows * d, 31);
+        let bias = values(pairs * heads, 32);
+        let params = [parameters(d, f, 40), parameters(d, f, 60)];
+        let layers = [layer(&params[0], d, f), layer(&params[1], d, f)];
+        let encoder = Encoder {
+            x: &x,
+            pair_bias: Some(&bias),
+            lens: &lens,
+            heads,
+            layers: &layers,
+        };
+        let mut want = x.clone();
+        for l in &layers {
+            let input = Encoder {
+                x: &want,
+                ..encoder
+            };
+            want = one_at_a_time(&input, l, false).out;
+        }
+        assert!(sequence_blocks(&lens, 64).len() >= 4);
+        // One block per thread, then several blocks a thread: the same bits.
+        for got in on_threads(&[1, 3], || encoder_forward(&encoder)) {
+            assert_eq!(got, want);
+        }
+        assert_eq!(encoder_forward(&encoder), want);
+    }
+
+    #[test]
+    fn a_training_layer_keeps_what_the_kernels_one_at_a_time_keep() {
+        let (lens, rows, pairs) = sequences(70, 5, 16);
+        let (d, heads, f) = (16, 4, 32);
+        let x = values(rows * d, 61);
+        let bias = values(pairs * heads, 62);
+        let p = parameters(d, f, 70);
+        let l = layer(&p, d, f);
+        let e = Encoder {
+            x: &x,
+            pair_bias: Some(&bias),
+            lens: &lens,
+            heads,
+            layers: std::slice::from_ref(&l),
+        };
+        let want = one_at_a_time(&e, &l, true);
+        for kept in on_threads(&[1, 2, 3], || encoder_layer_saving(&e)) {
+            assert_eq!(kept.qkv, want.qkv);
+            assert_eq!(kept.probs, want.probs);
+            assert_eq!(kept.a, want.a);
+            assert_eq!(kept.y, want.y);
+            assert_eq!(kept.gelu, want.gelu);
+            assert_eq!(kept.out, want.out);
         }
     }
 }

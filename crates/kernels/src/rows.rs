@@ -48,8 +48,8 @@ impl RowsOut {
 }
 
 /// `len` slots of a task's scratch to be written before they are read (its old values
-/// dropped, its allocation kept): no zero fill, which for the `4d`-wide hidden rows of a block
-/// was a pass over hundreds of kilobytes before every product.
+/// dropped, its allocation kept), with no zero fill: for a block's `4d`-wide hidden rows that
+/// would be a pass over hundreds of kilobytes before every product.
 pub(crate) fn scratch_slots(scratch: &mut Vec<f32>, len: usize) -> &mut [MaybeUninit<f32>] {
     scratch.clear();
     scratch.reserve(len);
