@@ -549,67 +549,62 @@ pub fn attention_forward(a: &Attention<'_>, keep_probs: bool) -> (Vec<f32>, Opti
         None => a.lens.iter().map(|_| None).collect(),
     };
     let work: Vec<_> = sequences(a).into_iter().zip(outs).zip(ps).collect();
-    work.into_par_iter().with_min_len(SEQUENCES).for_each_init(
-        Vec::new,
-        |scratch, ((seq, out), p)| {
-            if a.first_only {
-                first_row_forward(seq, out, p, scratch);
-            } else {
-                sequence_forward(seq, out, p, scratch);
-            }
-        },
-    );
+    work.into_par_iter()
+        .with_min_len(SEQUENCES)
+        .for_each_init(Vec::new, |scratch, ((seq, out), p)| {
+            sequence_forward_of(a, seq, out, p, scratch)
+        });
     // SAFETY: the sequences' rows cover every row, and `sequence_forward` wrote each slot of
     // its rows.
     (unsafe { out.into_vec() }, probs)
 }
 
-/// [`attention_forward`]'s output (no probabilities kept) with `a`'s sequences one after the
-/// other on this thread, into `out` (every slot written): for a kernel already running in
-/// parallel over blocks of whole sequences.
-pub(crate) fn attention_rows(
-    a: &Attention<'_>,
-    out: &mut [MaybeUninit<f32>],
-    scratch: &mut Vec<f32>,
-) {
-    a.check();
-    let outs = carve(out, a.lens.iter().map(|&s| a.queries(s) * a.d));
-    for (seq, out) in sequences(a).into_iter().zip(outs) {
-        if a.first_only {
-            first_row_forward(seq, out, None, scratch);
-        } else {
-            sequence_forward(seq, out, None, scratch);
-        }
-    }
-}
-
-/// [`attention_rows`], keeping the probabilities (as [`attention_forward`] keeps them) in
-/// `probs`; the output, initialised.
-pub(crate) fn attention_rows_keeping<'o>(
+/// [`attention_forward`]'s output with `a`'s sequences one after the other on this thread, into
+/// `out` (every slot written), and the probabilities into `probs` where given (as
+/// [`attention_forward`] keeps them): for a kernel already running in parallel over blocks of
+/// whole sequences. The output, initialised.
+pub(crate) fn attention_rows<'o>(
     a: &Attention<'_>,
     out: &'o mut [MaybeUninit<f32>],
-    probs: &mut [MaybeUninit<f32>],
+    probs: Option<&mut [MaybeUninit<f32>]>,
     scratch: &mut Vec<f32>,
 ) -> &'o mut [f32] {
     a.check();
-    assert_eq!(
-        probs.len(),
-        a.probs(),
-        "attention: the probabilities' length"
-    );
-    let probs = zeroed(probs);
     let outs = carve(&mut *out, a.lens.iter().map(|&s| a.queries(s) * a.d));
-    let ps = carve(probs, a.lens.iter().map(|&s| a.queries(s) * s * a.heads));
-    for ((seq, out), p) in sequences(a).into_iter().zip(outs).zip(ps) {
-        if a.first_only {
-            first_row_forward(seq, out, Some(p), scratch);
-        } else {
-            sequence_forward(seq, out, Some(p), scratch);
+    let ps: Vec<Option<&mut [f32]>> = match probs {
+        Some(p) => {
+            assert_eq!(p.len(), a.probs(), "attention: the probabilities' length");
+            carve(
+                zeroed(p),
+                a.lens.iter().map(|&s| a.queries(s) * s * a.heads),
+            )
+            .into_iter()
+            .map(Some)
+            .collect()
         }
+        None => a.lens.iter().map(|_| None).collect(),
+    };
+    for ((seq, out), p) in sequences(a).into_iter().zip(outs).zip(ps) {
+        sequence_forward_of(a, seq, out, p, scratch);
     }
     // SAFETY: the sequences' rows cover `out`, and each sequence's forward wrote every slot of
     // its rows.
     unsafe { assume_init(out) }
+}
+
+/// One sequence's forward: its first row alone with `a.first_only`, else every row.
+fn sequence_forward_of(
+    a: &Attention<'_>,
+    seq: Seq<'_>,
+    out: &mut [MaybeUninit<f32>],
+    probs: Option<&mut [f32]>,
+    scratch: &mut Vec<f32>,
+) {
+    if a.first_only {
+        first_row_forward(seq, out, probs, scratch);
+    } else {
+        sequence_forward(seq, out, probs, scratch);
+    }
 }
 
 /// The gradients of [`attention_forward`] for the output's gradient `grad` (its shape): `qkv`'s

@@ -16,8 +16,8 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use crate::attention::{Attention, attention_rows, attention_rows_keeping};
-use crate::ffn::{FeedForward, Scratch as FeedForwardScratch, feed_forward_rows};
+use crate::attention::{Attention, attention_rows};
+use crate::ffn::{FeedForward, KeptSlots, Scratch as FeedForwardScratch, feed_forward_rows};
 use crate::linear::{RowNorm, finish_rows};
 use crate::mat::{MatRef, gemm_write};
 use crate::rows::{RowsOut, as_slots, block_slots};
@@ -170,17 +170,87 @@ impl Encoder<'_> {
     }
 }
 
-/// Per-task scratch: the block's input of a layer, its q,k,v, attention and attention-half
-/// outputs, and the pieces' own scratch.
+/// A layer's scratch on one block: its normalised rows and the pieces' own.
 #[derive(Default)]
-struct Scratch {
-    x: Vec<f32>,
-    qkv: Vec<f32>,
-    a: Vec<f32>,
-    y: Vec<f32>,
+struct LayerScratch {
     normed: Vec<f32>,
     attention: Vec<f32>,
     ffn: FeedForwardScratch,
+}
+
+/// Per-task scratch of the stack: the block's input and output of a layer, its q,k,v,
+/// attention and attention-half rows, and the layer's scratch.
+#[derive(Default)]
+struct Scratch {
+    x: Vec<f32>,
+    next: Vec<f32>,
+    qkv: Vec<f32>,
+    a: Vec<f32>,
+    y: Vec<f32>,
+    layer: LayerScratch,
+}
+
+/// Where a layer writes a block's rows: q,k,v (`[m, 3d]`), attention's and the attention
+/// half's outputs and the layer's output (`[m, d]` each); in training also attention's
+/// probabilities and the feed-forward half's `GELU(z)` and slope.
+struct BlockRows<'s> {
+    qkv: &'s mut [MaybeUninit<f32>],
+    a: &'s mut [MaybeUninit<f32>],
+    y: &'s mut [MaybeUninit<f32>],
+    out: &'s mut [MaybeUninit<f32>],
+    kept: Option<(&'s mut [MaybeUninit<f32>], KeptSlots<'s>)>,
+}
+
+/// The block's sequences and their pair bias.
+fn block_sequences<'a>(e: &Encoder<'a>, b: Block) -> (&'a [usize], Option<&'a [f32]>) {
+    let lens = &e.lens[b.seq..b.seq + b.seqs];
+    let pairs: usize = lens.iter().map(|&s| (s - 1) * (s - 1)).sum();
+    let bias = e
+        .pair_bias
+        .map(|p| &p[b.pair * e.heads..(b.pair + pairs) * e.heads]);
+    (lens, bias)
+}
+
+/// Layer `l` on a block's rows `x` (the whole sequences `lens`, their pair bias `bias`): LN₁
+/// and q,k,v, attention, the output projection with the residual, the feed-forward half, each
+/// written where `rows` says.
+fn layer_block(
+    l: &EncoderLayer<'_>,
+    x: &[f32],
+    (lens, bias): (&[usize], Option<&[f32]>),
+    heads: usize,
+    rows: BlockRows<'_>,
+    sc: &mut LayerScratch,
+) {
+    let d = l.qkv.rows();
+    let m = x.len() / d;
+    let (probs, gelu) = match rows.kept {
+        Some((probs, gelu)) => (Some(probs), Some(gelu)),
+        None => (None, None),
+    };
+    let u = l.norm1.apply(x, &mut sc.normed);
+    let qkv = gemm_write(MatRef::row_major(u, m, d), l.qkv, rows.qkv);
+    finish_rows(qkv, 3 * d, l.qkv_bias, None, false, None);
+    let attention = Attention {
+        qkv,
+        pair_bias: bias,
+        lens,
+        d,
+        heads,
+        first_only: false,
+    };
+    let a = attention_rows(&attention, rows.a, probs, &mut sc.attention);
+    let y = gemm_write(MatRef::row_major(a, m, d), l.out, rows.y);
+    finish_rows(y, d, l.out_bias, Some(x), false, None);
+    let ff = FeedForward {
+        x: &*y,
+        norm: l.norm2,
+        w1: l.w1,
+        b1: l.b1,
+        w2: l.w2,
+        b2: l.b2,
+    };
+    feed_forward_rows(&ff, 0, m, rows.out, gelu, &mut sc.ffn);
 }
 
 /// The stack's output `[Σ s, d]`: every row through every layer. Panics on inconsistent shapes.
@@ -210,45 +280,23 @@ fn block_forward(
     sc: &mut Scratch,
 ) {
     let m = b.rows;
-    let lens = &e.lens[b.seq..b.seq + b.seqs];
-    let pairs: usize = lens.iter().map(|&s| (s - 1) * (s - 1)).sum();
-    let bias = e
-        .pair_bias
-        .map(|p| &p[b.pair * e.heads..(b.pair + pairs) * e.heads]);
+    let sequences = block_sequences(e, b);
     sc.x.clear();
     sc.x.extend_from_slice(&e.x[b.row * d..(b.row + m) * d]);
-    for v in [&mut sc.a, &mut sc.y] {
+    for v in [&mut sc.next, &mut sc.a, &mut sc.y] {
         v.resize(m * d, 0.0);
     }
     sc.qkv.resize(m * 3 * d, 0.0);
     for l in e.layers {
-        // LN₁ and q, k, v.
-        let u = l.norm1.apply(&sc.x, &mut sc.normed);
-        let qkv = gemm_write(MatRef::row_major(u, m, d), l.qkv, as_slots(&mut sc.qkv));
-        finish_rows(qkv, 3 * d, l.qkv_bias, None, false, None);
-        // Attention over each of the block's sequences.
-        let a = Attention {
-            qkv,
-            pair_bias: bias,
-            lens,
-            d,
-            heads: e.heads,
-            first_only: false,
+        let rows = BlockRows {
+            qkv: as_slots(&mut sc.qkv),
+            a: as_slots(&mut sc.a),
+            y: as_slots(&mut sc.y),
+            out: as_slots(&mut sc.next),
+            kept: None,
         };
-        attention_rows(&a, as_slots(&mut sc.a), &mut sc.attention);
-        // The output projection and the residual.
-        let y = gemm_write(MatRef::row_major(&sc.a, m, d), l.out, as_slots(&mut sc.y));
-        finish_rows(y, d, l.out_bias, Some(&sc.x), false, None);
-        // The feed-forward half, into the next layer's input.
-        let ff = FeedForward {
-            x: &sc.y,
-            norm: l.norm2,
-            w1: l.w1,
-            b1: l.b1,
-            w2: l.w2,
-            b2: l.b2,
-        };
-        feed_forward_rows(&ff, 0, m, as_slots(&mut sc.x), None, &mut sc.ffn);
+        layer_block(l, &sc.x, sequences, e.heads, rows, &mut sc.layer);
+        std::mem::swap(&mut sc.x, &mut sc.next);
     }
     for (o, &x) in out.iter_mut().zip(&sc.x) {
         o.write(x);
@@ -314,38 +362,17 @@ pub fn encoder_layer_saving(e: &Encoder<'_>) -> LayerKept {
         .map(|(((((((b, q), a), y), g), sl), o), p)| (*b, q.2, a.2, y.2, g.2, sl.2, o.2, p.2))
         .collect();
     work.into_par_iter().for_each_init(
-        Scratch::default,
+        LayerScratch::default,
         |sc, (b, qkv, a, y, gelu, slope, out, probs)| {
-            let m = b.rows;
-            let lens = &e.lens[b.seq..b.seq + b.seqs];
-            let pairs: usize = lens.iter().map(|&s| (s - 1) * (s - 1)).sum();
-            let bias = e
-                .pair_bias
-                .map(|p| &p[b.pair * heads..(b.pair + pairs) * heads]);
-            let x = &e.x[b.row * d..(b.row + m) * d];
-            let u = l.norm1.apply(x, &mut sc.normed);
-            let qkv = gemm_write(MatRef::row_major(u, m, d), l.qkv, qkv);
-            finish_rows(qkv, 3 * d, l.qkv_bias, None, false, None);
-            let att = Attention {
+            let x = &e.x[b.row * d..(b.row + b.rows) * d];
+            let rows = BlockRows {
                 qkv,
-                pair_bias: bias,
-                lens,
-                d,
-                heads,
-                first_only: false,
+                a,
+                y,
+                out,
+                kept: Some((probs, (gelu, slope))),
             };
-            let a = attention_rows_keeping(&att, a, probs, &mut sc.attention);
-            let y = gemm_write(MatRef::row_major(a, m, d), l.out, y);
-            finish_rows(y, d, l.out_bias, Some(x), false, None);
-            let ff = FeedForward {
-                x: &*y,
-                norm: l.norm2,
-                w1: l.w1,
-                b1: l.b1,
-                w2: l.w2,
-                b2: l.b2,
-            };
-            feed_forward_rows(&ff, 0, m, out, Some((gelu, slope)), &mut sc.ffn);
+            layer_block(l, x, block_sequences(e, b), heads, rows, sc);
         },
     );
     // SAFETY: the blocks cover every row (and every sequence's probabilities), and each wrote

@@ -130,7 +130,7 @@ pub fn feed_forward(ff: &FeedForward<'_>, keep: bool) -> (Vec<f32>, Option<Vec<f
 }
 
 /// A block's slots for the kept `GELU(z)` and `GELU′(z)`.
-type KeptSlots<'a> = (&'a mut [MaybeUninit<f32>], &'a mut [MaybeUninit<f32>]);
+pub(crate) type KeptSlots<'a> = (&'a mut [MaybeUninit<f32>], &'a mut [MaybeUninit<f32>]);
 
 /// Rows `first..first + m` of [`feed_forward`]'s output into `out` (every slot written), and
 /// with `kept` (training) their `GELU(z)` and `GELU′(z)` into its two runs of slots.
