@@ -71,6 +71,13 @@ pub trait ModelFamily: Send + Sync + 'static {
     /// The outputs of the head `config` describes.
     fn n_out(config: &Self::Config) -> usize;
 
+    /// Why no model can be built from `config`, naming the `model.` setting, if none can (the
+    /// run layer checks each config it resolves; [`ModelFamily::init`] may assume it passed).
+    fn check(config: &Self::Config) -> Result<(), String> {
+        let _ = config;
+        Ok(())
+    }
+
     /// `config` reading inputs of these widths.
     fn with_inputs(config: &Self::Config, widths: InputWidths) -> Self::Config;
 

@@ -228,18 +228,21 @@ fn resolve_settings<F: ModelFamily>(
         }
         merged.insert(key.clone(), value.clone());
     }
-    serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| {
-        // Name the setting that does not fit: the first whose value alone breaks the defaults.
-        let culprit = settings.iter().find(|(key, value)| {
-            let mut one = base.clone();
-            one.insert((*key).clone(), (*value).clone());
-            serde_json::from_value::<F::Config>(serde_json::Value::Object(one)).is_err()
-        });
-        match culprit {
-            Some((key, _)) => ConfigError(format!("model.{key} for model {family}: {e}")),
-            None => ConfigError(format!("model {family}: {e}")),
-        }
-    })
+    let config: F::Config =
+        serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| {
+            // Name the setting that does not fit: the first whose value alone breaks the defaults.
+            let culprit = settings.iter().find(|(key, value)| {
+                let mut one = base.clone();
+                one.insert((*key).clone(), (*value).clone());
+                serde_json::from_value::<F::Config>(serde_json::Value::Object(one)).is_err()
+            });
+            match culprit {
+                Some((key, _)) => ConfigError(format!("model.{key} for model {family}: {e}")),
+                None => ConfigError(format!("model {family}: {e}")),
+            }
+        })?;
+    F::check(&config).map_err(|e| ConfigError(format!("model {family}: {e}")))?;
+    Ok(config)
 }
 
 thread_local! {
@@ -483,5 +486,26 @@ impl<F: Registered> EventSource for CachedEvents<F> {
 impl<F: Registered> gnn4c_inference::Identified for CachedEvents<F> {
     fn identity(&self, r: &EventRecord) -> gnn4c_events::EventId {
         r.id.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transformer_whose_heads_do_not_divide_its_width_is_refused_by_name() {
+        let section = |heads: i64| ModelSection {
+            name: "root_transformer".into(),
+            settings: [("n_heads".to_string(), serde_json::json!(heads))].into(),
+        };
+        let e = ModelConfig::resolve(&section(5), 12).expect_err("64 is not a multiple of 5");
+        assert!(
+            e.0.contains("model.n_heads 5") && e.0.contains("model.d_model 64"),
+            "{}",
+            e.0
+        );
+        assert!(ModelConfig::resolve(&section(0), 12).is_err());
+        assert!(ModelConfig::resolve(&section(8), 12).is_ok());
     }
 }

@@ -32,6 +32,16 @@ impl ModelFamily for RootTransformerFamily {
         config.n_out
     }
 
+    fn check(config: &RootTransformerConfig) -> Result<(), String> {
+        let (d, heads) = (config.d_model, config.n_heads);
+        if d == 0 || heads == 0 || !d.is_multiple_of(heads) {
+            return Err(format!(
+                "model.n_heads {heads} must divide model.d_model {d} (each head is d_model / n_heads wide; both above 0)"
+            ));
+        }
+        Ok(())
+    }
+
     fn with_inputs(config: &RootTransformerConfig, widths: InputWidths) -> RootTransformerConfig {
         RootTransformerConfig {
             d_node: widths.d_node,
