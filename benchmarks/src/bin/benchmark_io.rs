@@ -5,9 +5,12 @@
 //!
 //! `benchmark_io --files LIST.json [REPS]`: the project's ROOT reader on the files and branches
 //! that `reference/uproot_io.py` lists (and times with uproot), TTrees and RNTuples (entries
-//! with `ntuple`, as `reference/nano_like.py` writes them), on 1 and 2 threads (branches split
-//! between the threads); one JSON line per (file, threads) on stderr, median over REPS, opening
-//! the file each time.
+//! with `ntuple`, as `reference/nano_like.py` and `reference/root_matrix.py` write them), on 1
+//! and 2 threads, as `preprocess` reads (`gnn4c_rootio::ColumnReader`, 10,000 entries at a
+//! time); beside it, the pure decompression of the same baskets or pages (each once) by the
+//! codec libraries, on as many threads: the limit a reader can reach. One JSON line per
+//! (reader, file, threads) on stderr, median over REPS (the two alternated), opening the file
+//! each time.
 
 use std::path::Path;
 
@@ -24,6 +27,10 @@ fn main() -> anyhow::Result<()> {
             .get(1)
             .ok_or_else(|| anyhow::anyhow!("--files needs LIST.json"))?;
         let reps = all.get(2).map_or(Ok(5), |a| a.parse())?;
+        // The allocator set up as the CLI sets it (`GNN4C_MALLOC=default` keeps glibc's).
+        if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
+            gnn4c_kernels::tune_allocator();
+        }
         return read_listed_files(Path::new(list), reps);
     }
     let mut args = std::env::args().skip(1);
@@ -108,98 +115,204 @@ fn println_table(cpu: &str, cores: usize, n: usize, total: usize, rows: &[(Strin
     }
 }
 
-/// What a listed file holds: a tree, or an RNTuple.
+/// Entries a [`gnn4c_rootio::ColumnReader`] takes at a time: the datasets' default `step_size`.
+const CHUNK: usize = 10_000;
+
+/// A listed file, opened: a tree or an RNTuple.
 enum Source {
     Tree(gnn4c_rootio::TreeInfo),
     Ntuple(gnn4c_rootio::NtupleInfo),
 }
 
 impl Source {
-    /// Every value of branch (or field) `name`; how many.
-    fn read(&self, file: &gnn4c_rootio::RootFile, name: &str) -> anyhow::Result<usize> {
-        Ok(match self {
+    fn open(file: &gnn4c_rootio::RootFile, listed: &Listed) -> anyhow::Result<Source> {
+        Ok(match &listed.ntuple {
+            Some(name) => Source::Ntuple(file.ntuple(name)?),
+            None => Source::Tree(file.tree(&listed.tree)?),
+        })
+    }
+
+    /// Every listed name's values, `CHUNK` entries at a time on `threads` threads; how many
+    /// values. An RNTuple name that is a record (`_collection1`) stands for its leaves.
+    fn read(
+        &self,
+        file: &gnn4c_rootio::RootFile,
+        names: &[String],
+        threads: usize,
+    ) -> anyhow::Result<usize> {
+        let mut reader = match self {
             Source::Tree(tree) => {
-                let info = tree
-                    .branch(name)
-                    .ok_or_else(|| anyhow::anyhow!("no branch {name}"))?;
-                file.read_branch(tree, info)?.len()
+                let branches = names
+                    .iter()
+                    .map(|n| {
+                        tree.branch(n)
+                            .ok_or_else(|| anyhow::anyhow!("no branch {n}"))
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                gnn4c_rootio::ColumnReader::tree(file, tree, &branches, 0, threads)?
             }
             Source::Ntuple(ntuple) => {
-                let field = ntuple
-                    .field(name)
-                    .ok_or_else(|| anyhow::anyhow!("no field {name}"))?;
-                file.field_cursor(ntuple, field, 0)?
-                    .take(usize::MAX / 2)?
-                    .len()
+                let fields = self.leaves(names)?;
+                let fields: Vec<_> = fields.into_iter().map(|f| &ntuple.fields[f]).collect();
+                gnn4c_rootio::ColumnReader::ntuple(file, ntuple, &fields, 0, threads)?
             }
-        })
+        };
+        let mut values = 0;
+        loop {
+            let taken = reader.take(CHUNK)?;
+            if taken.first().is_none_or(|t| t.counts.is_empty()) {
+                return Ok(values);
+            }
+            values += taken.iter().map(|t| t.len()).sum::<usize>();
+        }
+    }
+
+    /// The RNTuple leaves `names` stand for, as indices into its fields.
+    fn leaves(&self, names: &[String]) -> anyhow::Result<Vec<usize>> {
+        let Source::Ntuple(ntuple) = self else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for n in names {
+            let prefix = format!("{n}.");
+            let before = out.len();
+            out.extend(
+                ntuple
+                    .fields
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| f.name == *n || f.name.starts_with(&prefix))
+                    .map(|(i, _)| i),
+            );
+            anyhow::ensure!(out.len() > before, "no field {n}");
+        }
+        Ok(out)
+    }
+
+    /// The compressed baskets or pages `names` read, every physical one once.
+    fn raw_blocks(
+        &self,
+        file: &gnn4c_rootio::RootFile,
+        names: &[String],
+    ) -> anyhow::Result<Vec<gnn4c_rootio::RawBlock>> {
+        let mut blocks = Vec::new();
+        match self {
+            Source::Tree(tree) => {
+                for n in names {
+                    let b = tree
+                        .branch(n)
+                        .ok_or_else(|| anyhow::anyhow!("no branch {n}"))?;
+                    blocks.extend(file.raw_baskets(b)?);
+                }
+            }
+            Source::Ntuple(ntuple) => {
+                for f in self.leaves(names)? {
+                    blocks.extend(file.raw_pages(ntuple, &ntuple.fields[f])?);
+                }
+            }
+        }
+        blocks.sort_by_key(|b| b.offset);
+        blocks.dedup_by_key(|b| b.offset);
+        blocks.sort_by_key(|b| std::cmp::Reverse(b.stored_len()));
+        Ok(blocks)
     }
 }
 
-/// Reads every listed branch (or RNTuple field) of every listed file with the project's
-/// reader; see the module documentation.
-fn read_listed_files(list: &Path, reps: usize) -> anyhow::Result<()> {
-    let files: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(list)?)?;
-    let (cpu, cores) = machine();
-    for threads in [1usize, 2] {
-        for f in &files {
-            let path = Path::new(f["file"].as_str().unwrap_or_default()).to_owned();
-            let tree_name = f["tree"].as_str().unwrap_or_default().to_owned();
-            let entries = f["entries"].as_u64().unwrap_or(0);
-            let branches: Vec<String> = f["branches"]
+/// Decompresses every block on `threads` threads, each taking the next as it is free; bytes out.
+fn decompress_all(blocks: &[gnn4c_rootio::RawBlock], threads: usize) -> anyhow::Result<usize> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let work = || -> anyhow::Result<usize> {
+        let mut bytes = 0;
+        while let Some(b) = blocks.get(next.fetch_add(1, Ordering::Relaxed)) {
+            bytes += b.decompress().map_err(anyhow::Error::msg)?.len();
+        }
+        Ok(bytes)
+    };
+    std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+        let mut bytes = work()?;
+        for h in helpers {
+            bytes += h
+                .join()
+                .map_err(|_| anyhow::anyhow!("decompression thread panicked"))??;
+        }
+        Ok(bytes)
+    })
+}
+
+/// One entry of a listing (`reference/uproot_io.py`, `nano_like.py`, `root_matrix.py`).
+struct Listed {
+    path: std::path::PathBuf,
+    tree: String,
+    ntuple: Option<String>,
+    entries: u64,
+    branches: Vec<String>,
+}
+
+impl Listed {
+    fn of(f: &serde_json::Value) -> Listed {
+        Listed {
+            path: Path::new(f["file"].as_str().unwrap_or_default()).to_owned(),
+            tree: f["tree"].as_str().unwrap_or_default().to_owned(),
+            ntuple: f["ntuple"].as_str().map(str::to_owned),
+            entries: f["entries"].as_u64().unwrap_or(0),
+            branches: f["branches"]
                 .as_array()
                 .map(|a| {
                     a.iter()
                         .filter_map(|b| b.as_str().map(str::to_owned))
                         .collect()
                 })
-                .unwrap_or_default();
-            let ntuple_name = f["ntuple"].as_str().map(str::to_owned);
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Reads every listed branch (or RNTuple field) of every listed file with the project's
+/// reader, and decompresses the same baskets or pages with the codec alone; see the module
+/// documentation.
+fn read_listed_files(list: &Path, reps: usize) -> anyhow::Result<()> {
+    let files: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(list)?)?;
+    let files: Vec<Listed> = files.iter().map(Listed::of).collect();
+    let (cpu, cores) = machine();
+    for threads in [1usize, 2] {
+        for f in &files {
             let read = || -> anyhow::Result<usize> {
-                let file = gnn4c_rootio::RootFile::open(&path)?;
-                let per = branches.len().div_ceil(threads).max(1);
-                // An RNTuple's fields, or a tree's branches, split among the threads.
-                let source = match &ntuple_name {
-                    Some(name) => Source::Ntuple(file.ntuple(name)?),
-                    None => Source::Tree(file.tree(&tree_name)?),
-                };
-                std::thread::scope(|s| {
-                    let parts: Vec<_> = branches
-                        .chunks(per)
-                        .map(|part| {
-                            let (file, source) = (&file, &source);
-                            s.spawn(move || -> anyhow::Result<usize> {
-                                let mut n = 0;
-                                for b in part {
-                                    n += source.read(file, b)?;
-                                }
-                                Ok(n)
-                            })
-                        })
-                        .collect();
-                    parts
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .map_err(|_| anyhow::anyhow!("reader thread panicked"))?
-                        })
-                        .sum()
-                })
+                let file = gnn4c_rootio::RootFile::open(&f.path)?;
+                let source = Source::open(&file, f)?;
+                source.read(&file, &f.branches, threads)
+            };
+            let blocks = {
+                let file = gnn4c_rootio::RootFile::open(&f.path)?;
+                Source::open(&file, f)?.raw_blocks(&file, &f.branches)?
             };
             read()?; // warm-up, and the error if the file cannot be read
-            let secs = time_reps(0, reps, || {
-                std::hint::black_box(read().ok());
-            });
-            let s = Stats::of(&secs);
-            eprintln!(
-                "{}",
-                serde_json::json!({
-                    "reader": "gnn4c-rootio", "file": path.file_name().map(|n| n.to_string_lossy()),
-                    "threads": threads, "entries": entries, "branches": branches.len(),
-                    "median_s": s.median, "entries_per_s": entries as f64 / s.median,
-                    "reps": s.n, "cpu": cpu, "cores": cores,
-                })
-            );
+            decompress_all(&blocks, threads)?;
+            // The reader and the codec alone, alternated rep by rep.
+            let (mut ours, mut codec) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                ours.extend(time_reps(0, 1, || {
+                    std::hint::black_box(read().ok());
+                }));
+                codec.extend(time_reps(0, 1, || {
+                    std::hint::black_box(decompress_all(&blocks, threads).ok());
+                }));
+            }
+            let stored: usize = blocks.iter().map(|b| b.stored_len()).sum();
+            for (reader, secs) in [("gnn4c-rootio", &ours), ("codec alone", &codec)] {
+                let s = Stats::of(secs);
+                eprintln!(
+                    "{}",
+                    serde_json::json!({
+                        "reader": reader, "file": f.path.file_name().map(|n| n.to_string_lossy()),
+                        "threads": threads, "entries": f.entries, "branches": f.branches.len(),
+                        "median_s": s.median, "entries_per_s": f.entries as f64 / s.median,
+                        "reps": s.n, "cpu": cpu, "cores": cores, "blocks": blocks.len(),
+                        "stored_bytes": stored,
+                    })
+                );
+            }
         }
     }
     Ok(())

@@ -13,6 +13,36 @@ fn u24(b: &[u8]) -> usize {
     usize::from(b[0]) | usize::from(b[1]) << 8 | usize::from(b[2]) << 16
 }
 
+/// A compressed block as it lies in the file (a basket's data, an RNTuple page), apart from
+/// any reading: what the codec alone does with it is the limit a reader can reach.
+#[derive(Debug, Clone)]
+pub struct RawBlock {
+    /// Where it lies in the file (blocks at one offset are one block).
+    pub offset: u64,
+    bytes: Vec<u8>,
+    unpacked: usize,
+}
+
+impl RawBlock {
+    pub(crate) fn new(offset: u64, bytes: Vec<u8>, unpacked: usize) -> RawBlock {
+        RawBlock {
+            offset,
+            bytes,
+            unpacked,
+        }
+    }
+
+    /// Its bytes as stored.
+    pub fn stored_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Decompressed by the codec its header names.
+    pub fn decompress(&self) -> Result<Vec<u8>, String> {
+        decompress(&self.bytes, self.unpacked).map_err(|e| e.to_string())
+    }
+}
+
 /// Decompresses `data` (one or more blocks) into exactly `expected` bytes. Data as long as
 /// `expected` is stored uncompressed and returned as it is.
 pub(crate) fn decompress(data: &[u8], expected: usize) -> Result<Vec<u8>, BufError> {

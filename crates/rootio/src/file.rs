@@ -145,10 +145,15 @@ impl RootFile {
             })
     }
 
-    /// The paths of the trees in the file (current cycles, in file order).
+    /// The paths of the trees in the file (`TTree`, `TNtuple`, `TNtupleD`; current cycles, in
+    /// file order).
     pub fn tree_paths(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for k in self.keys.iter().filter(|k| k.class == "TTree") {
+        for k in self
+            .keys
+            .iter()
+            .filter(|k| crate::tree::is_tree_class(&k.class))
+        {
             if !out.contains(&k.path) {
                 out.push(k.path.clone());
             }
@@ -214,12 +219,22 @@ impl RootFile {
         })
     }
 
-    /// A [`RootError::Corrupt`] at `place`.
+    /// A [`RootError::Corrupt`] at `place`; or, for a message that says `unsupported: …` (a
+    /// valid construct this reader does not read), a [`RootError::Unsupported`], never said to
+    /// be a damaged file.
     pub(crate) fn corrupt(&self, place: &str, e: impl std::fmt::Display) -> RootError {
-        RootError::Corrupt {
-            path: self.path.clone(),
-            place: place.to_owned(),
-            message: e.to_string(),
+        let message = e.to_string();
+        match message.strip_prefix("unsupported: ") {
+            Some(what) => RootError::Unsupported {
+                path: self.path.clone(),
+                place: place.to_owned(),
+                what: what.to_owned(),
+            },
+            None => RootError::Corrupt {
+                path: self.path.clone(),
+                place: place.to_owned(),
+                message,
+            },
         }
     }
 

@@ -7,14 +7,18 @@
 //! envelopes, fields, pages). Every failure is a [`RootError`] naming the file and
 //! the place in it; no input makes it panic.
 
+mod columns;
 mod compress;
 mod cursor;
 mod error;
 mod file;
+mod parallel;
 mod read;
 mod rntuple;
 mod tree;
 
+pub use columns::ColumnReader;
+pub use compress::RawBlock;
 pub use error::RootError;
 pub use file::{Key, RootFile};
 pub use read::{BranchCursor, BranchData, Interpretation, Layout, Number, interpret};

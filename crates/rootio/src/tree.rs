@@ -134,6 +134,21 @@ pub struct BranchInfo {
 }
 
 impl BranchInfo {
+    /// The baskets read from the file through the basket table: the written ones up to the
+    /// first that was never written (no offset, yet said to hold entries: a basket kept inside
+    /// the tree object by a process that did not close the file, ROOT's recovered baskets).
+    /// The embedded baskets follow them, from that basket's first entry on (as uproot reads
+    /// them).
+    pub fn normal_baskets(&self) -> usize {
+        (0..self.write_basket)
+            .find(|&k| {
+                let start = self.basket_entry.get(k).copied().unwrap_or(0);
+                let stop = self.basket_entry.get(k + 1).copied().unwrap_or(start);
+                self.basket_seek.get(k).is_none_or(|&s| s == 0) && stop > start
+            })
+            .unwrap_or(self.write_basket)
+    }
+
     /// This branch and every sub-branch, depth first.
     pub fn walk(&self) -> Vec<&BranchInfo> {
         let mut out = vec![self];
@@ -169,11 +184,17 @@ impl TreeInfo {
     }
 }
 
+/// Classes stored as a tree: `TTree`, and `TNtuple`/`TNtupleD` (a `TTree` and the number of
+/// its variables; each variable a branch of one `float` or `double`).
+pub(crate) fn is_tree_class(class: &str) -> bool {
+    matches!(class, "TTree" | "TNtuple" | "TNtupleD")
+}
+
 impl RootFile {
     /// The metadata of the tree at `path`.
     pub fn tree(&self, path: &str) -> Result<TreeInfo, RootError> {
         let key: &Key = self.key(path)?;
-        if key.class != "TTree" {
+        if !is_tree_class(&key.class) {
             return Err(RootError::NotFound {
                 path: self.path().to_owned(),
                 what: "tree",
@@ -189,7 +210,12 @@ impl RootFile {
             depth: 0,
         };
         let place = format!("tree '{path}'");
-        let (version, entries, mut branches) = r.ttree().map_err(|e| self.corrupt(&place, e))?;
+        let tree = if key.class == "TTree" {
+            r.ttree()
+        } else {
+            r.ntuple()
+        };
+        let (version, entries, mut branches) = tree.map_err(|e| self.corrupt(&place, e))?;
         self.resolve_members(&mut branches)?;
         Ok(TreeInfo {
             path: path.to_owned(),
@@ -371,6 +397,14 @@ impl Reader<'_> {
         // fLeaves, fAliases, indices, friends, user info, branch ref: not needed.
         self.c.finish(v)?;
         Ok((v.version, entries, branches))
+    }
+
+    /// A `TNtuple` or `TNtupleD`: its `TTree` base, then `fNvar`.
+    fn ntuple(&mut self) -> Result<(i16, i64, Vec<BranchInfo>), BufError> {
+        let v = self.c.versioned()?;
+        let tree = self.ttree()?;
+        self.c.finish(v)?;
+        Ok(tree)
     }
 
     /// A `TObjArray` header: its objects follow; returns how many.

@@ -4,10 +4,12 @@
 //! leaves read as branches: a collection of numbers as a `Vector` column (its offsets are its
 //! own; a cardinality field like `nJet` reads as an integer scalar).
 //!
-//! Each requested column is read forward one basket (TTree) or one cluster (RNTuple) at a time,
-//! so memory holds a chunk of entries and one basket or cluster per column, never a whole
-//! branch; the columns are decompressed and decoded on as many threads as the machine has cores
-//! (results do not depend on the count).
+//! The requested columns are read together forward (`gnn4c_rootio::ColumnReader`), a chunk of
+//! `step_size` entries at a time: the baskets (TTree) or the clusters' pages (RNTuple) the chunk
+//! needs are read and decompressed as one pool of jobs on as many threads as the machine has
+//! cores, each physical column once however many requests name it (a counter that is also a
+//! column, an RNTuple collection's shared offsets), so memory holds the chunk's baskets or the
+//! clusters it touches, never a whole branch (results do not depend on the thread count).
 
 use std::path::Path;
 
@@ -33,23 +35,6 @@ struct NativeTree {
     source: Source,
     name: String,
     branches: Vec<BranchInfo>,
-}
-
-/// A column read forward: a TTree branch's cursor or an RNTuple field's.
-trait Forward: Send {
-    fn take(&mut self, n: usize) -> Result<rio::BranchData, rio::RootError>;
-}
-
-impl Forward for rio::BranchCursor<'_> {
-    fn take(&mut self, n: usize) -> Result<rio::BranchData, rio::RootError> {
-        rio::BranchCursor::take(self, n)
-    }
-}
-
-impl Forward for rio::FieldCursor<'_> {
-    fn take(&mut self, n: usize) -> Result<rio::BranchData, rio::RootError> {
-        rio::FieldCursor::take(self, n)
-    }
 }
 
 /// The reader's error as a [`DataError`] (the file and the place in it are in both).
@@ -220,26 +205,30 @@ impl NativeTree {
         }
     }
 
-    /// A cursor over column `name` from entry `start`.
-    fn cursor(&self, name: &str, start: u64) -> Result<Box<dyn Forward + '_>, DataError> {
+    /// The columns `names` read together from entry `start` on `threads` threads.
+    fn column_reader(
+        &self,
+        names: &[&str],
+        start: u64,
+        threads: usize,
+    ) -> Result<rio::ColumnReader<'_>, DataError> {
         match &self.source {
             Source::Tree(tree) => {
-                let b = tree.branch(name).ok_or_else(|| self.missing(name))?;
-                let c = self
-                    .file
-                    .branch_cursor(tree, b, start)
-                    .map_err(data_error)?;
-                Ok(Box::new(c))
+                let branches = names
+                    .iter()
+                    .map(|&n| tree.branch(n).ok_or_else(|| self.missing(n)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                rio::ColumnReader::tree(&self.file, tree, &branches, start, threads)
             }
             Source::Ntuple(ntuple) => {
-                let f = ntuple.field(name).ok_or_else(|| self.missing(name))?;
-                let c = self
-                    .file
-                    .field_cursor(ntuple, f, start)
-                    .map_err(data_error)?;
-                Ok(Box::new(c))
+                let fields = names
+                    .iter()
+                    .map(|&n| ntuple.field(n).ok_or_else(|| self.missing(n)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                rio::ColumnReader::ntuple(&self.file, ntuple, &fields, start, threads)
             }
         }
+        .map_err(data_error)
     }
 
     fn info(&self, name: &str) -> Option<&BranchInfo> {
@@ -328,25 +317,21 @@ impl TreeReader for NativeTree {
         let stop = range.entry_stop.min(self.entries());
         let start = range.entry_start.min(stop);
         let step = range.step_size.max(1);
-        // One cursor per column (and per named counter, to check the arrays against it).
-        let mut cursors = Vec::with_capacity(columns.len());
+        // The requested columns, then the named counters (to check the arrays against):
+        // a column named twice, or a counter also requested, is read once.
+        let mut kinds = Vec::with_capacity(columns.len());
+        let mut names: Vec<&str> = columns.iter().map(|r| r.branch.as_str()).collect();
+        let mut counter_at = Vec::with_capacity(columns.len());
         for request in columns {
             let (kind, counter) = self.check(request)?;
-            let cursor = self.cursor(&request.branch, start)?;
-            let counter = match counter {
-                Some(c) => {
-                    let cc = self.cursor(&c, start)?;
-                    Some((c, cc))
-                }
-                None => None,
-            };
-            cursors.push(ColumnCursor {
-                kind,
-                cursor,
-                counter,
-            });
+            kinds.push(kind);
+            counter_at.push(counter.map(|c| {
+                names.push(self.info(&c).map_or("", |i| i.name.as_str()));
+                (c, names.len() - 1)
+            }));
         }
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let mut reader = self.column_reader(&names, start, threads)?;
         let mut entry = start;
         while entry < stop {
             let n = step.min((stop - entry) as usize);
@@ -355,9 +340,9 @@ impl TreeReader for NativeTree {
                 n_entries: n,
                 columns: Vec::with_capacity(columns.len()),
             };
-            let taken = take_all(&mut cursors, n, threads);
-            for ((request, column), taken) in columns.iter().zip(&cursors).zip(taken) {
-                let (data, counts) = taken.map_err(data_error)?;
+            let taken = reader.take(n).map_err(data_error)?;
+            for (i, request) in columns.iter().enumerate() {
+                let data = &taken[i];
                 if data.counts.len() != n {
                     return Err(self.mismatch(
                         &request.branch,
@@ -368,21 +353,26 @@ impl TreeReader for NativeTree {
                         ),
                     ));
                 }
-                if let (Some((name, _)), Some(counts)) = (&column.counter, counts) {
-                    for (i, &c) in data.counts.iter().enumerate() {
-                        let said = counts.i64_at(i);
+                if let Some((name, at)) = &counter_at[i] {
+                    let counts = &taken[*at];
+                    for (j, &c) in data.counts.iter().enumerate() {
+                        let said = if j < counts.len() {
+                            counts.i64_at(j)
+                        } else {
+                            -1
+                        };
                         if i64::from(c) != said {
                             return Err(self.mismatch(
                                 &request.branch,
                                 format!(
                                     "entry {}: {c} values but counter '{name}' says {said}",
-                                    entry + i as u64
+                                    entry + j as u64
                                 ),
                             ));
                         }
                     }
                 }
-                let offsets = matches!(column.kind, BranchKind::Array(_) | BranchKind::Vector(_))
+                let offsets = matches!(kinds[i], BranchKind::Array(_) | BranchKind::Vector(_))
                     .then(|| {
                         let mut o = Vec::with_capacity(n + 1);
                         o.push(0usize);
@@ -392,7 +382,7 @@ impl TreeReader for NativeTree {
                         o
                     });
                 chunk.columns.push(Column {
-                    values: values(&data),
+                    values: values(data),
                     offsets,
                 });
             }
@@ -401,42 +391,4 @@ impl TreeReader for NativeTree {
         }
         Ok(())
     }
-}
-
-/// One requested column being read: its layout, its cursor and its named counter's.
-struct ColumnCursor<'f> {
-    kind: BranchKind,
-    cursor: Box<dyn Forward + 'f>,
-    counter: Option<(String, Box<dyn Forward + 'f>)>,
-}
-
-/// A column's next entries, and its counter's.
-type Taken = Result<(rio::BranchData, Option<rio::BranchData>), rio::RootError>;
-
-/// The next `n` entries of every column, their baskets decompressed and decoded on up to
-/// `threads` threads (each a contiguous run of columns); results in column order.
-fn take_all(cursors: &mut [ColumnCursor<'_>], n: usize, threads: usize) -> Vec<Taken> {
-    let take = |c: &mut ColumnCursor<'_>| -> Taken {
-        let data = c.cursor.take(n)?;
-        let counts = match &mut c.counter {
-            Some((_, cc)) => Some(cc.take(n)?),
-            None => None,
-        };
-        Ok((data, counts))
-    };
-    let threads = threads.min(cursors.len()).max(1);
-    if threads == 1 {
-        return cursors.iter_mut().map(take).collect();
-    }
-    let per = cursors.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = cursors
-            .chunks_mut(per)
-            .map(|part| s.spawn(move || part.iter_mut().map(take).collect::<Vec<_>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
 }

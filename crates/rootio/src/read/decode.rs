@@ -10,7 +10,7 @@ use super::{Basket, BranchData};
 /// Appends the values and per-entry counts of `basket` to `out`; `counts` are the values per
 /// entry from the counter, from the basket's first entry on, where the basket cannot say.
 pub(super) fn decode(
-    basket: &Basket,
+    basket: &mut Basket,
     it: Interpretation,
     counts: Option<&[u32]>,
     out: &mut BranchData,
@@ -20,12 +20,14 @@ pub(super) fn decode(
         size: it.raw_size(),
         counts,
     };
-    match (&basket.offsets, it.layout) {
+    let offsets = basket.offsets.take();
+    match (&offsets, it.layout) {
         (Some(o), Layout::Jagged) if it.packing.is_none() => entries.plain_jagged(basket, o, out),
         (None, Layout::Fixed(len)) if it.packing.is_none() => {
             let size = entries.size;
             fixed_entries(&basket.data, len * size, basket.entries)?;
-            out.bytes.extend_from_slice(&basket.data);
+            let all = 0..basket.data.len();
+            append(out, &mut basket.data, all);
             out.counts
                 .extend(std::iter::repeat_n(len as u32, basket.entries));
             Ok(())
@@ -43,6 +45,16 @@ pub(super) fn decode(
         (None, Layout::JaggedBits) => Err(BufError::Bad(
             "unsupported: TObject bits of a collection without entry offsets".into(),
         )),
+    }
+}
+
+/// Appends `data[range]` to `out`'s bytes: moved, not copied, where it is all of `data` and
+/// `out` holds none yet (a basket's values are most often taken whole).
+fn append(out: &mut BranchData, data: &mut Vec<u8>, range: std::ops::Range<usize>) {
+    if out.bytes.is_empty() && range.start == 0 && range.end == data.len() {
+        out.bytes = std::mem::take(data);
+    } else {
+        out.bytes.extend_from_slice(&data[range]);
     }
 }
 
@@ -108,7 +120,7 @@ impl Entries<'_> {
     /// offsets (each entry a whole number of values, in order, inside the data).
     fn plain_jagged(
         &self,
-        basket: &Basket,
+        basket: &mut Basket,
         offsets: &[usize],
         out: &mut BranchData,
     ) -> Result<(), BufError> {
@@ -127,8 +139,7 @@ impl Entries<'_> {
             }
             out.counts.push(((w[1] - w[0]) / size) as u32);
         }
-        out.bytes
-            .extend_from_slice(&data[offsets[0]..offsets[basket.entries]]);
+        append(out, &mut basket.data, offsets[0]..offsets[basket.entries]);
         Ok(())
     }
 

@@ -375,8 +375,12 @@ pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
                 ),
             };
         }
+        // A packed real's range is in its member's title; where the streamer info does not
+        // give the member, it has none (a `Double32_t` is then a `float`, a `Float16_t` 12
+        // bits), as uproot reads it.
         let packing = match (el.streamer_type % 20, &el.member) {
-            (9 | 19, Some((_, title))) if (0..60).contains(&el.streamer_type) => {
+            (9 | 19, member) if (0..60).contains(&el.streamer_type) => {
+                let title = member.as_ref().map_or("", |(_, t)| t.as_str());
                 Some(Packing::of_title(title, el.streamer_type % 20 == 19))
             }
             _ => None,
@@ -436,8 +440,6 @@ pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
 /// What a member of streamer type `t` is, for an error.
 fn streamer_type_name(t: i32) -> String {
     match t % 20 {
-        9 => "a Double32_t member whose range the file's streamer info does not give".to_owned(),
-        19 => "a Float16_t member whose range the file's streamer info does not give".to_owned(),
         7 => "a char* member (only numbers are read)".to_owned(),
         _ if !(0..60).contains(&t) => {
             format!("an object or collection member (streamer type {t}; only numbers are read)")

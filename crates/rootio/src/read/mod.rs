@@ -7,7 +7,7 @@ mod interpretation;
 
 pub use interpretation::{Interpretation, Layout, Number, interpret};
 
-use crate::compress::decompress;
+use crate::compress::{RawBlock, decompress};
 use crate::cursor::Cursor;
 use crate::error::{BufError, RootError};
 use crate::file::RootFile;
@@ -129,6 +129,13 @@ pub struct BranchCursor<'f> {
     /// Decoded entries not yet taken, from entry `buffer_entry` on.
     buffer: BranchData,
     buffer_entry: u64,
+    /// Written baskets already read and decompressed (by [`crate::ColumnReader`], on other
+    /// threads), in basket order, each with its index.
+    prefetched: std::collections::VecDeque<(usize, Basket)>,
+    /// The first written basket not yet prefetched or decoded.
+    fetched_until: usize,
+    /// [`BranchInfo::normal_baskets`].
+    normal: usize,
 }
 
 impl BranchCursor<'_> {
@@ -165,11 +172,50 @@ impl BranchCursor<'_> {
         Ok(())
     }
 
+    /// The written baskets, not yet read, that the next `n` entries need: what
+    /// [`crate::ColumnReader`] reads and decompresses ahead, on several threads.
+    pub(crate) fn baskets_for(&self, n: usize) -> Vec<usize> {
+        let branch = self.branch;
+        let end = self.buffer_entry.saturating_add(n as u64);
+        let mut out = Vec::new();
+        for k in self.next_basket.max(self.fetched_until)..self.normal {
+            let start = branch
+                .basket_entry
+                .get(k)
+                .map_or(u64::MAX, |&e| u64::try_from(e).unwrap_or(0));
+            if start >= end {
+                break;
+            }
+            if branch.basket_bytes.get(k).is_some_and(|&b| b > 0) {
+                out.push(k);
+            }
+        }
+        out
+    }
+
+    /// Written basket `k` read and decompressed (safe on any thread).
+    pub(crate) fn fetch(&self, k: usize) -> Result<Basket, RootError> {
+        let place = format!("basket {k} of branch '{}'", self.branch.name);
+        self.file.basket(self.branch, k, &place)
+    }
+
+    /// Takes baskets read ahead by [`BranchCursor::fetch`], in basket order. A basket that
+    /// failed is not taken: it is read again when its turn comes, and fails there by name.
+    pub(crate) fn deliver(&mut self, baskets: Vec<(usize, Result<Basket, RootError>)>) {
+        for (k, basket) in baskets {
+            self.fetched_until = self.fetched_until.max(k + 1);
+            if let Ok(b) = basket {
+                self.prefetched.push_back((k, b));
+            }
+        }
+    }
+
     /// Decodes the next basket onto the buffer; false when there is none.
     fn decode_next(&mut self) -> Result<bool, RootError> {
         let (file, branch, it) = (self.file, self.branch, self.interpretation);
         let k = self.next_basket;
-        let (place, basket) = if k < branch.write_basket {
+        let normal = self.normal;
+        let (place, mut basket) = if k < normal {
             let place = format!("basket {k} of branch '{}'", branch.name);
             if branch.basket_bytes.get(k) == Some(&0) {
                 // A basket of no bytes (written for no entries): nothing to decode, unless
@@ -185,14 +231,19 @@ impl BranchCursor<'_> {
                 self.next_basket += 1;
                 return Ok(true);
             }
-            let b = file.basket(branch, k, &place)?;
+            while self.prefetched.front().is_some_and(|(i, _)| *i < k) {
+                self.prefetched.pop_front();
+            }
+            let b = match self.prefetched.front() {
+                Some((i, _)) if *i == k => match self.prefetched.pop_front() {
+                    Some((_, b)) => b,
+                    None => file.basket(branch, k, &place)?,
+                },
+                _ => file.basket(branch, k, &place)?,
+            };
             (place, b)
-        } else if let Some(b) = branch.embedded.get(k - branch.write_basket) {
-            let place = format!(
-                "embedded basket {} of branch '{}'",
-                k - branch.write_basket,
-                branch.name
-            );
+        } else if let Some(b) = branch.embedded.get(k - normal) {
+            let place = format!("embedded basket {} of branch '{}'", k - normal, branch.name);
             let b = Basket {
                 data: b.data.clone(),
                 offsets: b.offsets.clone(),
@@ -217,8 +268,36 @@ impl BranchCursor<'_> {
             c.get(usize::try_from(first).unwrap_or(usize::MAX)..)
                 .unwrap_or(&[])
         });
-        decode(&basket, it, counts, &mut self.buffer).map_err(|e| file.corrupt(&place, e))?;
+        decode(&mut basket, it, counts, &mut self.buffer).map_err(|e| file.corrupt(&place, e))?;
         Ok(true)
+    }
+}
+
+/// Reads ahead the baskets the next `n` entries of every cursor need, on up to `threads`
+/// threads, the largest first, and hands each cursor its own.
+pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, threads: usize) {
+    let mut jobs = Vec::new();
+    let mut costs = Vec::new();
+    for (i, c) in cursors.iter().enumerate() {
+        for k in c.baskets_for(n) {
+            costs.push(usize::try_from(c.branch.basket_bytes[k]).unwrap_or(0));
+            jobs.push((i, k));
+        }
+    }
+    let ordered: Vec<(usize, usize)> = crate::parallel::largest_first(&costs)
+        .into_iter()
+        .map(|j| jobs[j])
+        .collect();
+    let shared: Vec<&BranchCursor<'_>> = cursors.iter().map(|c| &**c).collect();
+    let mut fetched = crate::parallel::map(ordered, threads, |(i, k)| (i, k, shared[i].fetch(k)));
+    fetched.sort_by_key(|(i, k, _)| (*i, *k));
+    let mut per_cursor: Vec<Vec<(usize, Result<Basket, RootError>)>> =
+        (0..cursors.len()).map(|_| Vec::new()).collect();
+    for (i, k, b) in fetched {
+        per_cursor[i].push((k, b));
+    }
+    for (c, baskets) in cursors.iter_mut().zip(per_cursor) {
+        c.deliver(baskets);
     }
 }
 
@@ -238,7 +317,7 @@ fn counter_of(branch: &BranchInfo, it: Interpretation) -> Option<String> {
 }
 
 /// One basket's entries: their bytes and, when written, where each entry starts.
-struct Basket {
+pub(crate) struct Basket {
     data: Vec<u8>,
     offsets: Option<Vec<usize>>,
     entries: usize,
@@ -278,7 +357,8 @@ impl RootFile {
         // Baskets that end before `first_entry` are never read.
         let mut next_basket = 0usize;
         let mut at_entry = 0u64;
-        while next_basket < branch.write_basket {
+        let normal = branch.normal_baskets();
+        while next_basket < normal {
             let end = branch
                 .basket_entry
                 .get(next_basket + 1)
@@ -302,6 +382,9 @@ impl RootFile {
                 counts: Vec::new(),
             },
             buffer_entry: at_entry,
+            prefetched: std::collections::VecDeque::new(),
+            fetched_until: 0,
+            normal,
         };
         cursor.skip_to(first_entry)?;
         Ok(cursor)
@@ -354,6 +437,31 @@ impl RootFile {
             .collect()
     }
 
+    /// The written baskets of `branch` as stored, compressed (for timing the codec alone).
+    pub fn raw_baskets(&self, branch: &BranchInfo) -> Result<Vec<RawBlock>, RootError> {
+        let mut out = Vec::new();
+        for k in 0..branch.normal_baskets() {
+            let place = format!("basket {k} of branch '{}'", branch.name);
+            let (Some(&seek), Some(&len)) = (branch.basket_seek.get(k), branch.basket_bytes.get(k))
+            else {
+                break;
+            };
+            let (Ok(seek), Ok(len)) = (u64::try_from(seek), usize::try_from(len)) else {
+                return Err(self.corrupt(&place, "negative basket offset or size"));
+            };
+            if len == 0 {
+                continue;
+            }
+            let raw = self.read_at(seek, len, &place)?;
+            let h = basket_header(&mut Cursor::new(&raw)).map_err(|e| self.corrupt(&place, e))?;
+            let compressed = raw
+                .get(h.keylen..h.nbytes.min(raw.len()))
+                .ok_or_else(|| self.corrupt(&place, "basket key longer than the basket"))?;
+            out.push(RawBlock::new(seek, compressed.to_vec(), h.objlen));
+        }
+        Ok(out)
+    }
+
     /// Basket `i` of `branch` from its key: header, decompressed data, entry offsets.
     fn basket(&self, branch: &BranchInfo, i: usize, place: &str) -> Result<Basket, RootError> {
         let seek = u64::try_from(branch.basket_seek[i])
@@ -398,6 +506,7 @@ impl RootFile {
 mod tests {
     use super::*;
     use crate::tree::{ElementInfo, LeafInfo};
+    use interpretation::Packing;
 
     fn member(streamer_type: i32) -> BranchInfo {
         BranchInfo {
@@ -442,9 +551,19 @@ mod tests {
             interpret(&member(15)).map(|i| i.layout),
             Ok(Layout::JaggedBits)
         );
-        for (t, name) in [(9, "Double32_t"), (19, "Float16_t"), (61, "object")] {
-            let err = interpret(&member(t)).expect_err("not read");
-            assert!(err.contains(name), "{t}: {err}");
-        }
+        // Without the streamer info's member (its range), packed reals read as uproot reads
+        // them: a Double32_t as a float, a Float16_t with 12 mantissa bits.
+        let d32 = interpret(&member(9)).expect("a Double32_t member");
+        assert_eq!(
+            (d32.number, d32.packing),
+            (Number::F64, Some(Packing::Float))
+        );
+        let f16 = interpret(&member(19)).expect("a Float16_t member");
+        assert_eq!(
+            (f16.number, f16.packing),
+            (Number::F32, Some(Packing::Truncated { bits: 12 }))
+        );
+        let err = interpret(&member(61)).expect_err("not read");
+        assert!(err.contains("object"), "{err}");
     }
 }

@@ -416,20 +416,14 @@ pub(crate) fn decode_page_be(
         let start = out.len();
         out.resize(start + n * w, 0);
         let dst = &mut out[start..];
-        if split {
-            // Byte b of element i is at b·n + i; big-endian puts it at i·w + (w − 1 − b).
-            for b in 0..w {
-                let src = &bytes[b * n..(b + 1) * n];
-                for (i, &x) in src.iter().enumerate() {
-                    dst[i * w + (w - 1 - b)] = x;
-                }
-            }
-        } else {
-            for (d, s) in dst.chunks_exact_mut(w).zip(bytes[..n * w].chunks_exact(w)) {
-                for b in 0..w {
-                    d[b] = s[w - 1 - b];
-                }
-            }
+        match (split, w) {
+            (true, 2) => unsplit_be::<2>(bytes, n, dst),
+            (true, 4) => unsplit_be::<4>(bytes, n, dst),
+            (true, 8) => unsplit_be::<8>(bytes, n, dst),
+            (false, 2) => reverse_be::<2>(bytes, n, dst),
+            (false, 4) => reverse_be::<4>(bytes, n, dst),
+            (false, 8) => reverse_be::<8>(bytes, n, dst),
+            _ => dst.copy_from_slice(&bytes[..n * w]),
         }
         return Ok(());
     }
@@ -440,6 +434,29 @@ pub(crate) fn decode_page_be(
         push_be(out, number, v);
     }
     Ok(())
+}
+
+/// Split values of `W` bytes (byte `b` of element `i` at `b·n + i`) into big-endian ones, one
+/// pass over the output.
+fn unsplit_be<const W: usize>(bytes: &[u8], n: usize, dst: &mut [u8]) {
+    let planes: [&[u8]; W] = std::array::from_fn(|b| &bytes[b * n..(b + 1) * n]);
+    for (i, d) in dst.chunks_exact_mut(W).take(n).enumerate() {
+        let mut v = [0u8; W];
+        for (b, plane) in planes.iter().enumerate() {
+            v[W - 1 - b] = plane[i];
+        }
+        d.copy_from_slice(&v);
+    }
+}
+
+/// Little-endian values of `W` bytes into big-endian ones.
+fn reverse_be<const W: usize>(bytes: &[u8], n: usize, dst: &mut [u8]) {
+    for (d, s) in dst.chunks_exact_mut(W).zip(bytes[..n * W].chunks_exact(W)) {
+        let mut v = [0u8; W];
+        v.copy_from_slice(s);
+        v.reverse();
+        d.copy_from_slice(&v);
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use super::meta::Schema;
 use crate::read::{Interpretation, Layout, Number};
 
 /// A step from an entry's items to its values.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Step {
     /// Each item holds this many (a fixed-size array, a bitset).
     Repeat(u64),
@@ -17,7 +17,7 @@ pub(crate) enum Step {
 }
 
 /// How a readable leaf's values are found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Plan {
     /// From the entry down.
     pub steps: Vec<Step>,
@@ -40,6 +40,14 @@ pub struct NtupleField {
     /// The column types of its values (primary representation first), for messages.
     pub column_types: Vec<&'static str>,
     pub(crate) plan: Plan,
+}
+
+impl NtupleField {
+    /// True when `other` reads the same columns the same way (a projected field and the field
+    /// it projects): their values are the same.
+    pub(crate) fn reads_like(&self, other: &NtupleField) -> bool {
+        self.read.is_ok() && self.read == other.read && self.plan == other.plan
+    }
 }
 
 /// The physical columns attached to each field (directly or as alias columns), in
@@ -134,6 +142,68 @@ impl Walk<'_> {
         shown.to_owned()
     }
 
+    /// A record's members, its base classes' (anonymous fields `:_0`, `:_1`, … of the base's
+    /// type) in their place, each with the names of the base classes it comes through,
+    /// outermost last: `[member, innermost base, …, outermost base]`.
+    fn flattened(&self, id: usize) -> Vec<(usize, Vec<String>)> {
+        let mut out = Vec::new();
+        for &c in &self.children[id] {
+            let f = &self.schema.fields[c];
+            let is_base = f.role == 2
+                && f.name
+                    .strip_prefix(":_")
+                    .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()));
+            if is_base {
+                for (m, mut via) in self.flattened(c) {
+                    via.push(f.type_name.clone());
+                    out.push((m, via));
+                }
+            } else {
+                out.push((c, vec![self.member_name(id, c)]));
+            }
+        }
+        out
+    }
+
+    /// A record's members and their names, as uproot names them: a member by its name, and
+    /// where two share one, each of those prefixed by the classes it comes through, outermost
+    /// first, one more at a time until the names differ (`Child::base_a1`).
+    fn record_members(&self, id: usize) -> Vec<(usize, String)> {
+        let members = self.flattened(id);
+        let named = |via: &[String], prefixes: usize| -> String {
+            let prefixes = prefixes.min(via.len() - 1);
+            let mut parts: Vec<&str> = via
+                .iter()
+                .rev()
+                .take(prefixes)
+                .map(String::as_str)
+                .collect();
+            parts.push(&via[0]);
+            parts.join("::")
+        };
+        let most = members.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
+        let mut prefixes = vec![0usize; members.len()];
+        loop {
+            let names: Vec<String> = members
+                .iter()
+                .zip(&prefixes)
+                .map(|((_, via), &p)| named(via, p))
+                .collect();
+            let shared: Vec<bool> = names
+                .iter()
+                .map(|n| names.iter().filter(|m| *m == n).count() > 1)
+                .collect();
+            if !shared.contains(&true) || prefixes.iter().all(|&p| p >= most) {
+                return members.iter().map(|(c, _)| *c).zip(names).collect();
+            }
+            for (p, s) in prefixes.iter_mut().zip(shared) {
+                if s {
+                    *p += 1;
+                }
+            }
+        }
+    }
+
     fn visit(&mut self, id: usize, name: String, steps: Vec<Step>) {
         let f = &self.schema.fields[id];
         let type_name = f.type_name.clone();
@@ -168,10 +238,11 @@ impl Walk<'_> {
                     self.visit(c, n, inner.clone());
                 }
             }
-            // A record: members by name (tuples and pairs by position).
+            // A record: members by name (tuples and pairs by position), its base classes'
+            // among them.
             2 => {
-                for c in children {
-                    let n = format!("{name}.{}", self.member_name(id, c));
+                for (c, shown) in self.record_members(id) {
+                    let n = format!("{name}.{shown}");
                     self.visit(c, n, steps.clone());
                 }
             }

@@ -15,7 +15,10 @@ use meta::ClusterDesc;
 
 pub use fields::NtupleField;
 
-use crate::compress::decompress;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::compress::{RawBlock, decompress};
 use crate::error::RootError;
 use crate::file::RootFile;
 use crate::read::{BranchData, Number};
@@ -196,6 +199,28 @@ impl RootFile {
         })
     }
 
+    /// The pages of every column leaf `field` reads, in every cluster, as stored (for timing
+    /// the codec alone).
+    pub fn raw_pages(
+        &self,
+        ntuple: &NtupleInfo,
+        field: &NtupleField,
+    ) -> Result<Vec<RawBlock>, RootError> {
+        let cursor = self.field_cursor(ntuple, field, 0)?;
+        let mut out = Vec::new();
+        for k in 0..ntuple.clusters.len() {
+            for (_, enc, pages) in cursor.columns_in(k) {
+                for page in pages {
+                    let size = usize::try_from(page.locator.size).unwrap_or(usize::MAX);
+                    let raw = self.read_at(page.locator.offset, size, &cursor.place(k))?;
+                    let len = enc.page_bytes(page.elements as usize);
+                    out.push(RawBlock::new(page.locator.offset, raw, len));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The block at `loc`, decompressed to `len` bytes.
     fn read_block(
         &self,
@@ -250,8 +275,9 @@ type PageDecoder<'a> = dyn FnMut(&[u8], usize) -> Result<(), crate::error::BufEr
 /// each entry's start.
 struct Loaded {
     first_entry: u64,
-    /// `[entries + 1]`: entry i's values are values `bounds[i]..bounds[i + 1]`.
-    bounds: Vec<usize>,
+    /// `[entries + 1]`: entry i's values are values `bounds[i]..bounds[i + 1]` (shared by
+    /// the leaves of one collection).
+    bounds: Arc<Vec<usize>>,
     bytes: Vec<u8>,
 }
 
@@ -276,6 +302,49 @@ impl FieldCursor<'_> {
 
     /// The next `n` entries' values (fewer at the end).
     pub fn take(&mut self, n: usize) -> Result<BranchData, RootError> {
+        self.take_with(n, None)
+    }
+
+    /// The clusters the next `n` entries need that are not decoded yet.
+    pub(crate) fn clusters_for(&self, n: usize) -> Vec<usize> {
+        let stop = (self.next + n as u64).min(self.ntuple.entries);
+        if self.next >= stop {
+            return Vec::new();
+        }
+        let clusters = &self.ntuple.clusters;
+        let first = clusters.partition_point(|c| c.first_entry + c.entries <= self.next);
+        let last = clusters.partition_point(|c| c.first_entry < stop);
+        (first..last.max(first))
+            .filter(|&k| {
+                self.loaded
+                    .as_ref()
+                    .is_none_or(|l| l.first_entry != clusters[k].first_entry)
+            })
+            .collect()
+    }
+
+    /// The physical columns this leaf reads in cluster `k` (its offset columns, then its
+    /// values), with their encodings and pages; those that cannot be read are left out (the
+    /// leaf's own read fails on them by name).
+    pub(crate) fn columns_in(&self, k: usize) -> Vec<Chosen<'_>> {
+        let plan = &self.field.plan;
+        plan.steps
+            .iter()
+            .filter_map(|s| match s {
+                fields::Step::Collection(columns) => Some(columns.as_slice()),
+                fields::Step::Repeat(_) => None,
+            })
+            .chain(std::iter::once(plan.values.as_slice()))
+            .filter_map(|reprs| self.chosen(k, reprs).ok())
+            .collect()
+    }
+
+    /// [`FieldCursor::take`], reading the pages `store` holds from there.
+    pub(crate) fn take_with(
+        &mut self,
+        n: usize,
+        store: Option<&PageStore>,
+    ) -> Result<BranchData, RootError> {
         let stop = (self.next + n as u64).min(self.ntuple.entries);
         let wanted = (stop - self.next.min(stop)) as usize;
         let mut bytes = Vec::with_capacity(wanted * self.number.size());
@@ -294,7 +363,7 @@ impl FieldCursor<'_> {
                             format!("no cluster holds entry {}", self.next),
                         ));
                     }
-                    self.loaded = Some(self.load(k)?);
+                    self.loaded = Some(self.load(k, store)?);
                     self.loaded.as_ref().expect("just loaded")
                 }
             };
@@ -303,11 +372,12 @@ impl FieldCursor<'_> {
                 (self.next - loaded.first_entry) as usize,
                 (end_in - loaded.first_entry) as usize,
             );
-            counts.extend(
-                loaded.bounds[a..=b]
-                    .windows(2)
-                    .map(|w| u32::try_from(w[1] - w[0]).unwrap_or(u32::MAX)),
-            );
+            let mut prev = loaded.bounds[a];
+            counts.extend(loaded.bounds[a + 1..=b].iter().map(|&x| {
+                let c = u32::try_from(x - prev).unwrap_or(u32::MAX);
+                prev = x;
+                c
+            }));
             let size = self.number.size();
             bytes
                 .extend_from_slice(&loaded.bytes[loaded.bounds[a] * size..loaded.bounds[b] * size]);
@@ -321,11 +391,45 @@ impl FieldCursor<'_> {
     }
 
     /// Decodes cluster `k` of this leaf: its offset columns, then its values.
-    fn load(&self, k: usize) -> Result<Loaded, RootError> {
+    fn load(&self, k: usize, store: Option<&PageStore>) -> Result<Loaded, RootError> {
+        let cluster = &self.ntuple.clusters[k];
+        let bounds = match store {
+            None => Arc::new(self.bounds(k, None)?),
+            // Computed once for every leaf of the same collection.
+            Some(store) => shared(&store.bounds, (k, self.field.plan.steps.clone()), || {
+                self.bounds(k, Some(store))
+            })?,
+        };
+        let total = *bounds.last().unwrap_or(&0);
+        let bytes = if self.field.plan.cardinality {
+            // Sizes from the offsets (each relative to the cluster's start).
+            let offsets = self.column(k, &self.field.plan.values, total, store)?;
+            let mut out = Vec::with_capacity(total * self.number.size());
+            let mut prev = 0u64;
+            for &v in offsets.iter() {
+                let Value::UInt(u) = v else {
+                    return Err(self.file.corrupt(&self.place(k), "not an offset column"));
+                };
+                push_be(&mut out, self.number, Value::UInt(u.wrapping_sub(prev)));
+                prev = u;
+            }
+            out
+        } else {
+            self.column_bytes(k, &self.field.plan.values, total, store)?
+        };
+        Ok(Loaded {
+            first_entry: cluster.first_entry,
+            bounds,
+            bytes,
+        })
+    }
+
+    /// Each entry's range of values in cluster `k`: `[entries + 1]` bounds, from the entry
+    /// down through the leaf's repetitions and collection offsets.
+    fn bounds(&self, k: usize, store: Option<&PageStore>) -> Result<Vec<usize>, RootError> {
         let cluster = &self.ntuple.clusters[k];
         let n = usize::try_from(cluster.entries)
             .map_err(|_| self.file.corrupt(&self.place(k), "too many entries"))?;
-        // Each entry's item range, mapped step by step down to the values.
         let mut bounds: Vec<usize> = (0..=n).collect();
         for step in &self.field.plan.steps {
             match step {
@@ -339,7 +443,7 @@ impl FieldCursor<'_> {
                 }
                 fields::Step::Collection(columns) => {
                     let items = *bounds.last().unwrap_or(&0);
-                    let offsets = self.column(k, columns, items)?;
+                    let offsets = self.column(k, columns, items, store)?;
                     let off = |i: usize| -> Result<usize, RootError> {
                         if i == 0 {
                             return Ok(0);
@@ -361,37 +465,12 @@ impl FieldCursor<'_> {
                 }
             }
         }
-        let total = *bounds.last().unwrap_or(&0);
-        let bytes = if self.field.plan.cardinality {
-            // Sizes from the offsets (each relative to the cluster's start).
-            let offsets = self.column(k, &self.field.plan.values, total)?;
-            let mut out = Vec::with_capacity(total * self.number.size());
-            let mut prev = 0u64;
-            for v in offsets {
-                let Value::UInt(u) = v else {
-                    return Err(self.file.corrupt(&self.place(k), "not an offset column"));
-                };
-                push_be(&mut out, self.number, Value::UInt(u.wrapping_sub(prev)));
-                prev = u;
-            }
-            out
-        } else {
-            self.column_bytes(k, &self.field.plan.values, total)?
-        };
-        Ok(Loaded {
-            first_entry: cluster.first_entry,
-            bounds,
-            bytes,
-        })
+        Ok(bounds)
     }
 
     /// The column of representation `reprs` not suppressed in cluster `k`, its encoding and
     /// pages.
-    fn chosen(
-        &self,
-        k: usize,
-        reprs: &[u32],
-    ) -> Result<(u32, Encoding, &[meta::PageDesc]), RootError> {
+    fn chosen(&self, k: usize, reprs: &[u32]) -> Result<Chosen<'_>, RootError> {
         let cluster = &self.ntuple.clusters[k];
         let place = self.place(k);
         let chosen = reprs
@@ -428,13 +507,14 @@ impl FieldCursor<'_> {
     fn pages(
         &self,
         k: usize,
-        chosen: u32,
-        enc: &Encoding,
-        pages: &[meta::PageDesc],
+        column: Chosen<'_>,
         n: usize,
         decode: &mut PageDecoder<'_>,
+        store: Option<&PageStore>,
     ) -> Result<usize, RootError> {
+        let (chosen, enc, pages) = column;
         let place = self.place(k);
+        let stored = store.and_then(|s| s.pages.get(&(k, chosen)));
         let mut done = 0usize;
         for (p, page) in pages.iter().enumerate() {
             if done >= n {
@@ -442,13 +522,20 @@ impl FieldCursor<'_> {
             }
             let elements = page.elements as usize;
             let at = format!("{place}, page {p} of column {chosen} ({})", enc.kind.name());
-            let bytes = self.file.read_block(
-                page.locator,
-                enc.page_bytes(elements),
-                self.ntuple.max_key_size,
-                &at,
-            )?;
-            decode(&bytes, elements).map_err(|e| self.file.corrupt(&at, e))?;
+            let read;
+            let bytes = match stored.and_then(|s| s.get(p)) {
+                Some(b) => b,
+                None => {
+                    read = self.file.read_block(
+                        page.locator,
+                        enc.page_bytes(elements),
+                        self.ntuple.max_key_size,
+                        &at,
+                    )?;
+                    &read
+                }
+            };
+            decode(bytes, elements).map_err(|e| self.file.corrupt(&at, e))?;
             done += elements;
         }
         let deferred = self.ntuple.deferred.get(chosen as usize) == Some(&true);
@@ -469,14 +556,37 @@ impl FieldCursor<'_> {
 
     /// The first `n` elements of the leaf's column in cluster `k` as values: of the
     /// representation not suppressed there (zeros before a deferred column's first element).
-    fn column(&self, k: usize, reprs: &[u32], n: usize) -> Result<Vec<Value>, RootError> {
-        let (chosen, enc, pages) = self.chosen(k, reprs)?;
+    fn column(
+        &self,
+        k: usize,
+        reprs: &[u32],
+        n: usize,
+        store: Option<&PageStore>,
+    ) -> Result<Arc<Vec<Value>>, RootError> {
+        let column = self.chosen(k, reprs)?;
+        match store {
+            None => self.decode_column(k, column, n, None).map(Arc::new),
+            // Decoded once for every leaf of the same collection.
+            Some(store) => shared(&store.decoded, (k, column.0, n), || {
+                self.decode_column(k, column, n, Some(store))
+            }),
+        }
+    }
+
+    /// The first `n` elements of column `chosen` in cluster `k`, decoded as values.
+    fn decode_column(
+        &self,
+        k: usize,
+        column: Chosen<'_>,
+        n: usize,
+        store: Option<&PageStore>,
+    ) -> Result<Vec<Value>, RootError> {
+        let enc = column.1;
         // Sized by what the pages hold: `n` comes from offsets a damaged page may have garbled.
-        let stored: usize = pages.iter().map(|p| p.elements as usize).sum();
+        let stored: usize = column.2.iter().map(|p| p.elements as usize).sum();
         let mut out = Vec::with_capacity(n.min(stored));
-        self.pages(k, chosen, &enc, pages, n, &mut |bytes, elements| {
-            decode_page(&enc, bytes, elements, &mut out)
-        })?;
+        let decode = &mut |bytes: &[u8], elements| decode_page(&enc, bytes, elements, &mut out);
+        self.pages(k, column, n, decode, store)?;
         if out.len() < n {
             // A deferred column: zeros for the entries before its first element.
             let mut zeros = vec![zero(enc.kind); n - out.len()];
@@ -488,14 +598,22 @@ impl FieldCursor<'_> {
     }
 
     /// Like [`FieldCursor::column`], as the leaf's big-endian numbers.
-    fn column_bytes(&self, k: usize, reprs: &[u32], n: usize) -> Result<Vec<u8>, RootError> {
-        let (chosen, enc, pages) = self.chosen(k, reprs)?;
+    fn column_bytes(
+        &self,
+        k: usize,
+        reprs: &[u32],
+        n: usize,
+        store: Option<&PageStore>,
+    ) -> Result<Vec<u8>, RootError> {
+        let column = self.chosen(k, reprs)?;
+        let enc = column.1;
         let size = self.number.size();
-        let stored: usize = pages.iter().map(|p| p.elements as usize).sum();
+        let stored: usize = column.2.iter().map(|p| p.elements as usize).sum();
         let mut out = Vec::with_capacity(n.min(stored) * size);
-        self.pages(k, chosen, &enc, pages, n, &mut |bytes, elements| {
+        let decode = &mut |bytes: &[u8], elements| {
             decode_page_be(&enc, bytes, elements, self.number, &mut out)
-        })?;
+        };
+        self.pages(k, column, n, decode, store)?;
         if out.len() < n * size {
             // A deferred column: zeros for the entries before its first element.
             let mut zeros = vec![0u8; n * size - out.len()];
@@ -504,6 +622,100 @@ impl FieldCursor<'_> {
         }
         out.truncate(n * size);
         Ok(out)
+    }
+}
+
+/// The pages several leaves need, read and decompressed ahead on several threads, each physical
+/// column once however many leaves name it; and the offset columns, decoded once.
+pub(crate) struct PageStore {
+    /// The pages of (cluster, column), in page order.
+    pages: HashMap<(usize, u32), Vec<Vec<u8>>>,
+    /// Decoded columns by (cluster, column, elements).
+    decoded: Shared<(usize, u32, usize), Vec<Value>>,
+    /// Each entry's value range by (cluster, steps from the entry down).
+    bounds: Shared<(usize, Vec<fields::Step>), Vec<usize>>,
+}
+
+/// Values computed once and shared between threads, by key.
+type Shared<K, V> = Mutex<HashMap<K, Arc<V>>>;
+
+/// The value of `key` in `cache`, computed by `compute` if it is not there yet. The lock is not
+/// held while computing: two threads may compute one key at once, to the same value.
+fn shared<K: std::hash::Hash + Eq, V>(
+    cache: &Shared<K, V>,
+    key: K,
+    compute: impl FnOnce() -> Result<V, RootError>,
+) -> Result<Arc<V>, RootError> {
+    if let Some(v) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return Ok(v);
+    }
+    let v = Arc::new(compute()?);
+    if let Ok(mut m) = cache.lock() {
+        m.insert(key, Arc::clone(&v));
+    }
+    Ok(v)
+}
+
+/// A leaf's column in one cluster: the physical column of the representation not suppressed
+/// there, how its pages decode, and its pages.
+type Chosen<'a> = (u32, Encoding, &'a [meta::PageDesc]);
+
+/// Pages read ahead for one (cluster, column): each page's index and its bytes, or `None`
+/// where reading it failed.
+type PagesRead = Vec<(usize, Option<Vec<u8>>)>;
+
+impl PageStore {
+    /// The pages the next `n` entries of `cursors` need, every physical column once, read
+    /// and decompressed on up to `threads` threads, largest first. A column any of whose
+    /// pages fails is left out: the leaf reading it reads it itself and fails by name.
+    pub(crate) fn prefetch(cursors: &[&FieldCursor<'_>], n: usize, threads: usize) -> PageStore {
+        let mut seen = std::collections::HashSet::new();
+        let mut jobs = Vec::new();
+        for c in cursors {
+            for k in c.clusters_for(n) {
+                for (chosen, enc, pages) in c.columns_in(k) {
+                    if !seen.insert((k, chosen)) {
+                        continue;
+                    }
+                    for (p, page) in pages.iter().enumerate() {
+                        let len = enc.page_bytes(page.elements as usize);
+                        jobs.push((c.file, c.ntuple, k, chosen, p, page.locator, len));
+                    }
+                }
+            }
+        }
+        let costs: Vec<usize> = jobs
+            .iter()
+            .map(|j| usize::try_from(j.5.size).unwrap_or(usize::MAX))
+            .collect();
+        let order = crate::parallel::largest_first(&costs);
+        let mut slots: Vec<Option<_>> = jobs.into_iter().map(Some).collect();
+        let ordered: Vec<_> = order.iter().filter_map(|&i| slots[i].take()).collect();
+        let read = crate::parallel::map(
+            ordered,
+            threads,
+            |(file, ntuple, k, chosen, p, loc, len)| {
+                let page = file.read_block(loc, len, ntuple.max_key_size, "");
+                ((k, chosen, p), page.ok())
+            },
+        );
+        let mut grouped: HashMap<(usize, u32), PagesRead> = HashMap::new();
+        for ((k, chosen, p), page) in read {
+            grouped.entry((k, chosen)).or_default().push((p, page));
+        }
+        let pages = grouped
+            .into_iter()
+            .filter_map(|(key, mut ps)| {
+                ps.sort_by_key(|(p, _)| *p);
+                let all: Option<Vec<Vec<u8>>> = ps.into_iter().map(|(_, b)| b).collect();
+                all.map(|a| (key, a))
+            })
+            .collect();
+        PageStore {
+            pages,
+            decoded: Mutex::new(HashMap::new()),
+            bounds: Mutex::new(HashMap::new()),
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-"""uproot's values of every numeric branch (TTree) or field (RNTuple) of a file, in the layout
-of ../shared/fixtures: `F:values`, `F:counts`, `_meta`."""
+"""uproot's values of every numeric branch (TTree) or field (RNTuple; a top-level record's
+members too) of a file, in the layout of ../shared/fixtures: `F:values`, `F:counts`, `_meta`."""
 import json, sys
 import awkward as ak
 import numpy as np
@@ -13,9 +13,24 @@ is_tree = isinstance(obj, uproot.behaviors.TTree.TTree)
 meta["tree" if is_tree else "ntuple"] = name
 listing = {}
 keys = [k for k in obj.keys(recursive=True)] if is_tree else list(obj.keys())
+def rntuple_array(k):
+    top, *sub = k.split(".", 1)
+    a = obj.arrays([top])[top]
+    return a[sub[0]] if sub else a
+
+
+if not is_tree:
+    # A top-level record stands for its members (named as uproot names them: `child.own`,
+    # `multi_grandparent.Child::base_a1`).
+    keys = [
+        s
+        for k in keys
+        if "." not in k
+        for s in ([k] if not obj.arrays([k])[k].fields else [f"{k}.{m}" for m in obj.arrays([k])[k].fields])
+    ]
 for k in keys:
     try:
-        a = obj[k].array(library="ak") if is_tree else obj.arrays([k])[k]
+        a = obj[k].array(library="ak") if is_tree else rntuple_array(k)
     except Exception:
         continue
     t = ak.type(a).content

@@ -5,4 +5,5 @@ mod damaged;
 mod fixtures;
 mod metadata;
 mod rntuple;
+mod together;
 mod values;

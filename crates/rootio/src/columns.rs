@@ -1,0 +1,142 @@
+//! Several columns of one TTree or RNTuple read forward together, a chunk of entries at a
+//! time, on several threads: the baskets (TTree) or pages (RNTuple) the chunk needs are read
+//! and decompressed as one pool of jobs, the largest first, so that a column of a few large
+//! baskets is spread over the threads rather than read on one; then each column decodes its
+//! own. A physical column is read and decompressed once per chunk however many requests name
+//! it (a branch asked for twice; an RNTuple's projected field `Jet_pt` and the collection's
+//! `_collection1.Jet_pt`; the offsets every leaf of one collection shares). Memory holds the
+//! chunk's baskets, or the clusters it touches, of the requested columns.
+
+use crate::error::RootError;
+use crate::file::RootFile;
+use crate::parallel;
+use crate::read::{BranchCursor, BranchData, prefetch_baskets};
+use crate::rntuple::{FieldCursor, NtupleField, NtupleInfo, PageStore};
+use crate::tree::{BranchInfo, TreeInfo};
+
+/// Columns read forward together; see the module documentation.
+pub struct ColumnReader<'f> {
+    columns: Columns<'f>,
+    /// The column each request reads (requests naming one column share it).
+    of_request: Vec<usize>,
+    threads: usize,
+}
+
+enum Columns<'f> {
+    Tree(Vec<BranchCursor<'f>>),
+    Ntuple(Vec<FieldCursor<'f>>),
+}
+
+/// The distinct items of `items` by `same` (the first of each, in order) and, for each item,
+/// the index of its distinct one among them.
+fn distinct<T>(items: &[T], same: impl Fn(&T, &T) -> bool) -> (Vec<usize>, Vec<usize>) {
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut of = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        match firsts.iter().position(|&f| same(&items[f], item)) {
+            Some(j) => of.push(j),
+            None => {
+                of.push(firsts.len());
+                firsts.push(i);
+            }
+        }
+    }
+    (firsts, of)
+}
+
+impl<'f> ColumnReader<'f> {
+    /// `branches` of `tree` from entry `start` on, on up to `threads` threads.
+    pub fn tree(
+        file: &'f RootFile,
+        tree: &'f TreeInfo,
+        branches: &[&'f BranchInfo],
+        start: u64,
+        threads: usize,
+    ) -> Result<ColumnReader<'f>, RootError> {
+        let (firsts, of_request) = distinct(branches, |a, b| a.name == b.name);
+        let cursors = firsts
+            .iter()
+            .map(|&i| file.branch_cursor(tree, branches[i], start))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ColumnReader {
+            columns: Columns::Tree(cursors),
+            of_request,
+            threads: threads.max(1),
+        })
+    }
+
+    /// Leaves `fields` of `ntuple` from entry `start` on, on up to `threads` threads; leaves
+    /// that read the same columns the same way are read once.
+    pub fn ntuple(
+        file: &'f RootFile,
+        ntuple: &'f NtupleInfo,
+        fields: &[&'f NtupleField],
+        start: u64,
+        threads: usize,
+    ) -> Result<ColumnReader<'f>, RootError> {
+        // Leaves read the same way give the same values: a projected field (`Jet_pt`) and the
+        // collection's own (`_collection1.Jet_pt`) are one.
+        let (firsts, of_request) = distinct(fields, |a, b| a.reads_like(b));
+        let cursors = firsts
+            .iter()
+            .map(|&i| file.field_cursor(ntuple, fields[i], start))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ColumnReader {
+            columns: Columns::Ntuple(cursors),
+            of_request,
+            threads: threads.max(1),
+        })
+    }
+
+    /// The next `n` entries (fewer at the end) of every request, in request order; the first
+    /// error in request order.
+    pub fn take(&mut self, n: usize) -> Result<Vec<BranchData>, RootError> {
+        let threads = self.threads;
+        let taken = match &mut self.columns {
+            Columns::Tree(cursors) => {
+                let mut refs: Vec<&mut BranchCursor<'f>> = cursors.iter_mut().collect();
+                prefetch_baskets(&mut refs, n, threads);
+                parallel::map(refs, threads, |c| c.take(n))
+            }
+            Columns::Ntuple(cursors) => {
+                let store = {
+                    let refs: Vec<&FieldCursor<'f>> = cursors.iter().collect();
+                    PageStore::prefetch(&refs, n, threads)
+                };
+                let refs: Vec<&mut FieldCursor<'f>> = cursors.iter_mut().collect();
+                parallel::map(refs, threads, |c| c.take_with(n, Some(&store)))
+            }
+        };
+        let mut uses = vec![0usize; taken.len()];
+        for &c in &self.of_request {
+            uses[c] += 1;
+        }
+        let mut taken: Vec<Option<BranchData>> = taken
+            .into_iter()
+            .map(|t| t.map(Some))
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::with_capacity(self.of_request.len());
+        for &c in &self.of_request {
+            uses[c] -= 1;
+            let data = if uses[c] == 0 {
+                taken[c].take()
+            } else {
+                taken[c].clone()
+            };
+            out.push(data.expect("each column is handed out once, last"));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinct;
+
+    #[test]
+    fn a_name_asked_twice_is_one_column() {
+        let (firsts, of) = distinct(&["a", "b", "a", "c", "b"], |x, y| x == y);
+        assert_eq!(firsts, vec![0, 1, 3]);
+        assert_eq!(of, vec![0, 1, 0, 2, 1]);
+    }
+}

@@ -1,0 +1,79 @@
+//! Work shared among threads: each thread takes the next job as it becomes free, so one large
+//! job does not hold up the others' share, and the results come back in job order whatever the
+//! thread count (results never depend on it).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// `f` of every job on up to `threads` threads (the calling thread is one), jobs taken in the
+/// order given (give the largest first); results in job order.
+pub(crate) fn map<T: Send, R: Send>(
+    jobs: Vec<T>,
+    threads: usize,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.min(jobs.len()).max(1);
+    if threads == 1 {
+        return jobs.into_iter().map(f).collect();
+    }
+    let n = jobs.len();
+    let slots: Vec<Mutex<Option<T>>> = jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
+    let results: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = slots.get(i) else { break };
+            let job = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(job) = job {
+                let r = f(job);
+                *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+        work();
+        for h in helpers {
+            if let Err(p) = h.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .expect("every job ran")
+        })
+        .collect()
+}
+
+/// The indices of `costs` from the largest cost down (ties in index order): the order in which
+/// [`map`] should take jobs so that the last to finish is a small one.
+pub(crate) fn largest_first(costs: &[usize]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..costs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(costs[i]));
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_come_back_in_job_order_on_any_thread_count() {
+        let jobs: Vec<u64> = (0..57).map(|i| (i * 7919) % 101).collect();
+        let want: Vec<u64> = jobs.iter().map(|j| j * j + 1).collect();
+        for threads in [1, 2, 3, 8, 100] {
+            assert_eq!(map(jobs.clone(), threads, |j| j * j + 1), want, "{threads}");
+        }
+        assert!(map(Vec::<u8>::new(), 4, |j| j).is_empty());
+    }
+
+    #[test]
+    fn the_largest_cost_comes_first_and_ties_keep_their_order() {
+        assert_eq!(largest_first(&[3, 9, 1, 9, 0]), vec![1, 3, 0, 2, 4]);
+    }
+}

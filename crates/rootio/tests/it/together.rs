@@ -1,0 +1,128 @@
+//! Columns read together ([`ColumnReader`], as `preprocess` reads): on every test file, every
+//! branch or field that reads alone, all of them at once and each asked for twice, in chunks
+//! and whole, on 1 and 3 threads, give exactly what each column read alone gives (the thread
+//! count and the chunking change nothing).
+
+use gnn4c_rootio::{BranchData, ColumnReader, RootFile};
+
+use crate::fixtures::{self, Fixture};
+
+/// Every request's values, concatenated over takes of `chunk` entries.
+fn read_together(reader: &mut ColumnReader<'_>, requests: usize, chunk: usize) -> Vec<BranchData> {
+    let mut out: Vec<Option<BranchData>> = vec![None; requests];
+    loop {
+        let taken = reader.take(chunk).expect("a chunk of every column");
+        assert_eq!(taken.len(), requests, "one result per request");
+        if taken.iter().all(|t| t.counts.is_empty()) {
+            break;
+        }
+        for (slot, t) in out.iter_mut().zip(taken) {
+            match slot {
+                Some(s) => {
+                    s.bytes.extend_from_slice(&t.bytes);
+                    s.counts.extend_from_slice(&t.counts);
+                }
+                None => *slot = Some(t),
+            }
+        }
+    }
+    out.into_iter().flatten().collect()
+}
+
+/// The chunkings tried: a third of the entries (takes that end inside baskets and clusters),
+/// and all at once.
+fn chunks(entries: u64) -> [usize; 2] {
+    let n = usize::try_from(entries).unwrap_or(usize::MAX / 4);
+    [n / 3 + 1, n.max(1)]
+}
+
+fn check_trees(fx: &mut Fixture, failures: &mut Vec<String>) {
+    let Ok(file) = RootFile::open(&fx.file) else {
+        return;
+    };
+    let Ok(tree) = file.tree(&fx.tree) else {
+        return;
+    };
+    let mut branches = Vec::new();
+    let mut alone = Vec::new();
+    for (name, _) in &fx.branches {
+        if let Some(b) = tree.branch(name)
+            && let Ok(d) = file.read_branch(&tree, b)
+        {
+            branches.push(b);
+            alone.push(d);
+        }
+    }
+    let twice: Vec<_> = branches.iter().chain(&branches).copied().collect();
+    for threads in [1, 3] {
+        for chunk in chunks(tree.entries.max(0) as u64) {
+            let mut reader =
+                ColumnReader::tree(&file, &tree, &twice, 0, threads).expect("a reader");
+            let got = read_together(&mut reader, twice.len(), chunk);
+            for (i, b) in twice.iter().enumerate() {
+                if got.get(i) != Some(&alone[i % alone.len()]) {
+                    failures.push(format!(
+                        "{}: {} ({threads} threads, chunks of {chunk}): differs from reading it alone",
+                        fx.rel, b.name
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn check_ntuples(fx: &mut Fixture, failures: &mut Vec<String>) {
+    let Ok(file) = RootFile::open(&fx.file) else {
+        return;
+    };
+    let Ok(ntuple) = file.ntuple(&fx.tree) else {
+        return;
+    };
+    let mut fields = Vec::new();
+    let mut alone = Vec::new();
+    // Every leaf the reader reads (projected fields and the collections' sub-fields both).
+    for f in &ntuple.fields {
+        if let Ok(d) = file
+            .field_cursor(&ntuple, f, 0)
+            .and_then(|mut c| c.take(usize::MAX / 2))
+        {
+            fields.push(f);
+            alone.push(d);
+        }
+    }
+    let twice: Vec<_> = fields.iter().chain(&fields).copied().collect();
+    for threads in [1, 3] {
+        for chunk in chunks(ntuple.entries) {
+            let mut reader =
+                ColumnReader::ntuple(&file, &ntuple, &twice, 0, threads).expect("a reader");
+            let got = read_together(&mut reader, twice.len(), chunk);
+            for (i, f) in twice.iter().enumerate() {
+                if got.get(i) != Some(&alone[i % alone.len()]) {
+                    failures.push(format!(
+                        "{}: {} ({threads} threads, chunks of {chunk}): differs from reading it alone",
+                        fx.rel, f.name
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn columns_read_together_equal_each_read_alone() {
+    let mut failures = Vec::new();
+    let trees = fixtures::all()
+        .into_iter()
+        .chain(fixtures::types())
+        .chain(fixtures::local_trees());
+    for mut fx in trees {
+        check_trees(&mut fx, &mut failures);
+    }
+    for mut fx in fixtures::rntuples()
+        .into_iter()
+        .chain(fixtures::local_ntuples())
+    {
+        check_ntuples(&mut fx, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
