@@ -117,6 +117,7 @@ pub fn read_events(
         entry_start: 0,
         entry_stop: u64::MAX,
         step_size: 10_000,
+        threads: 0,
     };
     let mut out = Vec::new();
     read_file_events(path, tree, &spec, &meta, range, &mut |evs| {

@@ -1017,6 +1017,7 @@ fn predict_and_evaluate(cwd: &Path) {
         entry_start: 0,
         entry_stop: u64::MAX,
         step_size: 1000,
+        threads: 0,
     };
     friend
         .read(&[req("passed"), req("score_ttbar")], all, &mut |c| {

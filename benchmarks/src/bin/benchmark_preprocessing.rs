@@ -64,6 +64,7 @@ fn declared_features(
         entry_start: 0,
         entry_stop: u64::MAX,
         step_size: 10_000,
+        threads: 0,
     };
     let file = file.to_owned();
     let mut features = gnn4c_features::ChunkFeatures::default();

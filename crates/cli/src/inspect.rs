@@ -112,6 +112,7 @@ fn inspect_inputs(
             entry_start: 0,
             entry_stop: t.entries.min(INSPECT_ENTRIES),
             step_size: 1000,
+            threads: 0,
         };
         let tree: Arc<str> = Arc::from(t.name.as_str());
         let (mut shown, mut kept) = (Vec::new(), 0u64);

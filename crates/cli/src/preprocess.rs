@@ -27,7 +27,9 @@ pub(crate) struct Args {
     /// Events per Parquet shard (of one fold).
     #[arg(long, default_value_t = 100_000)]
     shard_events: usize,
-    /// Input files read at once [default: the machine's cores]; the cache does not depend on it.
+    /// Threads that read input files [default: the machine's cores]: files at once, and with
+    /// fewer files than threads the rest decompress inside each file; the cache does not depend
+    /// on it.
     #[arg(long)]
     threads: Option<usize>,
     /// K/N: read only input files K, K+N, K+2N, … (K from 0) and write no manifest; when all N

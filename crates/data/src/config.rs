@@ -380,6 +380,7 @@ impl DatasetConfig {
                 entry_start: sample.entry_start,
                 entry_stop: sample.entry_stop.unwrap_or(u64::MAX),
                 step_size: self.step_size,
+                threads: 0,
             },
             files: self.sample_files(sample, base_dir)?,
         })

@@ -232,12 +232,13 @@ pub fn preprocess_cache(
 pub struct CacheBuild {
     /// Events per Parquet shard (of one fold of one input file).
     pub shard_events: usize,
-    /// Input files read at once; the cache does not depend on it.
+    /// Threads that read input files: files at once, and with fewer files than threads the
+    /// rest decompress inside each file; the cache does not depend on it.
     pub threads: usize,
     /// `Some((k, n))`: only input files `k, k + n, k + 2n, …` (counted from 0 in config order),
     /// and no manifest: one of `n` processes (MPI ranks, array tasks) sharing the work.
     pub part: Option<(u32, u32)>,
-    /// A stop request ends the build between pieces of input files, keeping the files done.
+    /// A stop request ends the build between chunks of an input file, keeping the files done.
     pub stop: StopFlag,
 }
 
@@ -262,20 +263,24 @@ impl Default for CacheBuild {
     }
 }
 
-/// A piece of an input file: its events that passed the selection, as records, and what
-/// reading it did.
-struct FileEvents {
-    records: Vec<EventRecord>,
+/// What reading an input file did: entries read and events not kept, by reason.
+#[derive(Default)]
+struct FileCounts {
     entries_read: u64,
-    /// Events not kept, by reason.
     skipped: BTreeMap<String, u64>,
 }
 
-/// Entries of one input file read at a time by `build_cache`.
-const TASK_ENTRIES: u64 = 50_000;
+/// Where reading an input file hands its events: each kept event's record, and after each
+/// chunk its entries (false: stop reading, a stop was asked for).
+struct EventSink<'a> {
+    record: &'a mut dyn FnMut(EventRecord) -> Result<(), gnn4c_data::DataError>,
+    chunk_done: &'a mut dyn FnMut(u64) -> bool,
+}
 
-/// Reads `range` of one input file of a sample into records: the declaration's inputs read
-/// column-wise, then its selection and features ([`Inputs::build_chunk`]).
+/// Reads `range` of one input file of a sample into records, a chunk at a time (memory holds
+/// one chunk's): the declaration's inputs read column-wise, then its selection and features
+/// ([`Inputs::build_chunk`]). A read that `sink.chunk_done` stops ends with `Ok` and the counts
+/// so far.
 fn file_events(
     cfg: &DatasetConfig,
     plan: &gnn4c_data::SamplePlan,
@@ -283,12 +288,14 @@ fn file_events(
     path: &Path,
     range: EntryRange,
     n_folds: u32,
-) -> Result<FileEvents, gnn4c_data::DataError> {
+    sink: &mut EventSink<'_>,
+) -> Result<FileCounts, gnn4c_data::DataError> {
     let mut features = ChunkFeatures::default();
-    let (mut records, mut skipped) = (Vec::new(), BTreeMap::new());
+    let mut skipped = BTreeMap::new();
+    let mut stopped = false;
     let source_file: Arc<Path> = Arc::from(path);
     let tree: Arc<str> = Arc::from(plan.tree.as_str());
-    let entries_read = gnn4c_data::read_file_inputs(
+    let read = gnn4c_data::read_file_inputs(
         path,
         &plan.tree,
         inputs,
@@ -301,14 +308,15 @@ fn file_events(
                 match kept {
                     Ok(()) => {
                         let id = gnn4c_data::entry_id(&plan.meta, &source_file, &tree, chunk, i);
-                        records.push(to_record(
+                        let record = to_record(
                             &features,
                             i,
                             id,
                             &plan.meta.label,
                             chunk.weights[i],
                             n_folds,
-                        ));
+                        );
+                        (sink.record)(record)?;
                     }
                     Err(skip) => {
                         *skipped
@@ -317,11 +325,20 @@ fn file_events(
                     }
                 }
             }
+            if !(sink.chunk_done)(chunk.inputs.n_entries as u64) {
+                // Ends the read; not an error (the caller sees its stop flag).
+                stopped = true;
+                return Err(gnn4c_data::DataError::Config("stopped".into()));
+            }
             Ok(())
         },
-    )?;
-    Ok(FileEvents {
-        records,
+    );
+    let entries_read = match read {
+        Ok(n) => n,
+        Err(_) if stopped => 0,
+        Err(e) => return Err(e),
+    };
+    Ok(FileCounts {
         entries_read,
         skipped,
     })
@@ -448,8 +465,8 @@ impl BuildJob<'_> {
         Ok(todo)
     }
 
-    /// Each unit of `todo` as pieces of at most `TASK_ENTRIES` entries, so memory holds a
-    /// piece's records per thread whatever the files' sizes.
+    /// Each unit of `todo` with the entries of it to read (read a chunk at a time, so memory
+    /// holds a chunk's records per thread whatever the files' sizes).
     fn pieces(&self, todo: &[u32]) -> anyhow::Result<Vec<(u32, Vec<EntryRange>)>> {
         let mut pieces = Vec::with_capacity(todo.len());
         for &u in todo {
@@ -459,20 +476,11 @@ impl BuildJob<'_> {
                 .with_context(|| format!("preprocessing sample '{}'", self.cfg.samples[k].name))?
                 .entries();
             let stop = p.range.entry_stop.min(entries);
-            let mut at = p.range.entry_start.min(stop);
-            let mut ranges = Vec::new();
-            loop {
-                let end = (at + TASK_ENTRIES).min(stop);
-                ranges.push(EntryRange {
-                    entry_start: at,
-                    entry_stop: end,
-                    ..p.range
-                });
-                if end >= stop {
-                    break;
-                }
-                at = end;
-            }
+            let ranges = vec![EntryRange {
+                entry_start: p.range.entry_start.min(stop),
+                entry_stop: stop,
+                ..p.range
+            }];
             pieces.push((u, ranges));
         }
         Ok(pieces)
@@ -497,6 +505,9 @@ impl BuildJob<'_> {
         let failed = std::sync::atomic::AtomicBool::new(false);
         let stop = &self.build.stop;
         let threads = self.build.threads.clamp(1, pieces.len().max(1));
+        // The threads left over when there are fewer files than threads read and decompress
+        // inside each file.
+        let per_file = (self.build.threads / threads).max(1);
         let outcomes: Vec<Vec<(usize, anyhow::Result<u64>)>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
@@ -512,7 +523,7 @@ impl BuildJob<'_> {
                             let Some((u, ranges)) = pieces.get(i) else {
                                 return done;
                             };
-                            let outcome = self.read_unit(*u, ranges, &progress);
+                            let outcome = self.read_unit(*u, ranges, per_file, &progress);
                             if outcome.is_err() {
                                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
                             }
@@ -550,12 +561,13 @@ impl BuildJob<'_> {
         Ok(cached)
     }
 
-    /// Reads unit `u` piece by piece into its shards; the events cached. A stop request leaves
-    /// the unit unfinished (a rerun reads this file again).
+    /// Reads unit `u` piece by piece into its shards, on `threads` threads; the events cached.
+    /// A stop request leaves the unit unfinished (a rerun reads this file again).
     fn read_unit(
         &self,
         u: u32,
         ranges: &[EntryRange],
+        threads: usize,
         progress: &std::sync::Mutex<EntryProgress>,
     ) -> anyhow::Result<u64> {
         let (k, path) = self.units[u as usize];
@@ -566,25 +578,35 @@ impl BuildJob<'_> {
             if self.build.stop.is_requested() {
                 return Ok(0);
             }
+            let stop = &self.build.stop;
+            let cached = &mut counts.cached;
             let file = file_events(
                 self.cfg,
                 &self.plans[k],
                 self.declaration,
                 path,
-                range,
+                EntryRange { threads, ..range },
                 self.folds.n_folds,
+                &mut EventSink {
+                    record: &mut |r| {
+                        *cached += 1;
+                        writer.push(r)
+                    },
+                    chunk_done: &mut |entries| {
+                        if let Ok(mut p) = progress.lock() {
+                            p.advance(entries);
+                        }
+                        !stop.is_requested()
+                    },
+                },
             )
             .with_context(|| format!("preprocessing sample '{name}'"))?;
+            if stop.is_requested() {
+                return Ok(0);
+            }
             counts.read += file.entries_read;
             for (reason, n) in file.skipped {
                 *counts.skipped.entry(reason).or_default() += n;
-            }
-            for r in file.records {
-                counts.cached += 1;
-                writer.push(r)?;
-            }
-            if let Ok(mut p) = progress.lock() {
-                p.advance(file.entries_read);
             }
         }
         let cached = counts.cached;
@@ -808,6 +830,7 @@ mod tests {
             entry_start: 0,
             entry_stop: 600,
             step_size: 256,
+            threads: 0,
         };
         let mut events = Vec::new();
         let path = gnn4c_testkit::shared("data/real/uproot-HZZ.root");
@@ -829,8 +852,24 @@ mod tests {
         let plan = cfg
             .sample_plan(&cfg.samples[0], Path::new("/"))
             .expect("plan");
-        let declared = file_events(&cfg, &plan, &cfg.inputs().expect("inputs"), &path, range, 5)
-            .expect("declared read");
+        let mut records = Vec::new();
+        let mut sink = EventSink {
+            record: &mut |r| {
+                records.push(r);
+                Ok(())
+            },
+            chunk_done: &mut |_| true,
+        };
+        file_events(
+            &cfg,
+            &plan,
+            &cfg.inputs().expect("inputs"),
+            &path,
+            range,
+            5,
+            &mut sink,
+        )
+        .expect("declared read");
         let dir = tempfile::tempdir().expect("tempdir");
         let target = dir.path().join("cache");
         let builder = CacheBuilder::open(&target, "", 100, true).expect("builder");
@@ -841,8 +880,8 @@ mod tests {
                 built.push(g);
             }
         }
-        assert_eq!(declared.records.len(), built.len());
-        for r in declared.records {
+        assert_eq!(records.len(), built.len());
+        for r in records {
             writer.push(r).expect("push");
         }
         let counts = SampleCounts {

@@ -143,6 +143,8 @@ pub struct EntryRange {
     pub entry_stop: u64,
     /// Entries per chunk handed to the caller.
     pub step_size: usize,
+    /// Threads that read and decompress the chunk's baskets or pages (0: one per core).
+    pub threads: usize,
 }
 
 /// Values of one column for the entries of a chunk.

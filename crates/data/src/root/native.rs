@@ -330,7 +330,10 @@ impl TreeReader for NativeTree {
                 (c, names.len() - 1)
             }));
         }
-        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let threads = match range.threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        };
         let mut reader = self.column_reader(&names, start, threads)?;
         let mut entry = start;
         while entry < stop {

@@ -37,6 +37,7 @@ fn by_code(path: &std::path::Path, tree: &str, schema: &str) -> Result<Vec<Kept>
         entry_start: 0,
         entry_stop: u64::MAX,
         step_size: 300,
+        threads: 0,
     };
     let (mut out, mut f) = (Vec::new(), EventFeatures::default());
     read_file_events(path, tree, &spec, &meta(), range, &mut |evs| {
@@ -67,6 +68,7 @@ fn by_declaration(path: &std::path::Path, tree: &str, schema: &str) -> Result<Ve
         entry_stop: u64::MAX,
         // Another chunking than the code path's: the features do not depend on it.
         step_size: 173,
+        threads: 0,
     };
     let (mut out, mut f) = (Vec::new(), ChunkFeatures::default());
     let source: std::sync::Arc<std::path::Path> = std::sync::Arc::from(path);

@@ -16,6 +16,7 @@ fn demo_reads_back_exactly_and_is_seeded() {
         entry_start: 0,
         entry_stop: u64::MAX,
         step_size: 64,
+        threads: 0,
     };
     for (k, f) in files.iter().enumerate() {
         let (process, id) = if k < 12 {

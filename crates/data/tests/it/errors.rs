@@ -23,6 +23,7 @@ const ALL: EntryRange = EntryRange {
     entry_start: 0,
     entry_stop: u64::MAX,
     step_size: 1000,
+    threads: 0,
 };
 
 fn read_err(path: &Path, tree: &str, spec: &SchemaSpec) -> DataError {

@@ -25,6 +25,7 @@ fn column_stats(
         entry_start: 0,
         entry_stop: u64::MAX,
         step_size: step,
+        threads: 0,
     };
     let (mut n, mut sum, mut first, mut entries) = (0, 0.0, None, 0u64);
     reader
@@ -249,6 +250,7 @@ fn events_through_builtin_schemas() {
             entry_start: 0,
             entry_stop: u64::MAX,
             step_size: 128,
+            threads: 0,
         };
         let (mut n, mut j, mut e, mut m, mut p, mut w, mut next_entry) = (0, 0, 0, 0, 0, 0.0, 0);
         let report = read_file_events(&shared(file), tree, &spec, &meta(), range, &mut |evs| {
@@ -287,6 +289,7 @@ fn hzz_cartesian_conversion_and_btag_threshold() {
         entry_start: 0,
         entry_stop: 1,
         step_size: 10,
+        threads: 0,
     };
     let mut got = None;
     read_file_events(
@@ -332,6 +335,7 @@ fn entry_ranges_stream_in_bounded_chunks() {
         entry_start: 37,
         entry_stop: 150,
         step_size: 25,
+        threads: 0,
     };
     let mut sizes = Vec::new();
     let mut entries = Vec::new();
@@ -365,6 +369,7 @@ fn real_delphes_reads_with_the_delphes_schema() {
             entry_start: 0,
             entry_stop: u64::MAX,
             step_size: 300,
+            threads: 0,
         };
         read_file_events(&file, "Delphes", &spec, &meta(), range, &mut |evs| {
             out.extend_from_slice(evs);
@@ -398,4 +403,5 @@ const ALL_ENTRIES: EntryRange = EntryRange {
     entry_start: 0,
     entry_stop: u64::MAX,
     step_size: 1000,
+    threads: 0,
 };

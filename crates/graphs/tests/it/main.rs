@@ -66,6 +66,7 @@ fn build(
         entry_start: 0,
         entry_stop: entries,
         step_size: 64,
+        threads: 0,
     };
     let selection = SelectionConfig::default();
     let mut cache = TopologyCache::new(selection.max_nodes());

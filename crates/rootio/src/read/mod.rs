@@ -544,6 +544,24 @@ mod tests {
     }
 
     #[test]
+    fn baskets_never_written_end_the_basket_table_and_the_embedded_ones_follow() {
+        let mut b = member(5);
+        b.write_basket = 3;
+        b.basket_seek = vec![100, 0, 0];
+        b.basket_bytes = vec![50, 0, 0];
+        // Basket 1: no offset, said to hold entries 10 to 25 (kept inside the tree object).
+        b.basket_entry = vec![0, 10, 25, 25];
+        assert_eq!(b.normal_baskets(), 1);
+        // A basket of no offset holding no entries does not end the table.
+        b.basket_entry = vec![0, 10, 10, 10];
+        assert_eq!(b.normal_baskets(), 3);
+        // ROOT's recovered baskets: none of the table's was ever written.
+        b.basket_seek = vec![0, 0, 0];
+        b.basket_entry = vec![0, 1901, 1901, 1901];
+        assert_eq!(b.normal_baskets(), 0);
+    }
+
+    #[test]
     fn members_read_as_numbers_or_named_when_not() {
         let it = interpret(&member(5)).expect("a float member");
         assert_eq!((it.number, it.layout), (Number::F32, Layout::Jagged));
