@@ -11,7 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$1 rounds=${2:-3} reps=${3:-3}
 py=${PYTHON:-python3}
-target=${CARGO_TARGET_DIR:-$HOME/.cache/gnn4colliders/target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/gnn4colliders/target}
 mkdir -p "$dir"
 if [ ! -f "$dir/root_matrix.json" ]; then
   "$py" "$here/reference/nano_like.py" 200000 "$dir"
@@ -23,7 +23,7 @@ fi
 rm -f "$dir"/{ours,uproot,root}.jsonl
 for round in $(seq "$rounds"); do
   echo "round $round of $rounds" >&2
-  "$target/release/benchmark_io" --files "$dir/all.json" "$reps" 2>> "$dir/ours.jsonl"
+  "$CARGO_TARGET_DIR/release/benchmark_io" --files "$dir/all.json" "$reps" 2>> "$dir/ours.jsonl"
   "$py" "$here/reference/uproot_io.py" --files "$dir/all.json" "$reps" >> "$dir/uproot.jsonl"
   "$py" "$here/reference/root_matrix.py" time "$dir/all.json" "$reps" 2>/dev/null | grep '^{' >> "$dir/root.jsonl"
 done
