@@ -50,9 +50,27 @@ pub(crate) fn map<T: Send, R: Send>(
         .collect()
 }
 
-/// The indices of `costs` from the largest cost down (ties in index order): the order in which
-/// [`map`] should take jobs so that the last to finish is a small one.
-pub(crate) fn largest_first(costs: &[usize]) -> Vec<usize> {
+/// [`map`] with the jobs taken from the largest `cost` down (so that the last to finish is a
+/// small one); results in the order the jobs are given.
+pub(crate) fn map_largest_first<T: Send, R: Send>(
+    jobs: Vec<T>,
+    threads: usize,
+    cost: impl Fn(&T) -> usize,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let order = largest_first(&jobs.iter().map(cost).collect::<Vec<_>>());
+    let mut slots: Vec<Option<T>> = jobs.into_iter().map(Some).collect();
+    let ordered: Vec<(usize, T)> = order
+        .iter()
+        .filter_map(|&i| slots[i].take().map(|j| (i, j)))
+        .collect();
+    let mut done: Vec<(usize, R)> = map(ordered, threads, |(i, j)| (i, f(j)));
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The indices of `costs` from the largest cost down (ties in index order).
+fn largest_first(costs: &[usize]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..costs.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(costs[i]));
     order
@@ -75,5 +93,13 @@ mod tests {
     #[test]
     fn the_largest_cost_comes_first_and_ties_keep_their_order() {
         assert_eq!(largest_first(&[3, 9, 1, 9, 0]), vec![1, 3, 0, 2, 4]);
+        // Taken largest first, handed back in the order given.
+        let jobs = vec![3usize, 9, 1, 9, 0];
+        for threads in [1, 2, 4] {
+            assert_eq!(
+                map_largest_first(jobs.clone(), threads, |&j| j, |j| j * 10),
+                vec![30, 90, 10, 90, 0]
+            );
+        }
     }
 }

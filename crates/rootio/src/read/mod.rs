@@ -234,12 +234,13 @@ impl BranchCursor<'_> {
             while self.prefetched.front().is_some_and(|(i, _)| *i < k) {
                 self.prefetched.pop_front();
             }
-            let b = match self.prefetched.front() {
-                Some((i, _)) if *i == k => match self.prefetched.pop_front() {
-                    Some((_, b)) => b,
-                    None => file.basket(branch, k, &place)?,
-                },
-                _ => file.basket(branch, k, &place)?,
+            let ahead = match self.prefetched.front() {
+                Some((i, _)) if *i == k => self.prefetched.pop_front().map(|(_, b)| b),
+                _ => None,
+            };
+            let b = match ahead {
+                Some(b) => b,
+                None => file.basket(branch, k, &place)?,
             };
             (place, b)
         } else if let Some(b) = branch.embedded.get(k - normal) {
@@ -277,20 +278,17 @@ impl BranchCursor<'_> {
 /// threads, the largest first, and hands each cursor its own.
 pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, threads: usize) {
     let mut jobs = Vec::new();
-    let mut costs = Vec::new();
     for (i, c) in cursors.iter().enumerate() {
-        for k in c.baskets_for(n) {
-            costs.push(usize::try_from(c.branch.basket_bytes[k]).unwrap_or(0));
-            jobs.push((i, k));
-        }
+        jobs.extend(c.baskets_for(n).into_iter().map(|k| (i, k)));
     }
-    let ordered: Vec<(usize, usize)> = crate::parallel::largest_first(&costs)
-        .into_iter()
-        .map(|j| jobs[j])
-        .collect();
     let shared: Vec<&BranchCursor<'_>> = cursors.iter().map(|c| &**c).collect();
-    let mut fetched = crate::parallel::map(ordered, threads, |(i, k)| (i, k, shared[i].fetch(k)));
-    fetched.sort_by_key(|(i, k, _)| (*i, *k));
+    // In job order: by cursor, then basket.
+    let fetched = crate::parallel::map_largest_first(
+        jobs,
+        threads,
+        |&(i, k)| usize::try_from(shared[i].branch.basket_bytes[k]).unwrap_or(0),
+        |(i, k)| (i, k, shared[i].fetch(k)),
+    );
     let mut per_cursor: Vec<Vec<(usize, Result<Basket, RootError>)>> =
         (0..cursors.len()).map(|_| Vec::new()).collect();
     for (i, k, b) in fetched {

@@ -684,16 +684,10 @@ impl PageStore {
                 }
             }
         }
-        let costs: Vec<usize> = jobs
-            .iter()
-            .map(|j| usize::try_from(j.5.size).unwrap_or(usize::MAX))
-            .collect();
-        let order = crate::parallel::largest_first(&costs);
-        let mut slots: Vec<Option<_>> = jobs.into_iter().map(Some).collect();
-        let ordered: Vec<_> = order.iter().filter_map(|&i| slots[i].take()).collect();
-        let read = crate::parallel::map(
-            ordered,
+        let read = crate::parallel::map_largest_first(
+            jobs,
             threads,
+            |j| usize::try_from(j.5.size).unwrap_or(usize::MAX),
             |(file, ntuple, k, chosen, p, loc, len)| {
                 let page = file.read_block(loc, len, ntuple.max_key_size, "");
                 ((k, chosen, p), page.ok())

@@ -36,34 +36,25 @@ fn chunks(entries: u64) -> [usize; 2] {
     [n / 3 + 1, n.max(1)]
 }
 
-fn check_trees(fx: &mut Fixture, failures: &mut Vec<String>) {
-    let Ok(file) = RootFile::open(&fx.file) else {
-        return;
-    };
-    let Ok(tree) = file.tree(&fx.tree) else {
-        return;
-    };
-    let mut branches = Vec::new();
-    let mut alone = Vec::new();
-    for (name, _) in &fx.branches {
-        if let Some(b) = tree.branch(name)
-            && let Ok(d) = file.read_branch(&tree, b)
-        {
-            branches.push(b);
-            alone.push(d);
-        }
-    }
-    let twice: Vec<_> = branches.iter().chain(&branches).copied().collect();
+/// Every column of `names` (each read alone into `alone`) asked for twice, through the
+/// readers `reader(requests' indices, threads)` makes, in each chunking: the same values.
+fn compare<'f>(
+    rel: &str,
+    names: &[String],
+    alone: &[BranchData],
+    entries: u64,
+    reader: &dyn Fn(&[usize], usize) -> ColumnReader<'f>,
+    failures: &mut Vec<String>,
+) {
+    let twice: Vec<usize> = (0..names.len()).chain(0..names.len()).collect();
     for threads in [1, 3] {
-        for chunk in chunks(tree.entries.max(0) as u64) {
-            let mut reader =
-                ColumnReader::tree(&file, &tree, &twice, 0, threads).expect("a reader");
-            let got = read_together(&mut reader, twice.len(), chunk);
-            for (i, b) in twice.iter().enumerate() {
-                if got.get(i) != Some(&alone[i % alone.len()]) {
+        for chunk in chunks(entries) {
+            let got = read_together(&mut reader(&twice, threads), twice.len(), chunk);
+            for (i, &c) in twice.iter().enumerate() {
+                if got.get(i) != Some(&alone[c]) {
                     failures.push(format!(
-                        "{}: {} ({threads} threads, chunks of {chunk}): differs from reading it alone",
-                        fx.rel, b.name
+                        "{rel}: {} ({threads} threads, chunks of {chunk}): differs from reading it alone",
+                        names[c]
                     ));
                 }
             }
@@ -71,15 +62,39 @@ fn check_trees(fx: &mut Fixture, failures: &mut Vec<String>) {
     }
 }
 
-fn check_ntuples(fx: &mut Fixture, failures: &mut Vec<String>) {
+fn check_trees(fx: &Fixture, failures: &mut Vec<String>) {
+    let Ok(file) = RootFile::open(&fx.file) else {
+        return;
+    };
+    let Ok(tree) = file.tree(&fx.tree) else {
+        return;
+    };
+    let (mut branches, mut names, mut alone) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, _) in &fx.branches {
+        if let Some(b) = tree.branch(name)
+            && let Ok(d) = file.read_branch(&tree, b)
+        {
+            branches.push(b);
+            names.push(name.clone());
+            alone.push(d);
+        }
+    }
+    let reader = |which: &[usize], threads| {
+        let asked: Vec<_> = which.iter().map(|&i| branches[i]).collect();
+        ColumnReader::tree(&file, &tree, &asked, 0, threads).expect("a reader")
+    };
+    let entries = tree.entries.max(0) as u64;
+    compare(&fx.rel, &names, &alone, entries, &reader, failures);
+}
+
+fn check_ntuples(fx: &Fixture, failures: &mut Vec<String>) {
     let Ok(file) = RootFile::open(&fx.file) else {
         return;
     };
     let Ok(ntuple) = file.ntuple(&fx.tree) else {
         return;
     };
-    let mut fields = Vec::new();
-    let mut alone = Vec::new();
+    let (mut fields, mut names, mut alone) = (Vec::new(), Vec::new(), Vec::new());
     // Every leaf the reader reads (projected fields and the collections' sub-fields both).
     for f in &ntuple.fields {
         if let Ok(d) = file
@@ -87,25 +102,15 @@ fn check_ntuples(fx: &mut Fixture, failures: &mut Vec<String>) {
             .and_then(|mut c| c.take(usize::MAX / 2))
         {
             fields.push(f);
+            names.push(f.name.clone());
             alone.push(d);
         }
     }
-    let twice: Vec<_> = fields.iter().chain(&fields).copied().collect();
-    for threads in [1, 3] {
-        for chunk in chunks(ntuple.entries) {
-            let mut reader =
-                ColumnReader::ntuple(&file, &ntuple, &twice, 0, threads).expect("a reader");
-            let got = read_together(&mut reader, twice.len(), chunk);
-            for (i, f) in twice.iter().enumerate() {
-                if got.get(i) != Some(&alone[i % alone.len()]) {
-                    failures.push(format!(
-                        "{}: {} ({threads} threads, chunks of {chunk}): differs from reading it alone",
-                        fx.rel, f.name
-                    ));
-                }
-            }
-        }
-    }
+    let reader = |which: &[usize], threads| {
+        let asked: Vec<_> = which.iter().map(|&i| fields[i]).collect();
+        ColumnReader::ntuple(&file, &ntuple, &asked, 0, threads).expect("a reader")
+    };
+    compare(&fx.rel, &names, &alone, ntuple.entries, &reader, failures);
 }
 
 #[test]
@@ -115,14 +120,14 @@ fn columns_read_together_equal_each_read_alone() {
         .into_iter()
         .chain(fixtures::types())
         .chain(fixtures::local_trees());
-    for mut fx in trees {
-        check_trees(&mut fx, &mut failures);
+    for fx in trees {
+        check_trees(&fx, &mut failures);
     }
-    for mut fx in fixtures::rntuples()
+    for fx in fixtures::rntuples()
         .into_iter()
         .chain(fixtures::local_ntuples())
     {
-        check_ntuples(&mut fx, &mut failures);
+        check_ntuples(&fx, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
