@@ -16,7 +16,7 @@ use meta::ClusterDesc;
 pub use fields::NtupleField;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::compress::{RawBlock, decompress};
 use crate::error::RootError;
@@ -636,24 +636,35 @@ pub(crate) struct PageStore {
     bounds: Shared<(usize, Vec<fields::Step>), Vec<usize>>,
 }
 
-/// Values computed once and shared between threads, by key.
-type Shared<K, V> = Mutex<HashMap<K, Arc<V>>>;
+/// Values computed once and shared between threads, by key: the first thread to ask computes
+/// it, the others wait for it rather than computing it again.
+type Shared<K, V> = Mutex<HashMap<K, Arc<OnceLock<Option<Arc<V>>>>>>;
 
-/// The value of `key` in `cache`, computed by `compute` if it is not there yet. The lock is not
-/// held while computing: two threads may compute one key at once, to the same value.
+/// The value of `key` in `cache`, computed by `compute` if it is not there yet. A failed
+/// computation is not kept: each caller then computes it itself, and fails by name.
 fn shared<K: std::hash::Hash + Eq, V>(
     cache: &Shared<K, V>,
     key: K,
-    compute: impl FnOnce() -> Result<V, RootError>,
+    compute: impl Fn() -> Result<V, RootError>,
 ) -> Result<Arc<V>, RootError> {
-    if let Some(v) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
-        return Ok(v);
+    let Ok(mut map) = cache.lock() else {
+        return compute().map(Arc::new);
+    };
+    let cell = Arc::clone(map.entry(key).or_default());
+    drop(map);
+    let mut failed = None;
+    let value = cell.get_or_init(|| match compute() {
+        Ok(v) => Some(Arc::new(v)),
+        Err(e) => {
+            failed = Some(e);
+            None
+        }
+    });
+    match (value, failed) {
+        (Some(v), _) => Ok(Arc::clone(v)),
+        (None, Some(e)) => Err(e),
+        (None, None) => compute().map(Arc::new),
     }
-    let v = Arc::new(compute()?);
-    if let Ok(mut m) = cache.lock() {
-        m.insert(key, Arc::clone(&v));
-    }
-    Ok(v)
 }
 
 /// A leaf's column in one cluster: the physical column of the representation not suppressed
