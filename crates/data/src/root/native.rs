@@ -6,8 +6,8 @@
 //!
 //! The requested columns are read together forward (`gnn4c_rootio::ColumnReader`), a chunk of
 //! `step_size` entries at a time: the baskets (TTree) or the clusters' pages (RNTuple) the chunk
-//! needs are read and decompressed as one pool of jobs on as many threads as the machine has
-//! cores, each physical column once however many requests name it (a counter that is also a
+//! needs are read and decompressed as one pool of jobs on `EntryRange::threads` threads (0: one
+//! per core), each physical column once however many requests name it (a counter that is also a
 //! column, an RNTuple collection's shared offsets), so memory holds the chunk's baskets or the
 //! clusters it touches, never a whole branch (results do not depend on the thread count).
 
