@@ -19,27 +19,49 @@ fn u24(b: &[u8]) -> usize {
 pub struct RawBlock {
     /// Where it lies in the file (blocks at one offset are one block).
     pub offset: u64,
+    /// The record read from the file (a basket's key included).
     bytes: Vec<u8>,
+    /// Where in `bytes` the compressed payload lies.
+    payload: std::ops::Range<usize>,
     unpacked: usize,
 }
 
 impl RawBlock {
-    pub(crate) fn new(offset: u64, bytes: Vec<u8>, unpacked: usize) -> RawBlock {
+    /// The payload `payload` of `bytes`, read at `offset`, of `unpacked` bytes decompressed;
+    /// a payload outside `bytes` is cut to it (and then fails to decompress).
+    pub(crate) fn new(
+        offset: u64,
+        bytes: Vec<u8>,
+        payload: std::ops::Range<usize>,
+        unpacked: usize,
+    ) -> RawBlock {
+        let end = payload.end.min(bytes.len());
         RawBlock {
             offset,
+            payload: payload.start.min(end)..end,
             bytes,
             unpacked,
         }
     }
 
+    /// Its compressed bytes as stored.
+    fn stored(&self) -> &[u8] {
+        &self.bytes[self.payload.clone()]
+    }
+
     /// Its bytes as stored.
     pub fn stored_len(&self) -> usize {
-        self.bytes.len()
+        self.payload.len()
+    }
+
+    /// Decompressed by the codec its header names.
+    pub(crate) fn unpack(&self) -> Result<Vec<u8>, BufError> {
+        decompress(self.stored(), self.unpacked)
     }
 
     /// Decompressed by the codec its header names.
     pub fn decompress(&self) -> Result<Vec<u8>, String> {
-        decompress(&self.bytes, self.unpacked).map_err(|e| e.to_string())
+        self.unpack().map_err(|e| e.to_string())
     }
 }
 

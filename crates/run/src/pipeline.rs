@@ -467,7 +467,7 @@ impl BuildJob<'_> {
 
     /// Each unit of `todo` with the entries of it to read (read a chunk at a time, so memory
     /// holds a chunk's records per thread whatever the files' sizes).
-    fn pieces(&self, todo: &[u32]) -> anyhow::Result<Vec<(u32, Vec<EntryRange>)>> {
+    fn pieces(&self, todo: &[u32]) -> anyhow::Result<Vec<(u32, EntryRange)>> {
         let mut pieces = Vec::with_capacity(todo.len());
         for &u in todo {
             let (k, f) = self.units[u as usize];
@@ -476,12 +476,12 @@ impl BuildJob<'_> {
                 .with_context(|| format!("preprocessing sample '{}'", self.cfg.samples[k].name))?
                 .entries();
             let stop = p.range.entry_stop.min(entries);
-            let ranges = vec![EntryRange {
+            let range = EntryRange {
                 entry_start: p.range.entry_start.min(stop),
                 entry_stop: stop,
                 ..p.range
-            }];
-            pieces.push((u, ranges));
+            };
+            pieces.push((u, range));
         }
         Ok(pieces)
     }
@@ -491,10 +491,10 @@ impl BuildJob<'_> {
     /// parallel; a unit's files do not depend on which thread wrote them. Returns the events
     /// cached. A failing file stops the others from starting; the first in config order is
     /// reported, and the work of the others is kept; so is it on a stop request.
-    fn read(&self, pieces: &[(u32, Vec<EntryRange>)]) -> anyhow::Result<u64> {
+    fn read(&self, pieces: &[(u32, EntryRange)]) -> anyhow::Result<u64> {
         let total = pieces
             .iter()
-            .flat_map(|(_, r)| r.iter().map(|r| r.entry_stop - r.entry_start))
+            .map(|(_, r)| r.entry_stop - r.entry_start)
             .sum();
         let progress = std::sync::Mutex::new(EntryProgress::with_total(
             progress_wanted(),
@@ -520,10 +520,10 @@ impl BuildJob<'_> {
                                 return done;
                             }
                             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some((u, ranges)) = pieces.get(i) else {
+                            let Some(&(u, range)) = pieces.get(i) else {
                                 return done;
                             };
-                            let outcome = self.read_unit(*u, ranges, per_file, &progress);
+                            let outcome = self.read_unit(u, range, per_file, &progress);
                             if outcome.is_err() {
                                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
                             }
@@ -561,53 +561,51 @@ impl BuildJob<'_> {
         Ok(cached)
     }
 
-    /// Reads unit `u` piece by piece into its shards, on `threads` threads; the events cached.
-    /// A stop request leaves the unit unfinished (a rerun reads this file again).
+    /// Reads `range` of unit `u` a chunk at a time into its shards, on `threads` threads; the
+    /// events cached. A stop request leaves the unit unfinished (a rerun reads this file again).
     fn read_unit(
         &self,
         u: u32,
-        ranges: &[EntryRange],
+        range: EntryRange,
         threads: usize,
         progress: &std::sync::Mutex<EntryProgress>,
     ) -> anyhow::Result<u64> {
         let (k, path) = self.units[u as usize];
         let name = &self.cfg.samples[k].name;
         let mut writer = self.builder.unit(u)?;
+        let stop = &self.build.stop;
+        if stop.is_requested() {
+            return Ok(0);
+        }
         let mut counts = SampleCounts::default();
-        for &range in ranges {
-            if self.build.stop.is_requested() {
-                return Ok(0);
-            }
-            let stop = &self.build.stop;
-            let cached = &mut counts.cached;
-            let file = file_events(
-                self.cfg,
-                &self.plans[k],
-                self.declaration,
-                path,
-                EntryRange { threads, ..range },
-                self.folds.n_folds,
-                &mut EventSink {
-                    record: &mut |r| {
-                        *cached += 1;
-                        writer.push(r)
-                    },
-                    chunk_done: &mut |entries| {
-                        if let Ok(mut p) = progress.lock() {
-                            p.advance(entries);
-                        }
-                        !stop.is_requested()
-                    },
+        let cached = &mut counts.cached;
+        let file = file_events(
+            self.cfg,
+            &self.plans[k],
+            self.declaration,
+            path,
+            EntryRange { threads, ..range },
+            self.folds.n_folds,
+            &mut EventSink {
+                record: &mut |r| {
+                    *cached += 1;
+                    writer.push(r)
                 },
-            )
-            .with_context(|| format!("preprocessing sample '{name}'"))?;
-            if stop.is_requested() {
-                return Ok(0);
-            }
-            counts.read += file.entries_read;
-            for (reason, n) in file.skipped {
-                *counts.skipped.entry(reason).or_default() += n;
-            }
+                chunk_done: &mut |entries| {
+                    if let Ok(mut p) = progress.lock() {
+                        p.advance(entries);
+                    }
+                    !stop.is_requested()
+                },
+            },
+        )
+        .with_context(|| format!("preprocessing sample '{name}'"))?;
+        if stop.is_requested() {
+            return Ok(0);
+        }
+        counts.read += file.entries_read;
+        for (reason, n) in file.skipped {
+            *counts.skipped.entry(reason).or_default() += n;
         }
         let cached = counts.cached;
         writer.finish(name, counts)?;
@@ -745,7 +743,7 @@ impl EntryProgress {
         }
     }
 
-    /// `entries` more were read (where pieces of files are read in parallel).
+    /// `entries` more were read (where files are read in parallel).
     pub fn advance(&mut self, entries: u64) {
         self.done += entries;
         self.bar.set_position(self.done);

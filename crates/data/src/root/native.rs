@@ -255,7 +255,7 @@ impl NativeTree {
     }
 
     /// The kind of a requested column, checked readable; and its counter's, when named.
-    fn check(&self, request: &ColumnRequest) -> Result<(BranchKind, Option<String>), DataError> {
+    fn check(&self, request: &ColumnRequest) -> Result<(BranchKind, Option<&str>), DataError> {
         // `branches` describes every branch of the tree.
         let info = self
             .info(&request.branch)
@@ -273,7 +273,7 @@ impl NativeTree {
                 if !matches!(ci.kind, BranchKind::Scalar(t) if t.is_integer()) {
                     return Err(self.wrong_type(ci, "an integer scalar counter"));
                 }
-                Some(c.clone())
+                Some(ci.name.as_str())
             }
             _ => None,
         };
@@ -326,7 +326,7 @@ impl TreeReader for NativeTree {
             let (kind, counter) = self.check(request)?;
             kinds.push(kind);
             counter_at.push(counter.map(|c| {
-                names.push(self.info(&c).map_or("", |i| i.name.as_str()));
+                names.push(c);
                 (c, names.len() - 1)
             }));
         }

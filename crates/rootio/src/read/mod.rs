@@ -7,11 +7,11 @@ mod interpretation;
 
 pub use interpretation::{Interpretation, Layout, Number, interpret};
 
-use crate::compress::{RawBlock, decompress};
+use crate::compress::RawBlock;
 use crate::cursor::Cursor;
 use crate::error::{BufError, RootError};
 use crate::file::RootFile;
-use crate::tree::{BranchInfo, TreeInfo, basket_header, entry_offsets};
+use crate::tree::{BasketHeader, BranchInfo, TreeInfo, basket_header, entry_offsets};
 use decode::decode;
 
 /// A branch's values: the raw big-endian bytes of every value, in entry order, and the count
@@ -439,39 +439,37 @@ impl RootFile {
     pub fn raw_baskets(&self, branch: &BranchInfo) -> Result<Vec<RawBlock>, RootError> {
         let mut out = Vec::new();
         for k in 0..branch.normal_baskets() {
-            let place = format!("basket {k} of branch '{}'", branch.name);
-            let (Some(&seek), Some(&len)) = (branch.basket_seek.get(k), branch.basket_bytes.get(k))
-            else {
-                break;
-            };
-            let (Ok(seek), Ok(len)) = (u64::try_from(seek), usize::try_from(len)) else {
-                return Err(self.corrupt(&place, "negative basket offset or size"));
-            };
-            if len == 0 {
-                continue;
+            if branch.basket_bytes.get(k).is_some_and(|&b| b > 0) {
+                let place = format!("basket {k} of branch '{}'", branch.name);
+                out.push(self.stored_basket(branch, k, &place)?.1);
             }
-            let raw = self.read_at(seek, len, &place)?;
-            let h = basket_header(&mut Cursor::new(&raw)).map_err(|e| self.corrupt(&place, e))?;
-            let compressed = raw
-                .get(h.keylen..h.nbytes.min(raw.len()))
-                .ok_or_else(|| self.corrupt(&place, "basket key longer than the basket"))?;
-            out.push(RawBlock::new(seek, compressed.to_vec(), h.objlen));
         }
         Ok(out)
     }
 
-    /// Basket `i` of `branch` from its key: header, decompressed data, entry offsets.
-    fn basket(&self, branch: &BranchInfo, i: usize, place: &str) -> Result<Basket, RootError> {
+    /// Basket `i` of `branch` as stored: its key's header and its compressed block.
+    fn stored_basket(
+        &self,
+        branch: &BranchInfo,
+        i: usize,
+        place: &str,
+    ) -> Result<(BasketHeader, RawBlock), RootError> {
         let seek = u64::try_from(branch.basket_seek[i])
             .map_err(|_| self.corrupt(place, "negative basket offset"))?;
         let len = usize::try_from(branch.basket_bytes[i])
             .map_err(|_| self.corrupt(place, "negative basket size"))?;
         let raw = self.read_at(seek, len, place)?;
         let h = basket_header(&mut Cursor::new(&raw)).map_err(|e| self.corrupt(place, e))?;
-        let compressed = raw
-            .get(h.keylen..h.nbytes.min(raw.len()))
-            .ok_or_else(|| self.corrupt(place, "basket key longer than the basket"))?;
-        let data = decompress(compressed, h.objlen).map_err(|e| self.corrupt(place, e))?;
+        if h.keylen > h.nbytes.min(raw.len()) {
+            return Err(self.corrupt(place, "basket key longer than the basket"));
+        }
+        Ok((h, RawBlock::new(seek, raw, h.keylen..h.nbytes, h.objlen)))
+    }
+
+    /// Basket `i` of `branch` from its key: header, decompressed data, entry offsets.
+    fn basket(&self, branch: &BranchInfo, i: usize, place: &str) -> Result<Basket, RootError> {
+        let (h, block) = self.stored_basket(branch, i, place)?;
+        let data = block.unpack().map_err(|e| self.corrupt(place, e))?;
         let border = h.border().map_err(|e| self.corrupt(place, e))?;
         if border > data.len() {
             return Err(self.corrupt(place, "basket fLast past its data"));

@@ -214,7 +214,7 @@ impl RootFile {
                     let size = usize::try_from(page.locator.size).unwrap_or(usize::MAX);
                     let raw = self.read_at(page.locator.offset, size, &cursor.place(k))?;
                     let len = enc.page_bytes(page.elements as usize);
-                    out.push(RawBlock::new(page.locator.offset, raw, len));
+                    out.push(RawBlock::new(page.locator.offset, raw, 0..size, len));
                 }
             }
         }
