@@ -65,16 +65,18 @@ impl RawBlock {
     }
 }
 
-/// Decompresses `data` (one or more blocks) into exactly `expected` bytes. Data as long as
-/// `expected` is stored uncompressed and returned as it is.
+/// Decompresses `data` (one or more blocks) into exactly `expected` bytes, each block straight
+/// into its place in the result. Data as long as `expected` is stored uncompressed and
+/// returned as it is.
 pub(crate) fn decompress(data: &[u8], expected: usize) -> Result<Vec<u8>, BufError> {
     if data.len() == expected {
         return Ok(data.to_vec());
     }
-    // Sized from the header (a damaged one may claim gigabytes): grown as blocks arrive.
-    let mut out = Vec::with_capacity(expected.min(1 << 26));
-    let mut at = 0usize;
-    while out.len() < expected {
+    // Zeroed by the allocator (fresh pages come zeroed, not written twice); sized from the
+    // header, which a damaged file may make claim gigabytes: grown as blocks arrive past 64 MiB.
+    let mut out = vec![0u8; expected.min(1 << 26)];
+    let (mut at, mut filled) = (0usize, 0usize);
+    while filled < expected {
         let Some(h) = data.get(at..at + HEADER) else {
             return Err(BufError::Short {
                 at,
@@ -91,12 +93,15 @@ pub(crate) fn decompress(data: &[u8], expected: usize) -> Result<Vec<u8>, BufErr
                 len: data.len(),
             });
         };
-        let before = out.len();
+        if out.len() < filled + unpacked {
+            out.resize(filled + unpacked, 0);
+        }
+        let dst = &mut out[filled..filled + unpacked];
         match &h[..2] {
-            b"ZL" => inflate(payload, unpacked, &mut out)?,
-            b"XZ" => unxz(payload, unpacked, &mut out)?,
-            b"L4" => unlz4(payload, unpacked, &mut out)?,
-            b"ZS" => unzstd(payload, unpacked, &mut out)?,
+            b"ZL" => inflate(payload, dst)?,
+            b"XZ" => unxz(payload, dst)?,
+            b"L4" => unlz4(payload, dst)?,
+            b"ZS" => unzstd(payload, dst)?,
             b"CS" => {
                 return Err(BufError::Bad(
                     "unsupported: ROOT's old 'CS' compression (ROOT 5 before 5.x's zlib default)"
@@ -110,73 +115,73 @@ pub(crate) fn decompress(data: &[u8], expected: usize) -> Result<Vec<u8>, BufErr
                 )));
             }
         }
-        if out.len() - before != unpacked {
-            return Err(BufError::Bad(format!(
-                "a compressed block gave {} bytes, its header says {unpacked}",
-                out.len() - before
-            )));
-        }
         at = start + packed;
+        filled += unpacked;
     }
-    if out.len() != expected {
+    if filled != expected {
         return Err(BufError::Bad(format!(
-            "decompressed to {} bytes, expected {expected}",
-            out.len()
+            "decompressed to {filled} bytes, expected {expected}"
         )));
     }
     Ok(out)
 }
 
-/// Reads at most `unpacked` bytes from `r` onto `out`, failing on any error (and when more
-/// would follow: the block is then longer than its header says).
-fn read_exactly(
-    mut r: impl Read,
-    unpacked: usize,
-    out: &mut Vec<u8>,
-    codec: &str,
-) -> Result<(), BufError> {
-    let before = out.len();
-    (&mut r)
-        .take(unpacked as u64)
-        .read_to_end(out)
-        .map_err(|e| BufError::Bad(format!("corrupted {codec} block: {e}")))?;
-    if out.len() - before == unpacked {
-        let mut extra = [0u8; 1];
-        if matches!(r.read(&mut extra), Ok(n) if n > 0) {
-            return Err(BufError::Bad(format!(
-                "corrupted {codec} block: longer than its header's {unpacked} bytes"
-            )));
-        }
+/// Fills `dst` from `r`, failing on any error, when `r` ends early, or when more would follow
+/// (the block is then longer than its header says).
+fn read_exactly(mut r: impl Read, dst: &mut [u8], codec: &str) -> Result<(), BufError> {
+    let unpacked = dst.len();
+    r.read_exact(dst).map_err(|e| {
+        BufError::Bad(format!(
+            "corrupted {codec} block: {e} (its header says {unpacked} bytes)"
+        ))
+    })?;
+    let mut extra = [0u8; 1];
+    if matches!(r.read(&mut extra), Ok(n) if n > 0) {
+        return Err(BufError::Bad(format!(
+            "corrupted {codec} block: longer than its header's {unpacked} bytes"
+        )));
     }
     Ok(())
 }
 
-fn inflate(payload: &[u8], unpacked: usize, out: &mut Vec<u8>) -> Result<(), BufError> {
-    read_exactly(
-        flate2::read::ZlibDecoder::new(payload),
-        unpacked,
-        out,
-        "zlib",
-    )
+fn inflate(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
+    read_exactly(flate2::bufread::ZlibDecoder::new(payload), dst, "zlib")
 }
 
-fn unxz(payload: &[u8], unpacked: usize, out: &mut Vec<u8>) -> Result<(), BufError> {
-    read_exactly(
-        liblzma::read::XzDecoder::new(payload),
-        unpacked,
-        out,
-        "LZMA",
-    )
+fn unxz(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
+    read_exactly(liblzma::bufread::XzDecoder::new(payload), dst, "LZMA")
 }
 
-fn unzstd(payload: &[u8], unpacked: usize, out: &mut Vec<u8>) -> Result<(), BufError> {
-    let v = zstd::bulk::decompress(payload, unpacked)
-        .map_err(|e| BufError::Bad(format!("corrupted zstd block: {e}")))?;
-    out.extend_from_slice(&v);
+/// A block's decompressed size against its header's.
+fn whole(got: usize, dst: &[u8], codec: &str) -> Result<(), BufError> {
+    if got != dst.len() {
+        return Err(BufError::Bad(format!(
+            "a compressed {codec} block gave {got} bytes, its header says {}",
+            dst.len()
+        )));
+    }
     Ok(())
 }
 
-fn unlz4(payload: &[u8], unpacked: usize, out: &mut Vec<u8>) -> Result<(), BufError> {
+fn unzstd(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
+    thread_local! {
+        // A decompression context per thread, kept between blocks.
+        static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let bad = |e: std::io::Error| BufError::Bad(format!("corrupted zstd block: {e}"));
+    let got = ZSTD.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let d = match slot.as_mut() {
+            Some(d) => d,
+            None => slot.insert(zstd::bulk::Decompressor::new().map_err(bad)?),
+        };
+        d.decompress_to_buffer(payload, &mut *dst).map_err(bad)
+    })?;
+    whole(got, dst, "zstd")
+}
+
+fn unlz4(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
     let Some((sum, block)) = payload.split_first_chunk::<8>() else {
         return Err(BufError::Bad("LZ4 block shorter than its checksum".into()));
     };
@@ -187,12 +192,11 @@ fn unlz4(payload: &[u8], unpacked: usize, out: &mut Vec<u8>) -> Result<(), BufEr
             "corrupted LZ4 block: XXH64 checksum {got:016x}, the block says {want:016x}"
         )));
     }
-    let size = i32::try_from(unpacked)
-        .map_err(|_| BufError::Bad(format!("LZ4 block of {unpacked} bytes")))?;
-    let v = lz4::block::decompress(block, Some(size))
+    let size = i32::try_from(dst.len())
+        .map_err(|_| BufError::Bad(format!("LZ4 block of {} bytes", dst.len())))?;
+    let n = lz4::block::decompress_to_buffer(block, Some(size), dst)
         .map_err(|e| BufError::Bad(format!("corrupted LZ4 block: {e}")))?;
-    out.extend_from_slice(&v);
-    Ok(())
+    whole(n, dst, "LZ4")
 }
 
 #[cfg(test)]

@@ -96,8 +96,9 @@ fn needs_member_info(t: i32) -> bool {
 pub struct EmbeddedBasket {
     /// Its entries' bytes.
     pub data: Vec<u8>,
-    /// Where each entry starts in `data`, and the end, when the basket has entry offsets.
-    pub offsets: Option<Vec<usize>>,
+    /// Where each entry starts in `data`, and the end, when the basket has entry offsets
+    /// (why they cannot be used, when not: see [`entry_offsets`]).
+    pub offsets: Option<Result<Vec<usize>, String>>,
     /// Entries in it.
     pub entries: usize,
 }
@@ -784,10 +785,12 @@ impl Reader<'_> {
             // The offsets come first: a count, then one per entry (from the key's start); the
             // data's end closes the list.
             self.c.skip(4)?;
-            let raw = self.c.i32s(entries)?;
-            let mut o = entry_offsets(&raw, h.keylen)?;
-            o.push(border);
-            Some(o)
+            let raw = self.c.take(
+                entries
+                    .checked_mul(4)
+                    .ok_or(BufError::Bad("too many entry offsets".into()))?,
+            )?;
+            Some(entry_offsets(raw, entries, h.keylen, border))
         } else {
             None
         };
@@ -801,14 +804,30 @@ impl Reader<'_> {
     }
 }
 
-/// Entry offsets as written (counted from the key's start) made relative to the data.
-pub(crate) fn entry_offsets(raw: &[i32], keylen: usize) -> Result<Vec<usize>, BufError> {
-    raw.iter()
-        .map(|&x| {
-            usize::try_from(i64::from(x) - keylen as i64)
-                .map_err(|_| BufError::Bad(format!("entry offset {x} inside the basket's key")))
-        })
-        .collect()
+/// Where each of a basket's `entries` starts in its data, and `end`: the offsets as written
+/// (big-endian `i32`s from the key's start, at the start of `raw`) made relative to the data.
+/// Offsets that cannot be (one inside the key) are an error for the layouts that need them
+/// only: fixed-size entries are read without them, as uproot reads them.
+pub(crate) fn entry_offsets(
+    raw: &[u8],
+    entries: usize,
+    keylen: usize,
+    end: usize,
+) -> Result<Vec<usize>, String> {
+    let raw = entries
+        .checked_mul(4)
+        .and_then(|n| raw.get(..n))
+        .ok_or_else(|| format!("{entries} entry offsets in {} bytes", raw.len()))?;
+    let mut out = Vec::with_capacity(entries + 1);
+    for c in raw.chunks_exact(4) {
+        let x = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        match usize::try_from(i64::from(x) - keylen as i64) {
+            Ok(o) => out.push(o),
+            Err(_) => return Err(format!("entry offset {x} inside the basket's key")),
+        }
+    }
+    out.push(end);
+    Ok(out)
 }
 
 /// The key and `TBasket` header of a basket.

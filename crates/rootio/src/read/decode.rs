@@ -20,7 +20,11 @@ pub(super) fn decode(
         size: it.raw_size(),
         counts,
     };
-    let offsets = basket.offsets.take();
+    let offsets = match (basket.offsets.take(), it.layout) {
+        // Fixed-size entries need no offsets: unusable ones are not read (as uproot reads).
+        (o, Layout::Fixed(_)) => o.and_then(Result::ok),
+        (o, _) => o.transpose().map_err(BufError::Bad)?,
+    };
     match (&offsets, it.layout) {
         (Some(o), Layout::Jagged) if it.packing.is_none() => entries.plain_jagged(basket, o, out),
         (None, Layout::Fixed(len)) if it.packing.is_none() => {
@@ -127,8 +131,11 @@ impl Entries<'_> {
         let (data, size) = (&basket.data, self.size);
         check_offsets(offsets, basket.entries)?;
         out.counts.reserve(basket.entries);
+        // A value's size is a power of two: a mask and a shift, not a division per entry.
+        debug_assert!(size.is_power_of_two());
+        let (mask, shift) = (size - 1, size.trailing_zeros());
         for w in offsets.windows(2) {
-            if w[1] < w[0] || w[1] > data.len() || !(w[1] - w[0]).is_multiple_of(size) {
+            if w[1] < w[0] || w[1] > data.len() || (w[1] - w[0]) & mask != 0 {
                 return Err(BufError::Bad(format!(
                     "entry offsets {}..{}: not whole {} values inside the basket's {} bytes",
                     w[0],
@@ -137,7 +144,7 @@ impl Entries<'_> {
                     data.len()
                 )));
             }
-            out.counts.push(((w[1] - w[0]) / size) as u32);
+            out.counts.push(((w[1] - w[0]) >> shift) as u32);
         }
         append(out, &mut basket.data, offsets[0]..offsets[basket.entries]);
         Ok(())

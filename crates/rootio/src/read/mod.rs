@@ -9,7 +9,7 @@ pub use interpretation::{Interpretation, Layout, Number, interpret};
 
 use crate::compress::RawBlock;
 use crate::cursor::Cursor;
-use crate::error::{BufError, RootError};
+use crate::error::RootError;
 use crate::file::RootFile;
 use crate::tree::{BasketHeader, BranchInfo, TreeInfo, basket_header, entry_offsets};
 use decode::decode;
@@ -126,8 +126,12 @@ pub struct BranchCursor<'f> {
     next_basket: usize,
     /// Values per entry from the counter branch, read when a basket needs them.
     counts: Option<Vec<u32>>,
-    /// Decoded entries not yet taken, from entry `buffer_entry` on.
-    buffer: BranchData,
+    /// Decoded entries not yet taken, from entry `buffer_entry` on: each basket's as decoded,
+    /// the first from its entry `front.0` (value `front.1`) on.
+    pieces: std::collections::VecDeque<BranchData>,
+    front: (usize, usize),
+    /// Entries in `pieces` not yet taken.
+    buffered: usize,
     buffer_entry: u64,
     /// Written baskets already read and decompressed (by [`crate::ColumnReader`], on other
     /// threads), in basket order, each with its index.
@@ -139,24 +143,64 @@ pub struct BranchCursor<'f> {
 }
 
 impl BranchCursor<'_> {
-    /// The next `n` entries' values (fewer at the branch's end).
+    /// The next `n` entries' values (fewer at the branch's end): a basket's values as they
+    /// were decoded where they are exactly those, else copied once out of the baskets.
     pub fn take(&mut self, n: usize) -> Result<BranchData, RootError> {
-        while self.buffer.counts.len() < n && self.decode_next()? {}
-        let n = n.min(self.buffer.counts.len());
-        let size = self.interpretation.number.size();
-        let values: usize = self.buffer.counts[..n].iter().map(|&c| c as usize).sum();
-        let rest_bytes = self.buffer.bytes.split_off(values * size);
-        let rest_counts = self.buffer.counts.split_off(n);
-        let taken = std::mem::replace(
-            &mut self.buffer,
-            BranchData {
-                interpretation: self.interpretation,
-                bytes: rest_bytes,
-                counts: rest_counts,
-            },
-        );
+        while self.buffered < n && self.decode_next()? {}
+        let n = n.min(self.buffered);
+        self.buffered -= n;
         self.buffer_entry += n as u64;
+        if self.front == (0, 0) && self.pieces.front().is_some_and(|p| p.counts.len() == n) {
+            return Ok(self.pieces.pop_front().expect("a piece"));
+        }
+        let size = self.interpretation.number.size();
+        let mut taken = BranchData {
+            interpretation: self.interpretation,
+            bytes: Vec::with_capacity(self.values_in(n) * size),
+            counts: Vec::with_capacity(n),
+        };
+        let mut left = n;
+        while left > 0 {
+            let Some(piece) = self.pieces.front() else {
+                break;
+            };
+            let (entry, value) = self.front;
+            let k = left.min(piece.counts.len() - entry);
+            let counts = &piece.counts[entry..entry + k];
+            let values: usize = counts.iter().map(|&c| c as usize).sum();
+            taken.counts.extend_from_slice(counts);
+            taken
+                .bytes
+                .extend_from_slice(&piece.bytes[value * size..(value + values) * size]);
+            left -= k;
+            if entry + k == piece.counts.len() {
+                self.pieces.pop_front();
+                self.front = (0, 0);
+            } else {
+                self.front = (entry + k, value + values);
+            }
+        }
         Ok(taken)
+    }
+
+    /// Values in the next `n` buffered entries.
+    fn values_in(&self, n: usize) -> usize {
+        let mut entry = self.front.0;
+        let mut left = n;
+        let mut values = 0usize;
+        for piece in &self.pieces {
+            let k = left.min(piece.counts.len() - entry);
+            values += piece.counts[entry..entry + k]
+                .iter()
+                .map(|&c| c as usize)
+                .sum::<usize>();
+            left -= k;
+            entry = 0;
+            if left == 0 {
+                break;
+            }
+        }
+        values
     }
 
     /// Drops entries up to `entry`.
@@ -264,12 +308,21 @@ impl BranchCursor<'_> {
             })?;
             self.counts = Some(file.counts_of(self.tree, &name, branch)?);
         }
-        let first = self.buffer_entry + self.buffer.counts.len() as u64;
+        let first = self.buffer_entry + self.buffered as u64;
         let counts = self.counts.as_deref().map(|c| {
             c.get(usize::try_from(first).unwrap_or(usize::MAX)..)
                 .unwrap_or(&[])
         });
-        decode(&mut basket, it, counts, &mut self.buffer).map_err(|e| file.corrupt(&place, e))?;
+        let mut piece = BranchData {
+            interpretation: it,
+            bytes: Vec::new(),
+            counts: Vec::new(),
+        };
+        decode(&mut basket, it, counts, &mut piece).map_err(|e| file.corrupt(&place, e))?;
+        if !piece.counts.is_empty() {
+            self.buffered += piece.counts.len();
+            self.pieces.push_back(piece);
+        }
         Ok(true)
     }
 }
@@ -314,10 +367,11 @@ fn counter_of(branch: &BranchInfo, it: Interpretation) -> Option<String> {
     }
 }
 
-/// One basket's entries: their bytes and, when written, where each entry starts.
+/// One basket's entries: their bytes and, when written, where each entry starts (or why that
+/// cannot be used: [`entry_offsets`]).
 pub(crate) struct Basket {
     data: Vec<u8>,
-    offsets: Option<Vec<usize>>,
+    offsets: Option<Result<Vec<usize>, String>>,
     entries: usize,
 }
 
@@ -374,11 +428,9 @@ impl RootFile {
             interpretation,
             next_basket,
             counts: None,
-            buffer: BranchData {
-                interpretation,
-                bytes: Vec::new(),
-                counts: Vec::new(),
-            },
+            pieces: std::collections::VecDeque::new(),
+            front: (0, 0),
+            buffered: 0,
             buffer_entry: at_entry,
             prefetched: std::collections::VecDeque::new(),
             fetched_until: 0,
@@ -476,15 +528,8 @@ impl RootFile {
         }
         let offsets = if h.nev_buf_size > 8 && data.len() > border {
             // After the entries: a count, then each entry's start (from the key's start).
-            let mut c = Cursor::new(&data[border..]);
-            let parsed = (|| -> Result<Vec<usize>, BufError> {
-                c.skip(4)?;
-                let raw = c.i32s(h.entries)?;
-                let mut o = entry_offsets(&raw, h.keylen)?;
-                o.push(border);
-                Ok(o)
-            })();
-            Some(parsed.map_err(|e| self.corrupt(place, e))?)
+            let raw = data.get(border + 4..).unwrap_or(&[]);
+            Some(entry_offsets(raw, h.entries, h.keylen, border))
         } else {
             None
         };
@@ -555,6 +600,37 @@ mod tests {
         b.basket_seek = vec![0, 0, 0];
         b.basket_entry = vec![0, 1901, 1901, 1901];
         assert_eq!(b.normal_baskets(), 0);
+    }
+
+    #[test]
+    fn fixed_size_entries_are_read_without_offsets_that_cannot_be_used() {
+        // Three floats, with an entry-offset table whose first offset lies inside the key
+        // (uproot reads such a basket by its data alone; so does this reader).
+        let data: Vec<u8> = [1.5f32, -2.0, 4.25]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        let bad = crate::tree::entry_offsets(&[0u8; 12], 3, 64, 12);
+        assert_eq!(bad, Err("entry offset 0 inside the basket's key".into()));
+        let basket = || Basket {
+            data: data.clone(),
+            offsets: Some(bad.clone()),
+            entries: 3,
+        };
+        let read = |it: Interpretation| {
+            let mut out = BranchData {
+                interpretation: it,
+                bytes: Vec::new(),
+                counts: Vec::new(),
+            };
+            decode(&mut basket(), it, None, &mut out).map(|()| out)
+        };
+        let fixed = read(Interpretation::plain(Number::F32, Layout::Fixed(1))).expect("fixed");
+        assert_eq!(fixed.to_f64(), vec![1.5, -2.0, 4.25]);
+        assert_eq!(fixed.counts, vec![1, 1, 1]);
+        // Entries of varying length cannot be cut without them: the reason is the error.
+        let err = read(Interpretation::plain(Number::F32, Layout::Jagged)).expect_err("jagged");
+        assert!(err.to_string().contains("inside the basket's key"), "{err}");
     }
 
     #[test]
