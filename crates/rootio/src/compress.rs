@@ -2,8 +2,6 @@
 //! sizes as 24-bit little-endian numbers) and the payload; zlib, LZMA (xz), LZ4 (with its
 //! XXH64 checksum verified) and zstd.
 
-use std::io::Read;
-
 use crate::error::BufError;
 
 /// The block header's length.
@@ -65,18 +63,17 @@ impl RawBlock {
     }
 }
 
-/// Decompresses `data` (one or more blocks) into exactly `expected` bytes, each block straight
-/// into its place in the result. Data as long as `expected` is stored uncompressed and
+/// Decompresses `data` (one or more blocks) into exactly `expected` bytes, each block
+/// appended straight onto the result. Data as long as `expected` is stored uncompressed and
 /// returned as it is.
 pub(crate) fn decompress(data: &[u8], expected: usize) -> Result<Vec<u8>, BufError> {
     if data.len() == expected {
         return Ok(data.to_vec());
     }
-    // Zeroed by the allocator (fresh pages come zeroed, not written twice); sized from the
-    // header, which a damaged file may make claim gigabytes: grown as blocks arrive past 64 MiB.
-    let mut out = vec![0u8; expected.min(1 << 26)];
-    let (mut at, mut filled) = (0usize, 0usize);
-    while filled < expected {
+    // Sized from the header (a damaged one may claim gigabytes): grown as blocks arrive.
+    let mut out = Vec::with_capacity(expected.min(1 << 26));
+    let mut at = 0usize;
+    while out.len() < expected {
         let Some(h) = data.get(at..at + HEADER) else {
             return Err(BufError::Short {
                 at,
@@ -93,95 +90,100 @@ pub(crate) fn decompress(data: &[u8], expected: usize) -> Result<Vec<u8>, BufErr
                 len: data.len(),
             });
         };
-        if out.len() < filled + unpacked {
-            out.resize(filled + unpacked, 0);
-        }
-        let dst = &mut out[filled..filled + unpacked];
-        match &h[..2] {
-            b"ZL" => inflate(payload, dst)?,
-            b"XZ" => unxz(payload, dst)?,
-            b"L4" => unlz4(payload, dst)?,
-            b"ZS" => unzstd(payload, dst)?,
-            b"CS" => {
-                return Err(BufError::Bad(
-                    "unsupported: ROOT's old 'CS' compression (ROOT 5 before 5.x's zlib default)"
-                        .into(),
-                ));
-            }
-            tag => {
-                return Err(BufError::Bad(format!(
-                    "unknown compression algorithm {:?} in a block header",
-                    String::from_utf8_lossy(tag)
-                )));
-            }
+        let before = out.len();
+        out.reserve_exact(unpacked);
+        let codec = match &h[..2] {
+            b"ZL" => inflate(payload, &mut out).map(|()| "zlib"),
+            b"XZ" => unxz(payload, &mut out).map(|()| "LZMA"),
+            b"L4" => unlz4(payload, unpacked, &mut out).map(|()| "LZ4"),
+            b"ZS" => unzstd(payload, unpacked, &mut out).map(|()| "zstd"),
+            b"CS" => Err(BufError::Bad(
+                "unsupported: ROOT's old 'CS' compression (ROOT 5 before 5.x's zlib default)"
+                    .into(),
+            )),
+            tag => Err(BufError::Bad(format!(
+                "unknown compression algorithm {:?} in a block header",
+                String::from_utf8_lossy(tag)
+            ))),
+        }?;
+        if out.len() - before != unpacked {
+            return Err(BufError::Bad(format!(
+                "a compressed {codec} block gave {} bytes, its header says {unpacked}",
+                out.len() - before
+            )));
         }
         at = start + packed;
-        filled += unpacked;
     }
-    if filled != expected {
+    if out.len() != expected {
         return Err(BufError::Bad(format!(
-            "decompressed to {filled} bytes, expected {expected}"
+            "decompressed to {} bytes, expected {expected}",
+            out.len()
         )));
     }
     Ok(out)
 }
 
-/// Fills `dst` from `r`, failing on any error, when `r` ends early, or when more would follow
-/// (the block is then longer than its header says).
-fn read_exactly(mut r: impl Read, dst: &mut [u8], codec: &str) -> Result<(), BufError> {
-    let unpacked = dst.len();
-    r.read_exact(dst).map_err(|e| {
-        BufError::Bad(format!(
-            "corrupted {codec} block: {e} (its header says {unpacked} bytes)"
-        ))
-    })?;
-    let mut extra = [0u8; 1];
-    if matches!(r.read(&mut extra), Ok(n) if n > 0) {
-        return Err(BufError::Bad(format!(
-            "corrupted {codec} block: longer than its header's {unpacked} bytes"
-        )));
+/// The codecs below append a block onto `out`, whose spare capacity holds exactly the block's
+/// size (so a block longer than its header says stops short of its end, and fails there).
+/// zlib, LZMA and zstd write into that capacity as it is; LZ4's library needs it zeroed first.
+fn inflate(payload: &[u8], out: &mut Vec<u8>) -> Result<(), BufError> {
+    let mut z = flate2::Decompress::new(true);
+    match z.decompress_vec(payload, out, flate2::FlushDecompress::Finish) {
+        Ok(flate2::Status::StreamEnd) => Ok(()),
+        Ok(_) => Err(BufError::Bad(
+            "corrupted zlib block: it does not end where its header says".into(),
+        )),
+        Err(e) => Err(BufError::Bad(format!("corrupted zlib block: {e}"))),
     }
-    Ok(())
 }
 
-fn inflate(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
-    read_exactly(flate2::bufread::ZlibDecoder::new(payload), dst, "zlib")
-}
-
-fn unxz(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
-    read_exactly(liblzma::bufread::XzDecoder::new(payload), dst, "LZMA")
-}
-
-/// A block's decompressed size against its header's.
-fn whole(got: usize, dst: &[u8], codec: &str) -> Result<(), BufError> {
-    if got != dst.len() {
-        return Err(BufError::Bad(format!(
-            "a compressed {codec} block gave {got} bytes, its header says {}",
-            dst.len()
-        )));
+fn unxz(payload: &[u8], out: &mut Vec<u8>) -> Result<(), BufError> {
+    let bad = |e: liblzma::stream::Error| BufError::Bad(format!("corrupted LZMA block: {e}"));
+    let mut xz = liblzma::stream::Stream::new_stream_decoder(u64::MAX, 0).map_err(bad)?;
+    loop {
+        let (read, wrote) = (xz.total_in(), out.len());
+        let rest = payload
+            .get(usize::try_from(read).unwrap_or(usize::MAX)..)
+            .unwrap_or_default();
+        match xz.process_vec(rest, out, liblzma::stream::Action::Finish) {
+            Ok(liblzma::stream::Status::StreamEnd) => return Ok(()),
+            Ok(_) if xz.total_in() > read || out.len() > wrote => {}
+            Ok(_) => {
+                return Err(BufError::Bad(
+                    "corrupted LZMA block: it does not end where its header says".into(),
+                ));
+            }
+            Err(e) => return Err(bad(e)),
+        }
     }
-    Ok(())
 }
 
-fn unzstd(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
+fn unzstd(payload: &[u8], unpacked: usize, out: &mut Vec<u8>) -> Result<(), BufError> {
     thread_local! {
         // A decompression context per thread, kept between blocks.
         static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
     let bad = |e: std::io::Error| BufError::Bad(format!("corrupted zstd block: {e}"));
-    let got = ZSTD.with(|cell| {
+    ZSTD.with(|cell| {
         let mut slot = cell.borrow_mut();
         let d = match slot.as_mut() {
             Some(d) => d,
             None => slot.insert(zstd::bulk::Decompressor::new().map_err(bad)?),
         };
-        d.decompress_to_buffer(payload, &mut *dst).map_err(bad)
-    })?;
-    whole(got, dst, "zstd")
+        if out.is_empty() {
+            // The library fills a vector from its start: the first block goes straight in.
+            d.decompress_to_buffer(payload, out).map_err(bad)?;
+        } else {
+            let mut block = Vec::with_capacity(unpacked);
+            d.decompress_to_buffer(payload, &mut block).map_err(bad)?;
+            out.extend_from_slice(&block);
+        }
+        Ok(())
+    })
 }
 
-fn unlz4(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
+fn unlz4(payload: &[u8], unpacked: usize, out: &mut Vec<u8>) -> Result<(), BufError> {
     let Some((sum, block)) = payload.split_first_chunk::<8>() else {
         return Err(BufError::Bad("LZ4 block shorter than its checksum".into()));
     };
@@ -192,11 +194,14 @@ fn unlz4(payload: &[u8], dst: &mut [u8]) -> Result<(), BufError> {
             "corrupted LZ4 block: XXH64 checksum {got:016x}, the block says {want:016x}"
         )));
     }
-    let size = i32::try_from(dst.len())
-        .map_err(|_| BufError::Bad(format!("LZ4 block of {} bytes", dst.len())))?;
-    let n = lz4::block::decompress_to_buffer(block, Some(size), dst)
+    let size = i32::try_from(unpacked)
+        .map_err(|_| BufError::Bad(format!("LZ4 block of {unpacked} bytes")))?;
+    let before = out.len();
+    out.resize(before + unpacked, 0);
+    let n = lz4::block::decompress_to_buffer(block, Some(size), &mut out[before..])
         .map_err(|e| BufError::Bad(format!("corrupted LZ4 block: {e}")))?;
-    whole(n, dst, "LZ4")
+    out.truncate(before + n);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -224,11 +229,14 @@ mod tests {
             &zstd::bulk::compress(&text, 3).expect("zstd"),
             text.len(),
         );
+        let mut x = liblzma::write::XzEncoder::new(Vec::new(), 6);
+        std::io::Write::write_all(&mut x, &text).expect("xz");
+        let xz = block(b"XZ", &x.finish().expect("xz"), text.len());
         let lz = lz4::block::compress(&text, None, false).expect("lz4");
         let mut l4 = twox_hash::XxHash64::oneshot(0, &lz).to_be_bytes().to_vec();
         l4.extend_from_slice(&lz);
         let l4 = block(b"L4", &l4, text.len());
-        for (name, data) in [("zlib", &zl), ("zstd", &zs), ("lz4", &l4)] {
+        for (name, data) in [("zlib", &zl), ("zstd", &zs), ("xz", &xz), ("lz4", &l4)] {
             assert_eq!(
                 decompress(data, text.len()).as_deref(),
                 Ok(&text[..]),
@@ -245,7 +253,12 @@ mod tests {
                 decompress(&data[..data.len() - 3], text.len()).is_err(),
                 "{name}"
             );
-            // zlib (Adler-32) and LZ4 (XXH64) carry checksums: a flipped byte is caught.
+            // A block whose header claims fewer bytes than it holds is an error.
+            let mut short = data.clone();
+            short[6..9].copy_from_slice(&((text.len() - 1) as u32).to_le_bytes()[..3]);
+            assert!(decompress(&short, text.len() - 1).is_err(), "{name}");
+            // zlib (Adler-32), xz (CRC) and LZ4 (XXH64) carry checksums: a flipped byte is
+            // caught.
             if name != "zstd" {
                 let mut bad = data.clone();
                 let mid = HEADER + (bad.len() - HEADER) / 2;

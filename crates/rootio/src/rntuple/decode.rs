@@ -353,6 +353,13 @@ pub(crate) fn decode_page(
 
 /// Appends `v` as a big-endian `number` (the layout [`BranchData`] holds).
 pub(crate) fn push_be(out: &mut Vec<u8>, number: Number, v: Value) {
+    let at = out.len();
+    out.resize(at + number.size(), 0);
+    put_be(&mut out[at..], number, v);
+}
+
+/// `v` as a big-endian `number` into the first `number.size()` bytes of `dst`.
+fn put_be(dst: &mut [u8], number: Number, v: Value) {
     let (i, u, r) = match v {
         Value::Int(i) => (i, i as u64, i as f64),
         Value::UInt(u) => (u as i64, u, u as f64),
@@ -360,22 +367,23 @@ pub(crate) fn push_be(out: &mut Vec<u8>, number: Number, v: Value) {
     };
     match number {
         // Every value's f64 is zero exactly when the value is.
-        Number::Bool => out.push(u8::from(r != 0.0)),
-        Number::I8 => out.push(i as i8 as u8),
-        Number::U8 => out.push(u as u8),
-        Number::I16 => out.extend_from_slice(&(i as i16).to_be_bytes()),
-        Number::U16 => out.extend_from_slice(&(u as u16).to_be_bytes()),
-        Number::I32 => out.extend_from_slice(&(i as i32).to_be_bytes()),
-        Number::U32 => out.extend_from_slice(&(u as u32).to_be_bytes()),
-        Number::I64 => out.extend_from_slice(&i.to_be_bytes()),
-        Number::U64 => out.extend_from_slice(&u.to_be_bytes()),
-        Number::F32 => out.extend_from_slice(&(r as f32).to_be_bytes()),
-        Number::F64 => out.extend_from_slice(&r.to_be_bytes()),
+        Number::Bool => dst[0] = u8::from(r != 0.0),
+        Number::I8 => dst[0] = i as i8 as u8,
+        Number::U8 => dst[0] = u as u8,
+        Number::I16 => dst[..2].copy_from_slice(&(i as i16).to_be_bytes()),
+        Number::U16 => dst[..2].copy_from_slice(&(u as u16).to_be_bytes()),
+        Number::I32 => dst[..4].copy_from_slice(&(i as i32).to_be_bytes()),
+        Number::U32 => dst[..4].copy_from_slice(&(u as u32).to_be_bytes()),
+        Number::I64 => dst[..8].copy_from_slice(&i.to_be_bytes()),
+        Number::U64 => dst[..8].copy_from_slice(&u.to_be_bytes()),
+        Number::F32 => dst[..4].copy_from_slice(&(r as f32).to_be_bytes()),
+        Number::F64 => dst[..8].copy_from_slice(&r.to_be_bytes()),
     }
 }
 
 /// Decodes a page of `n` elements straight into big-endian `number`s (what [`BranchData`]
-/// holds): the common pairings without an intermediate value, the rest through [`Value`].
+/// holds) at the start of `dst`: the common pairings without an intermediate value, the rest
+/// through [`Value`].
 ///
 /// [`BranchData`]: crate::read::BranchData
 pub(crate) fn decode_page_be(
@@ -383,10 +391,17 @@ pub(crate) fn decode_page_be(
     bytes: &[u8],
     n: usize,
     number: Number,
-    out: &mut Vec<u8>,
+    dst: &mut [u8],
 ) -> Result<(), BufError> {
     use ColumnType::*;
     enc.check_page(bytes, n)?;
+    let w = number.size();
+    let Some(dst) = n.checked_mul(w).and_then(|len| dst.get_mut(..len)) else {
+        return Err(BufError::Bad(format!(
+            "a page of {n} elements where {} bytes are left for them",
+            dst.len()
+        )));
+    };
     // Same width, same bits: plain little-endian values reversed, split ones gathered.
     let plain = matches!(
         enc.kind,
@@ -411,11 +426,7 @@ pub(crate) fn decode_page_be(
     let same = (plain || split)
         && reals == matches!(number, Number::F32 | Number::F64)
         && number != Number::Bool;
-    let w = number.size();
     if same && enc.bits as usize == 8 * w {
-        let start = out.len();
-        out.resize(start + n * w, 0);
-        let dst = &mut out[start..];
         match (split, w) {
             (true, 2) => unsplit_be::<2>(bytes, n, dst),
             (true, 4) => unsplit_be::<4>(bytes, n, dst),
@@ -429,9 +440,8 @@ pub(crate) fn decode_page_be(
     }
     let mut values = Vec::with_capacity(n);
     decode_page(enc, bytes, n, &mut values)?;
-    out.reserve(n * w);
-    for v in values {
-        push_be(out, number, v);
+    for (v, d) in values.into_iter().zip(dst.chunks_exact_mut(w)) {
+        put_be(d, number, v);
     }
     Ok(())
 }

@@ -608,12 +608,25 @@ impl FieldCursor<'_> {
         let column = self.chosen(k, reprs)?;
         let enc = column.1;
         let size = self.number.size();
-        let stored: usize = column.2.iter().map(|p| p.elements as usize).sum();
-        let mut out = Vec::with_capacity(n.min(stored) * size);
-        let decode = &mut |bytes: &[u8], elements| {
-            decode_page_be(&enc, bytes, elements, self.number, &mut out)
+        // Each page decodes into its place; zeroed by the allocator (fresh pages come
+        // zeroed), sized by the pages read: up to the one holding element `n`.
+        let mut read = 0usize;
+        for p in column.2 {
+            if read >= n {
+                break;
+            }
+            read = read.saturating_add(p.elements as usize);
+        }
+        let mut out = vec![0u8; read.saturating_mul(size)];
+        let mut filled = 0usize;
+        let decode = &mut |bytes: &[u8], elements: usize| {
+            let dst = out.get_mut(filled..).unwrap_or_default();
+            decode_page_be(&enc, bytes, elements, self.number, dst)?;
+            filled += elements * size;
+            Ok(())
         };
         self.pages(k, column, n, decode, store)?;
+        out.truncate(filled);
         if out.len() < n * size {
             // A deferred column: zeros for the entries before its first element.
             let mut zeros = vec![0u8; n * size - out.len()];
