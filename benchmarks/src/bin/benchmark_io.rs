@@ -160,7 +160,7 @@ impl Source {
         let mut values = 0;
         loop {
             let taken = reader.take(CHUNK)?;
-            if taken.first().is_none_or(|t| t.counts.is_empty()) {
+            if taken.iter().next().is_none_or(|t| t.counts.is_empty()) {
                 return Ok(values);
             }
             values += taken.iter().map(|t| t.len()).sum::<usize>();

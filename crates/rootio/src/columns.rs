@@ -90,7 +90,7 @@ impl<'f> ColumnReader<'f> {
 
     /// The next `n` entries (fewer at the end) of every request, in request order; the first
     /// error in request order.
-    pub fn take(&mut self, n: usize) -> Result<Vec<BranchData>, RootError> {
+    pub fn take(&mut self, n: usize) -> Result<Taken, RootError> {
         let threads = self.threads;
         let taken = match &mut self.columns {
             Columns::Tree(cursors) => {
@@ -107,25 +107,48 @@ impl<'f> ColumnReader<'f> {
                 parallel::map(refs, threads, |c| c.take_with(n, Some(&store)))
             }
         };
-        let mut uses = vec![0usize; taken.len()];
-        for &c in &self.of_request {
-            uses[c] += 1;
-        }
-        let mut taken: Vec<Option<BranchData>> = taken
-            .into_iter()
-            .map(|t| t.map(Some))
-            .collect::<Result<_, _>>()?;
-        let mut out = Vec::with_capacity(self.of_request.len());
-        for &c in &self.of_request {
-            uses[c] -= 1;
-            let data = if uses[c] == 0 {
-                taken[c].take()
-            } else {
-                taken[c].clone()
-            };
-            out.push(data.expect("each column is handed out once, last"));
-        }
-        Ok(out)
+        Ok(Taken {
+            columns: taken.into_iter().collect::<Result<_, _>>()?,
+            of_request: self.of_request.clone(),
+        })
+    }
+}
+
+/// What one [`ColumnReader::take`] read: each request's values, in request order (requests
+/// that name one column share its values, not copies of them).
+#[derive(Debug)]
+pub struct Taken {
+    columns: Vec<BranchData>,
+    of_request: Vec<usize>,
+}
+
+impl Taken {
+    /// The number of requests.
+    pub fn len(&self) -> usize {
+        self.of_request.len()
+    }
+
+    /// True when there were no requests.
+    pub fn is_empty(&self) -> bool {
+        self.of_request.is_empty()
+    }
+
+    /// Request `i`'s values.
+    pub fn get(&self, i: usize) -> Option<&BranchData> {
+        self.of_request.get(i).map(|&c| &self.columns[c])
+    }
+
+    /// Every request's values, in request order.
+    pub fn iter(&self) -> impl Iterator<Item = &BranchData> {
+        self.of_request.iter().map(|&c| &self.columns[c])
+    }
+}
+
+impl std::ops::Index<usize> for Taken {
+    type Output = BranchData;
+
+    fn index(&self, i: usize) -> &BranchData {
+        &self.columns[self.of_request[i]]
     }
 }
 

@@ -17,7 +17,7 @@ mod read;
 mod rntuple;
 mod tree;
 
-pub use columns::ColumnReader;
+pub use columns::{ColumnReader, Taken};
 pub use compress::RawBlock;
 pub use error::RootError;
 pub use file::{Key, RootFile};

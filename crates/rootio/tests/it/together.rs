@@ -16,13 +16,13 @@ fn read_together(reader: &mut ColumnReader<'_>, requests: usize, chunk: usize) -
         if taken.iter().all(|t| t.counts.is_empty()) {
             break;
         }
-        for (slot, t) in out.iter_mut().zip(taken) {
+        for (slot, t) in out.iter_mut().zip(taken.iter()) {
             match slot {
                 Some(s) => {
                     s.bytes.extend_from_slice(&t.bytes);
                     s.counts.extend_from_slice(&t.counts);
                 }
-                None => *slot = Some(t),
+                None => *slot = Some(t.clone()),
             }
         }
     }
