@@ -153,54 +153,51 @@ impl BranchCursor<'_> {
         if self.front == (0, 0) && self.pieces.front().is_some_and(|p| p.counts.len() == n) {
             return Ok(self.pieces.pop_front().expect("a piece"));
         }
-        let size = self.interpretation.number.size();
-        let mut taken = BranchData {
-            interpretation: self.interpretation,
-            bytes: Vec::with_capacity(self.values_in(n) * size),
-            counts: Vec::with_capacity(n),
-        };
-        let mut left = n;
-        while left > 0 {
-            let Some(piece) = self.pieces.front() else {
-                break;
-            };
-            let (entry, value) = self.front;
-            let k = left.min(piece.counts.len() - entry);
-            let counts = &piece.counts[entry..entry + k];
-            let values: usize = counts.iter().map(|&c| c as usize).sum();
-            taken.counts.extend_from_slice(counts);
-            taken
-                .bytes
-                .extend_from_slice(&piece.bytes[value * size..(value + values) * size]);
-            left -= k;
-            if entry + k == piece.counts.len() {
-                self.pieces.pop_front();
-                self.front = (0, 0);
-            } else {
-                self.front = (entry + k, value + values);
-            }
-        }
-        Ok(taken)
-    }
-
-    /// Values in the next `n` buffered entries.
-    fn values_in(&self, n: usize) -> usize {
-        let mut entry = self.front.0;
-        let mut left = n;
-        let mut values = 0usize;
+        // The entries' span in each piece they lie in, then one allocation and one copy.
+        let mut spans = Vec::new();
+        let ((mut entry, mut value), mut left) = (self.front, n);
         for piece in &self.pieces {
-            let k = left.min(piece.counts.len() - entry);
-            values += piece.counts[entry..entry + k]
-                .iter()
-                .map(|&c| c as usize)
-                .sum::<usize>();
-            left -= k;
-            entry = 0;
             if left == 0 {
                 break;
             }
+            let k = left.min(piece.counts.len() - entry);
+            let values: usize = piece.counts[entry..entry + k]
+                .iter()
+                .map(|&c| c as usize)
+                .sum();
+            spans.push((entry..entry + k, value..value + values));
+            left -= k;
+            (entry, value) = (0, 0);
         }
-        values
+        let size = self.interpretation.number.size();
+        let all: usize = spans.iter().map(|(_, v)| v.len()).sum();
+        let mut taken = BranchData {
+            interpretation: self.interpretation,
+            bytes: Vec::with_capacity(all * size),
+            counts: Vec::with_capacity(n),
+        };
+        for (piece, (entries, values)) in self.pieces.iter().zip(&spans) {
+            taken
+                .counts
+                .extend_from_slice(&piece.counts[entries.clone()]);
+            taken
+                .bytes
+                .extend_from_slice(&piece.bytes[values.start * size..values.end * size]);
+        }
+        // Pieces taken whole go; the last is kept from where the take ended.
+        for (entries, values) in spans {
+            let whole = self
+                .pieces
+                .front()
+                .is_some_and(|p| entries.end == p.counts.len());
+            if whole {
+                self.pieces.pop_front();
+                self.front = (0, 0);
+            } else {
+                self.front = (entries.end, values.end);
+            }
+        }
+        Ok(taken)
     }
 
     /// Drops entries up to `entry`.
