@@ -123,9 +123,10 @@ pub(crate) fn decompress(data: &[u8], expected: usize) -> Result<Vec<u8>, BufErr
     Ok(out)
 }
 
-/// The codecs below append a block onto `out`, whose spare capacity holds exactly the block's
-/// size (so a block longer than its header says stops short of its end, and fails there).
-/// zlib, LZMA and zstd write into that capacity as it is; LZ4's library needs it zeroed first.
+/// The codecs below append a block onto `out`, whose spare capacity holds at least the
+/// block's size: a block that gives more or fewer bytes than its header says fails (here when
+/// the room runs out first, else in [`decompress`]). zlib, LZMA and zstd write into that room
+/// as it is; LZ4's library needs it zeroed first.
 fn inflate(payload: &[u8], out: &mut Vec<u8>) -> Result<(), BufError> {
     let mut z = flate2::Decompress::new(true);
     match z.decompress_vec(payload, out, flate2::FlushDecompress::Finish) {
