@@ -96,8 +96,8 @@ fn needs_member_info(t: i32) -> bool {
 pub struct EmbeddedBasket {
     /// Its entries' bytes.
     pub data: Vec<u8>,
-    /// Where each entry starts in `data`, and the end, when the basket has entry offsets
-    /// (why they cannot be used, when not: see [`entry_offsets`]).
+    /// Where each entry starts in `data`, and the end, when the basket has entry offsets; or
+    /// why they cannot be used (one lies inside the key): only the layouts that need them fail.
     pub offsets: Option<Result<Vec<usize>, String>>,
     /// Entries in it.
     pub entries: usize,
