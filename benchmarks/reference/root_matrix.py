@@ -18,11 +18,12 @@ time.
 
 import json
 import pathlib
-import statistics
 import sys
 import time
 
 import ROOT
+
+from timing import print_timing
 
 CODECS = {
     "zlib": ROOT.RCompressionSetting.EAlgorithm.kZLIB,
@@ -105,21 +106,7 @@ def timing(listing, reps):
                 t0 = time.perf_counter()
                 read(f["file"], name)
                 times.append(time.perf_counter() - t0)
-            med = statistics.median(times)
-            print(
-                json.dumps(
-                    {
-                        "reader": f"ROOT {ROOT.gROOT.GetVersion()} C++",
-                        "file": pathlib.Path(f["file"]).name,
-                        "threads": threads,
-                        "entries": f["entries"],
-                        "branches": len(f["branches"]),
-                        "median_s": med,
-                        "entries_per_s": f["entries"] / med,
-                    }
-                ),
-                flush=True,
-            )
+            print_timing(f"ROOT {ROOT.gROOT.GetVersion()} C++", f, threads, times)
 
 
 def main():

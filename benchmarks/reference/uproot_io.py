@@ -12,13 +12,14 @@ JSON line per (file, threads) with the median seconds over REPS, opening the fil
 import concurrent.futures
 import json
 import pathlib
-import statistics
 import sys
 import time
 import zipfile
 
 import numpy as np
 import uproot
+
+from timing import print_timing
 
 
 def fixtures(shared):
@@ -63,21 +64,7 @@ def main():
                         interpretation_executor=ex,
                     )
                 times.append(time.perf_counter() - t0)
-            med = statistics.median(times)
-            print(
-                json.dumps(
-                    {
-                        "reader": f"uproot {uproot.__version__}",
-                        "file": pathlib.Path(f["file"]).name,
-                        "threads": threads,
-                        "entries": f["entries"],
-                        "branches": len(f["branches"]),
-                        "median_s": med,
-                        "entries_per_s": f["entries"] / med,
-                    }
-                ),
-                flush=True,
-            )
+            print_timing(f"uproot {uproot.__version__}", f, threads, times)
 
 
 if __name__ == "__main__":
