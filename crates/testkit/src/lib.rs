@@ -14,10 +14,8 @@ use ndarray_npy::NpzReader;
 /// `$GNN4C_SHARED/rel`, defaulting to `../shared` beside the workspace; panics naming the path
 /// looked at when it is missing.
 pub fn shared(rel: &str) -> PathBuf {
-    let root = std::env::var_os("GNN4C_SHARED").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-        PathBuf::from,
-    );
+    let root = std::env::var_os("GNN4C_SHARED")
+        .map_or_else(|| workspace().join("../shared"), PathBuf::from);
     let p = root.join(rel);
     assert!(
         p.exists(),
@@ -25,6 +23,23 @@ pub fn shared(rel: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+/// The workspace's folder: above the crate `cargo test` runs (a test binary built in a shared
+/// target folder from a checkout elsewhere keeps that checkout's build-time path), else above
+/// this crate as it was built.
+fn workspace() -> PathBuf {
+    let running = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    running
+        .into_iter()
+        .chain([built.clone()])
+        .find_map(|dir| {
+            dir.ancestors()
+                .find(|d| d.join("Cargo.lock").exists())
+                .map(std::path::Path::to_path_buf)
+        })
+        .unwrap_or_else(|| built.join("../.."))
 }
 
 /// A fixture archive from `shared/fixtures/`.
