@@ -7,7 +7,13 @@
 //! version that appends members still reads. Any other class inside is skipped by its byte
 //! count.
 
+mod legacy;
+#[cfg(test)]
+mod testbytes;
+
 use std::collections::HashMap;
+
+use legacy::{FIRST_KNOWN_TBRANCH, FIRST_KNOWN_TTREE, tree_version};
 
 use crate::cursor::{Cursor, Versioned};
 use crate::error::{BufError, RootError};
@@ -54,6 +60,8 @@ pub struct ElementInfo {
     pub class_name: String,
     /// The clones' class for a `TClonesArray` branch.
     pub clones_name: String,
+    /// The version of the class that wrote the branch (`fClassVersion`).
+    pub class_version: i32,
     /// Index of the member in the class's streamer info (-1 for the whole object).
     pub id: i32,
     /// `fType`: 0 a member of a top-level object, 3/4 a `TClonesArray`/STL collection's count
@@ -75,12 +83,21 @@ pub(crate) struct MemberInfo {
     pub name: String,
     pub title: String,
     pub type_name: String,
+    /// `fType`: how the member is streamed (`TVirtualStreamerInfo::EReadWrite`).
+    pub code: i32,
+    /// `fArrayLength`: values in a fixed-size array member.
+    pub array_len: usize,
+    /// A base class (`TStreamerBase`; its name is the class's).
+    pub is_base: bool,
+    /// The member holding the length of a pointer-to-array member (`fCountName`).
+    pub count: Option<String>,
 }
 
-/// A class's streamer info: its name and members in order (base classes included).
+/// A class's streamer info: its name, version and members in order (base classes included).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ClassInfo {
     pub name: String,
+    pub version: i32,
     pub members: Vec<MemberInfo>,
 }
 
@@ -204,13 +221,20 @@ impl RootFile {
             });
         }
         let ObjectBytes { bytes, keylen } = self.read_object(key)?;
+        let place = format!("tree '{path}'");
+        // Trees of ROOT before 5.20 are read by the layouts of the file's own streamer info.
+        let classes = if tree_version(&bytes, &key.class).is_some_and(|v| v < FIRST_KNOWN_TTREE) {
+            self.classes()?
+        } else {
+            Vec::new()
+        };
         let mut r = Reader {
             c: Cursor::new(&bytes),
             keylen: keylen as u64,
             refs: HashMap::new(),
             depth: 0,
+            classes: &classes,
         };
-        let place = format!("tree '{path}'");
         let tree = if key.class == "TTree" {
             r.ttree()
         } else {
@@ -238,6 +262,7 @@ impl RootFile {
             keylen: keylen as u64,
             refs: HashMap::new(),
             depth: 0,
+            classes: &[],
         };
         let items = r
             .tlist()
@@ -267,15 +292,22 @@ impl RootFile {
                     && e.id >= 0
                     && needs_member_info(e.streamer_type)
                 {
-                    let class = if e.kind == 31 || e.kind == 41 {
+                    // A member of a collection's objects: a `TClonesArray` names their class in
+                    // `fClonesName`; an STL collection's member branch in `fClassName`.
+                    let class = if (e.kind == 31 || e.kind == 41) && !e.clones_name.is_empty() {
                         &e.clones_name
                     } else {
                         &e.class_name
                     };
-                    e.member = classes
-                        .iter()
-                        .filter(|c| &c.name == class)
-                        .find_map(|c| c.members.get(e.id as usize))
+                    // `fID` counts the members of the version that wrote the branch (a merged
+                    // file may describe several).
+                    let mut versions = classes.iter().filter(|c| &c.name == class);
+                    let info = versions
+                        .clone()
+                        .find(|c| c.version == e.class_version)
+                        .or_else(|| versions.next());
+                    e.member = info
+                        .and_then(|c| c.members.get(e.id as usize))
                         .map(|m| (m.type_name.clone(), m.title.clone()));
                 }
                 fill(&mut b.branches, classes);
@@ -319,6 +351,8 @@ struct Reader<'a> {
     keylen: u64,
     refs: HashMap<u64, Ref>,
     depth: usize,
+    /// The file's streamer info, for classes older than the layouts known here (else empty).
+    classes: &'a [ClassInfo],
 }
 
 impl Reader<'_> {
@@ -360,11 +394,8 @@ impl Reader<'_> {
 
     fn ttree(&mut self) -> Result<(i16, i64, Vec<BranchInfo>), BufError> {
         let v = self.c.versioned()?;
-        if v.version < 16 {
-            return Err(BufError::Bad(format!(
-                "unsupported: TTree class version {} (ROOT before 5.20)",
-                v.version
-            )));
+        if v.version < FIRST_KNOWN_TTREE {
+            return self.old_ttree(v);
         }
         self.tnamed()?;
         for base in ["TAttLine", "TAttFill", "TAttMarker"] {
@@ -420,6 +451,17 @@ impl Reader<'_> {
         let n = self.c.len32("TObjArray size")?;
         self.c.skip(4)?; // fLowerBound
         Ok((v, n))
+    }
+
+    /// A `TObjArray`'s objects.
+    fn objarray(&mut self) -> Result<Vec<Any>, BufError> {
+        let (v, n) = self.objarray_header()?;
+        let mut items = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            items.push(self.object_any()?);
+        }
+        self.c.finish(v)?;
+        Ok(items)
     }
 
     fn branch_array(&mut self) -> Result<Vec<BranchInfo>, BufError> {
@@ -539,17 +581,23 @@ impl Reader<'_> {
                 Any::Branch(Box::new(self.branch(class)?))
             }
             c if c.starts_with("TLeaf") => Any::Leaf(self.leaf(class)?),
-            "TBasket" => Any::Basket(self.embedded_basket()?),
-            "TList" => Any::List(self.tlist()?),
-            "TObjArray" => {
-                let (v, n) = self.objarray_header()?;
-                let mut items = Vec::with_capacity(n.min(4096));
-                for _ in 0..n {
-                    items.push(self.object_any()?);
+            "TBasket" => {
+                let h = basket_header(&mut self.c)?;
+                if h.nbytes <= h.keylen {
+                    Any::Basket(self.embedded_basket(h)?)
+                } else if let Some(end) = end {
+                    // The header of a basket written to its own key (some writers keep it in
+                    // the branch's basket list too): its data is read through the basket table.
+                    self.c.seek(end)?;
+                    Any::Named(None)
+                } else {
+                    return Err(BufError::Bad(
+                        "a written basket's header without a byte count".into(),
+                    ));
                 }
-                self.c.finish(v)?;
-                Any::List(items)
             }
+            "TList" => Any::List(self.tlist()?),
+            "TObjArray" => Any::List(self.objarray()?),
             "TStreamerInfo" => Any::Class(self.streamer_info()?),
             c if c.starts_with("TStreamer") => Any::Member(self.streamer_element(c)?),
             other => match end {
@@ -587,7 +635,8 @@ impl Reader<'_> {
     fn streamer_info(&mut self) -> Result<ClassInfo, BufError> {
         let v = self.c.versioned()?;
         let (name, _) = self.tnamed()?;
-        self.c.skip(4 + 4)?; // fCheckSum, fClassVersion
+        self.c.skip(4)?; // fCheckSum
+        let version = self.c.i32()?;
         let members = match self.object_any()? {
             Any::List(items) => items
                 .into_iter()
@@ -599,7 +648,11 @@ impl Reader<'_> {
             _ => Vec::new(),
         };
         self.c.finish(v)?;
-        Ok(ClassInfo { name, members })
+        Ok(ClassInfo {
+            name,
+            version,
+            members,
+        })
     }
 
     /// Any `TStreamerElement` subclass of class `class`: the element's name, title and type
@@ -612,7 +665,10 @@ impl Reader<'_> {
         }
         let inner = self.c.versioned()?;
         let (name, title) = self.tnamed()?;
-        self.c.skip(4 * 4)?; // fType, fSize, fArrayLength, fArrayDim
+        let code = self.c.i32()?;
+        self.c.skip(4)?; // fSize
+        let array_len = self.c.len32("fArrayLength")?;
+        self.c.skip(4)?; // fArrayDim
         if inner.version == 1 {
             let n = self.c.len32("fMaxIndex")?;
             self.c
@@ -627,11 +683,21 @@ impl Reader<'_> {
                 "a streamer element without a byte count".into(),
             ));
         }
+        let count = if class == "TStreamerBasicPointer" {
+            self.c.skip(4)?; // fCountVersion
+            Some(self.c.tstring()?)
+        } else {
+            None
+        };
         self.c.finish(outer)?;
         Ok(MemberInfo {
             name,
             title,
             type_name,
+            code,
+            array_len,
+            is_base: class == "TStreamerBase",
+            count,
         })
     }
 
@@ -655,11 +721,8 @@ impl Reader<'_> {
 
     /// `TBranch`'s members (its own byte count and version in `v`).
     fn tbranch_members(&mut self, v: Versioned) -> Result<BranchInfo, BufError> {
-        if v.version < 10 {
-            return Err(BufError::Bad(format!(
-                "unsupported: TBranch class version {} (ROOT before 5.20)",
-                v.version
-            )));
+        if v.version < FIRST_KNOWN_TBRANCH {
+            return self.old_tbranch(v);
         }
         let (name, title) = self.tnamed()?;
         self.skip_versioned("TAttFill")?;
@@ -716,11 +779,11 @@ impl Reader<'_> {
         self.c.tstring()?; // fParentName
         let clones_name = self.c.tstring()?;
         self.c.skip(4)?; // fCheckSum
-        if version >= 10 {
-            self.c.skip(2)?; // fClassVersion (short)
+        let class_version = if version >= 10 {
+            i32::from(self.c.i16()?)
         } else {
-            self.c.skip(4)?;
-        }
+            self.c.i32()?
+        };
         let id = self.c.i32()?;
         let kind = self.c.i32()?;
         let streamer_type = self.c.i32()?;
@@ -734,6 +797,7 @@ impl Reader<'_> {
         Ok(ElementInfo {
             class_name,
             clones_name,
+            class_version,
             id,
             kind,
             streamer_type,
@@ -775,10 +839,9 @@ impl Reader<'_> {
         })
     }
 
-    /// A `TBasket` written inside the tree header: its key, its header, the entry offsets and
-    /// the data.
-    fn embedded_basket(&mut self) -> Result<EmbeddedBasket, BufError> {
-        let h = basket_header(&mut self.c)?;
+    /// A `TBasket` written inside the tree header (its key and header `h` read, no bytes on
+    /// file beyond the key): the entry offsets and the data.
+    fn embedded_basket(&mut self, h: BasketHeader) -> Result<EmbeddedBasket, BufError> {
         let entries = h.entries;
         let border = h.border()?;
         let offsets = if h.nev_buf_size > 8 {
@@ -884,4 +947,57 @@ pub(crate) fn basket_header(c: &mut Cursor<'_>) -> Result<BasketHeader, BufError
         entries,
         last,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testbytes::W;
+    use super::*;
+
+    /// A `TBasket`'s key and header: `nbytes` on file, a 57-byte key, `entries` of 4 bytes.
+    fn basket_key(w: &mut W, nbytes: i32, nev_buf_size: i32, entries: i32) {
+        w.i32(nbytes).put(&4i16.to_be_bytes()).i32(0).i32(0);
+        w.put(&57i16.to_be_bytes())
+            .put(&1i16.to_be_bytes())
+            .i32(958)
+            .i32(100);
+        w.text("TBasket").text("x").text("t");
+        w.put(&3i16.to_be_bytes())
+            .i32(32000)
+            .i32(nev_buf_size)
+            .i32(entries);
+        w.i32(57 + 4 * entries).put(&[0]);
+    }
+
+    #[test]
+    fn only_a_basket_without_bytes_on_file_is_embedded_in_the_branch() {
+        // A copy of a written basket's header (Go's groot keeps one in the branch's basket
+        // list): its data is in its own key, and what follows it is not entry offsets.
+        let written = |w: &mut W| {
+            basket_key(w, 175, 1000, 5);
+            w.i32(1).i32(175).i32(0);
+        };
+        // A basket kept in the tree object (`fNbytes` no more than its key): a second copy of
+        // the key, then the entries.
+        let embedded = |w: &mut W| {
+            basket_key(w, 57, 0, 2);
+            w.put(&[0; 57]).i32(7).i32(-1);
+        };
+        let mut w = W::default();
+        w.objarray(&[("TBasket", &written), ("TBasket", &embedded)]);
+        let mut r = Reader {
+            c: Cursor::new(&w.0),
+            keylen: 0,
+            refs: HashMap::new(),
+            depth: 0,
+            classes: &[],
+        };
+        let baskets = r.basket_array().expect("the branch's basket list");
+        let [b] = baskets.as_slice() else {
+            panic!("one embedded basket: {baskets:?}")
+        };
+        assert_eq!((b.entries, b.offsets.clone()), (2, None));
+        assert_eq!(b.data, [0, 0, 0, 7, 255, 255, 255, 255]);
+        assert_eq!(r.c.pos(), w.0.len());
+    }
 }

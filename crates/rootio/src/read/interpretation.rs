@@ -353,7 +353,10 @@ pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
     };
     if let Some(el) = &branch.element {
         // An STL container member: its type from the leaf's title or the streamer info.
-        if leaf.title.contains("vector<") || matches!(el.streamer_type, 300 | 500) {
+        // (The title's own part: a collection's count leaf after it, `daq[vector<X>_]`, may
+        // name a vector too.)
+        let own_title = leaf.title.split('[').next().unwrap_or_default();
+        if own_title.contains("vector<") || matches!(el.streamer_type, 300 | 500) {
             if matches!(el.kind, 31 | 41) {
                 return Err(
                     "a container member of a collection's objects (a container per object; one level is read)"
@@ -471,5 +474,34 @@ fn vector_inner(title: &str) -> Option<Number> {
     .iter()
     .find_map(|p| t.strip_prefix(p))?
     .strip_suffix('>')?;
+    // The element type, without an allocator argument (RDataFrame's older RVec branches:
+    // `vector<float,ROOT::Detail::VecOps::RAdoptAllocator<float> >`).
+    let inner = inner
+        .split_once(',')
+        .map_or(inner, |(element, _)| element)
+        .trim();
     Number::from_cpp(inner.strip_prefix("std::").unwrap_or(inner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn containers_of_numbers_are_named_with_or_without_an_allocator() {
+        let cases = [
+            ("vector<float>", Some(Number::F32)),
+            ("std::vector<int>", Some(Number::I32)),
+            ("ROOT::VecOps::RVec<double>", Some(Number::F64)),
+            (
+                "vector<float,ROOT::Detail::VecOps::RAdoptAllocator<float> >",
+                Some(Number::F32),
+            ),
+            ("vector<Hit>", None),
+            ("vector<vector<float> >", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(vector_inner(name), want, "{name}");
+        }
+    }
 }

@@ -32,7 +32,8 @@ impl BranchData {
         let n = self.interpretation.number;
         let b = &self.bytes[i * n.size()..(i + 1) * n.size()];
         match n {
-            Number::Bool | Number::U8 => f64::from(b[0]),
+            Number::Bool => f64::from(u8::from(b[0] != 0)),
+            Number::U8 => f64::from(b[0]),
             Number::I8 => f64::from(b[0] as i8),
             Number::I16 => f64::from(i16::from_be_bytes([b[0], b[1]])),
             Number::U16 => f64::from(u16::from_be_bytes([b[0], b[1]])),
@@ -571,6 +572,7 @@ mod tests {
             element: Some(ElementInfo {
                 class_name: "Jet".into(),
                 clones_name: String::new(),
+                class_version: 1,
                 id: 3,
                 kind: 31,
                 streamer_type,

@@ -7,7 +7,7 @@ use crate::fixtures;
 #[test]
 fn every_file_opens_and_its_tree_has_uproots_branches_and_entries() {
     let mut failures = Vec::new();
-    for fx in fixtures::all() {
+    for mut fx in fixtures::all() {
         let file = match RootFile::open(&fx.file) {
             Ok(f) => f,
             Err(e) => {
@@ -29,9 +29,13 @@ fn every_file_opens_and_its_tree_has_uproots_branches_and_entries() {
             }
         };
         assert_eq!(tree.entries, fx.entries, "{}", fx.rel);
-        for (name, _) in &fx.branches {
+        let names: Vec<String> = fx.branches.iter().map(|(n, _)| n.clone()).collect();
+        for name in &names {
+            // A branch holds the tree's entries, or none (a collection's member branches
+            // that were never filled, in some AliRoot files): as many as uproot read.
+            let (_, counts) = fx.values(name);
             match tree.branch(name) {
-                Some(b) => assert_eq!(b.entries, fx.entries, "{}: {name}", fx.rel),
+                Some(b) => assert_eq!(b.entries as usize, counts.len(), "{}: {name}", fx.rel),
                 None => failures.push(format!("{}: no branch {name}", fx.rel)),
             }
         }

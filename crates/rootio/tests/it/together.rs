@@ -13,9 +13,7 @@ fn read_together(reader: &mut ColumnReader<'_>, requests: usize, chunk: usize) -
     loop {
         let taken = reader.take(chunk).expect("a chunk of every column");
         assert_eq!(taken.len(), requests, "one result per request");
-        if taken.iter().all(|t| t.counts.is_empty()) {
-            break;
-        }
+        // (The first take counts even when empty: a tree of no entries reads as empty columns.)
         for (slot, t) in out.iter_mut().zip(taken.iter()) {
             match slot {
                 Some(s) => {
@@ -24,6 +22,9 @@ fn read_together(reader: &mut ColumnReader<'_>, requests: usize, chunk: usize) -
                 }
                 None => *slot = Some(t.clone()),
             }
+        }
+        if taken.iter().all(|t| t.counts.is_empty()) {
+            break;
         }
     }
     out.into_iter().flatten().collect()
