@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 mod families;
 mod inputs;
+#[cfg(feature = "remote-tests")]
+mod remote;
 mod rntuple;
 
 fn bin() -> Command {

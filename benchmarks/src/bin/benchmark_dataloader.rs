@@ -154,6 +154,7 @@ fn main() -> anyhow::Result<()> {
             .map(|f| SampleConfig {
                 name: f.sample.into(),
                 files: vec![f.path.display().to_string()],
+                files_from: None,
                 tree: None,
                 label: LabelSpec::Class(f.label),
                 weight: None,

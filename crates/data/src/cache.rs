@@ -221,8 +221,23 @@ pub fn first_difference(old: &serde_json::Value, new: &serde_json::Value) -> Opt
     walk("", old, new)
 }
 
-/// The file's identity for the fingerprint: path, size, modification time (ns since the epoch).
+/// The file's identity for the fingerprint: path, size, modification time (ns since the epoch);
+/// for a URL, the URL, size, and the server's `Last-Modified` and `ETag`.
 pub fn file_identity(path: &Path, entries: u64) -> Result<serde_json::Value, DataError> {
+    if gnn4c_rootio::is_url(path) {
+        let url = path.to_string_lossy();
+        let id = gnn4c_rootio::remote_identity(&url).map_err(|source| DataError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        return Ok(serde_json::json!({
+            "path": url,
+            "size": id.size,
+            "modified": id.modified,
+            "etag": id.etag,
+            "entries": entries,
+        }));
+    }
     let meta = std::fs::metadata(path).map_err(|source| DataError::Io {
         path: path.to_owned(),
         source,

@@ -123,8 +123,15 @@ impl From<&LabelSpec> for Label {
 pub struct SampleConfig {
     /// Sample name (`ttH`, `ttbar`, …); events carry it in their identity.
     pub name: String,
-    /// Files or glob patterns, relative to the config's folder unless absolute.
+    /// Files or glob patterns, relative to the config's folder unless absolute, and URLs
+    /// (`https://`, `http://`: read with byte-range requests, never copied).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
+    /// A text file listing more files, one path or URL a line (`#` starts a comment): how DAS
+    /// and Rucio listings arrive. Relative to the config's folder; relative paths in it are
+    /// relative to its own folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_from: Option<String>,
     /// Tree name; the dataset's `tree` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree: Option<String>,
@@ -283,9 +290,9 @@ impl DatasetConfig {
                     s.name
                 )));
             }
-            if s.files.is_empty() {
+            if s.files.is_empty() && s.files_from.is_none() {
                 return Err(DataError::Config(format!(
-                    "sample '{}' lists no files",
+                    "sample '{}' lists no files (`files:` or `files_from:`)",
                     s.name
                 )));
             }
@@ -313,46 +320,34 @@ impl DatasetConfig {
         Ok(())
     }
 
-    /// The files of `sample`, globs expanded (sorted) relative to `base_dir`.
+    /// The files of `sample`, globs expanded (sorted) relative to `base_dir`, then those its
+    /// `files_from` list names; URLs as written.
     pub fn sample_files(
         &self,
         sample: &SampleConfig,
         base_dir: &Path,
     ) -> Result<Vec<PathBuf>, DataError> {
-        let mut out = Vec::new();
-        for pattern in &sample.files {
-            let full = if Path::new(pattern).is_absolute() {
-                PathBuf::from(pattern)
-            } else {
-                base_dir.join(pattern)
-            };
-            let is_glob = pattern.contains(['*', '?', '[']);
-            if !is_glob {
-                if !full.is_file() {
-                    return Err(DataError::FileNotFound { path: full });
-                }
-                out.push(full);
-                continue;
-            }
-            let text = full.to_string_lossy().into_owned();
-            let paths = glob::glob(&text).map_err(|e| {
-                DataError::Config(format!(
-                    "sample '{}': bad glob '{pattern}': {e}",
-                    sample.name
-                ))
+        let mut out = expand_files(sample, &sample.files, base_dir)?;
+        if let Some(list) = &sample.files_from {
+            let list = base_dir.join(list);
+            let text = std::fs::read_to_string(&list).map_err(|source| DataError::Io {
+                path: list.clone(),
+                source,
             })?;
-            let mut matched: Vec<PathBuf> = paths
-                .filter_map(Result::ok)
-                .filter(|p| p.is_file())
+            let lines: Vec<String> = text
+                .lines()
+                .map(|l| l.split('#').next().unwrap_or_default().trim().to_owned())
+                .filter(|l| !l.is_empty())
                 .collect();
-            if matched.is_empty() {
-                return Err(DataError::NoFileMatches {
-                    sample: sample.name.clone(),
-                    pattern: text,
-                });
+            if lines.is_empty() {
+                return Err(DataError::Config(format!(
+                    "sample '{}': {} lists no files",
+                    sample.name,
+                    list.display()
+                )));
             }
-            matched.sort();
-            out.extend(matched);
+            let list_dir = list.parent().unwrap_or(Path::new("."));
+            out.extend(expand_files(sample, &lines, list_dir)?);
         }
         Ok(out)
     }
@@ -412,4 +407,52 @@ impl DatasetConfig {
         }
         Ok(report)
     }
+}
+
+/// `patterns` (paths, globs relative to `base_dir`, URLs) as the files they name.
+fn expand_files(
+    sample: &SampleConfig,
+    patterns: &[String],
+    base_dir: &Path,
+) -> Result<Vec<PathBuf>, DataError> {
+    let mut out = Vec::new();
+    for pattern in patterns {
+        if gnn4c_rootio::is_url(Path::new(pattern)) {
+            out.push(PathBuf::from(pattern));
+            continue;
+        }
+        let full = if Path::new(pattern).is_absolute() {
+            PathBuf::from(pattern)
+        } else {
+            base_dir.join(pattern)
+        };
+        let is_glob = pattern.contains(['*', '?', '[']);
+        if !is_glob {
+            if !full.is_file() {
+                return Err(DataError::FileNotFound { path: full });
+            }
+            out.push(full);
+            continue;
+        }
+        let text = full.to_string_lossy().into_owned();
+        let paths = glob::glob(&text).map_err(|e| {
+            DataError::Config(format!(
+                "sample '{}': bad glob '{pattern}': {e}",
+                sample.name
+            ))
+        })?;
+        let mut matched: Vec<PathBuf> = paths
+            .filter_map(Result::ok)
+            .filter(|p| p.is_file())
+            .collect();
+        if matched.is_empty() {
+            return Err(DataError::NoFileMatches {
+                sample: sample.name.clone(),
+                pattern: text,
+            });
+        }
+        matched.sort();
+        out.extend(matched);
+    }
+    Ok(out)
 }

@@ -1,11 +1,11 @@
 //! The file layer: header, directories and keys, and reading an object's bytes.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::compress::decompress;
 use crate::cursor::Cursor;
 use crate::error::{BufError, RootError};
+use crate::source::Source;
 
 /// Versions above this write 64-bit seek fields (files, directories and keys over 2 GB).
 const LARGE: i32 = 1_000_000;
@@ -47,7 +47,7 @@ pub(crate) struct ObjectBytes {
 #[derive(Debug)]
 pub struct RootFile {
     path: PathBuf,
-    file: File,
+    source: Source,
     len: u64,
     /// ROOT version that wrote it (`63606` is 6.36/06).
     version: i32,
@@ -59,20 +59,13 @@ pub struct RootFile {
 impl RootFile {
     /// Opens `path` and reads its header and directories.
     pub fn open(path: &Path) -> Result<RootFile, RootError> {
-        let file = File::open(path).map_err(|source| RootError::Io {
+        let (source, len) = Source::open(path).map_err(|source| RootError::Io {
             path: path.to_owned(),
             source,
         })?;
-        let len = file
-            .metadata()
-            .map_err(|source| RootError::Io {
-                path: path.to_owned(),
-                source,
-            })?
-            .len();
         let mut f = RootFile {
             path: path.to_owned(),
-            file,
+            source,
             len,
             version: 0,
             keys: Vec::new(),
@@ -198,10 +191,12 @@ impl RootFile {
             ));
         }
         let mut buf = vec![0u8; len];
-        read_exact_at(&self.file, &mut buf, offset).map_err(|source| RootError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        self.source
+            .read_exact_at(&mut buf, offset)
+            .map_err(|source| RootError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
         Ok(buf)
     }
 
@@ -338,22 +333,4 @@ fn read_key(c: &mut Cursor<'_>, prefix: &str) -> Result<Key, BufError> {
         objlen,
         keylen,
     })
-}
-
-#[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        let n = std::os::windows::fs::FileExt::seek_read(file, buf, offset)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf = &mut buf[n..];
-        offset += n as u64;
-    }
-    Ok(())
 }

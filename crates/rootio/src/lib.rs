@@ -15,6 +15,7 @@ mod file;
 mod parallel;
 mod read;
 mod rntuple;
+mod source;
 mod tree;
 
 pub use columns::{ColumnReader, Taken};
@@ -23,4 +24,5 @@ pub use error::RootError;
 pub use file::{Key, RootFile};
 pub use read::{BranchCursor, BranchData, Interpretation, Layout, Number, interpret};
 pub use rntuple::{FieldCursor, NtupleField, NtupleInfo};
+pub use source::{RemoteIdentity, is_url, remote_identity};
 pub use tree::{BranchInfo, ElementInfo, EmbeddedBasket, LeafInfo, TreeInfo};

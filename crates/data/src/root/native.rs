@@ -74,7 +74,7 @@ fn data_error(e: rio::RootError) -> DataError {
 }
 
 fn open_file(path: &Path) -> Result<rio::RootFile, DataError> {
-    if !path.is_file() {
+    if !rio::is_url(path) && !path.is_file() {
         return Err(DataError::FileNotFound {
             path: path.to_owned(),
         });

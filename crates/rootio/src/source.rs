@@ -1,0 +1,342 @@
+//! Where a ROOT file's bytes come from: a local file, or a file served over HTTP(S) (a web
+//! server, XRootD's or dCache's HTTP door, EOS), read with byte-range requests.
+//!
+//! Remote reads carry a WLCG bearer token when one is found (`BEARER_TOKEN`,
+//! `BEARER_TOKEN_FILE`, `$XDG_RUNTIME_DIR/bt_u$UID`, `/tmp/bt_u$UID`), time out
+//! (`GNN4C_NET_TIMEOUT_S`, default 60 s per request) and are retried with backoff
+//! (`GNN4C_NET_RETRIES`, default 3) when the connection fails or the server answers 5xx or 429.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+use std::time::Duration;
+
+/// The URL schemes read over the network.
+const HTTP_SCHEMES: [&str; 2] = ["http://", "https://"];
+/// XRootD's schemes: named so that a physicist is told what to do instead.
+const XROOTD_SCHEMES: [&str; 2] = ["root://", "roots://"];
+
+/// Whether `location` is a URL (`http://`, `https://`, `root://`, `roots://`) rather than a
+/// local path.
+pub fn is_url(location: &Path) -> bool {
+    let s = location.to_string_lossy();
+    HTTP_SCHEMES
+        .iter()
+        .chain(&XROOTD_SCHEMES)
+        .any(|p| s.starts_with(p))
+}
+
+/// What identifies a remote file's content for a cache's fingerprint: its size and what the
+/// server says of its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteIdentity {
+    /// Bytes.
+    pub size: u64,
+    /// `Last-Modified`, when the server gives it.
+    pub modified: Option<String>,
+    /// `ETag` (a checksum or version), when the server gives it.
+    pub etag: Option<String>,
+}
+
+/// The size and version of the file at `url`, asked of its server.
+pub fn remote_identity(url: &str) -> io::Result<RemoteIdentity> {
+    HttpFile::open(url).map(|f| f.identity)
+}
+
+/// An open file's bytes.
+#[derive(Debug)]
+pub(crate) enum Source {
+    Local(File),
+    Http(Box<HttpFile>),
+}
+
+impl Source {
+    /// Opens `location` (a path or a URL); its size.
+    pub(crate) fn open(location: &Path) -> io::Result<(Source, u64)> {
+        let s = location.to_string_lossy();
+        if HTTP_SCHEMES.iter().any(|p| s.starts_with(p)) {
+            let f = HttpFile::open(&s)?;
+            let len = f.identity.size;
+            return Ok((Source::Http(Box::new(f)), len));
+        }
+        if XROOTD_SCHEMES.iter().any(|p| s.starts_with(p)) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "root:// is not read yet: read the file over https:// (EOS, dCache and XRootD \
+                 servers serve it over HTTP too) or copy it",
+            ));
+        }
+        let file = File::open(location)?;
+        let len = file.metadata()?.len();
+        Ok((Source::Local(file), len))
+    }
+
+    /// Fills `buf` with the bytes at `offset`.
+    pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        match self {
+            Source::Local(file) => read_exact_at(file, buf, offset),
+            Source::Http(f) => f.read_exact_at(buf, offset),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = std::os::windows::fs::FileExt::seek_read(file, buf, offset)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// A file on an HTTP(S) server.
+#[derive(Debug)]
+pub(crate) struct HttpFile {
+    url: String,
+    agent: ureq::Agent,
+    token: Option<String>,
+    retries: u32,
+    identity: RemoteIdentity,
+}
+
+impl HttpFile {
+    /// Asks the server for the file's size (a one-byte range request, which also tells that
+    /// the server serves ranges).
+    fn open(url: &str) -> io::Result<HttpFile> {
+        let timeout = Duration::from_secs_f64(env_number("GNN4C_NET_TIMEOUT_S", 60.0).max(0.001));
+        let agent = ureq::AgentBuilder::new()
+            .timeout_connect(timeout.min(Duration::from_secs(10)))
+            .timeout_read(timeout)
+            .timeout_write(timeout)
+            .build();
+        let mut f = HttpFile {
+            url: url.to_owned(),
+            agent,
+            token: bearer_token(),
+            retries: env_number("GNN4C_NET_RETRIES", 3.0).max(0.0) as u32,
+            identity: RemoteIdentity {
+                size: 0,
+                modified: None,
+                etag: None,
+            },
+        };
+        let response = f.with_retries(|| f.get_range(0, 1))?;
+        let size = response
+            .header("Content-Range")
+            .and_then(|r| r.rsplit('/').next())
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                io::Error::other("the server gave no file size (Content-Range) for a range request")
+            })?;
+        f.identity = RemoteIdentity {
+            size,
+            modified: response.header("Last-Modified").map(str::to_owned),
+            etag: response.header("ETag").map(str::to_owned),
+        };
+        Ok(f)
+    }
+
+    /// Fills `buf` with the bytes at `offset`: one range request.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        self.with_retries(|| {
+            self.get_range(offset, buf.len() as u64)
+                .and_then(|r| r.into_reader().read_exact(buf))
+        })
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{e} (reading {} bytes at offset {offset})", buf.len()),
+            )
+        })
+    }
+
+    /// `request`, tried again after a backoff while it fails in a way that may pass.
+    fn with_retries<T>(&self, mut request: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        let mut attempt = 0;
+        loop {
+            match request() {
+                Err(e) if attempt < self.retries && retriable(&e) => {
+                    attempt += 1;
+                    std::thread::sleep(backoff(attempt));
+                }
+                Err(e) if attempt > 0 => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("{e} (after {} tries)", attempt + 1),
+                    ));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// A `GET` of `len` bytes at `offset`, answered with exactly that range.
+    fn get_range(&self, offset: u64, len: u64) -> io::Result<ureq::Response> {
+        let range = format!("bytes={offset}-{}", offset + len - 1);
+        let mut request = self.agent.get(&self.url).set("Range", &range);
+        if let Some(token) = &self.token {
+            request = request.set("Authorization", &format!("Bearer {token}"));
+        }
+        match request.call() {
+            Ok(r) if r.status() == 206 => Ok(r),
+            Ok(r) => Err(io::Error::other(format!(
+                "the server answered {} {} to a byte-range request: it does not serve ranges",
+                r.status(),
+                r.status_text()
+            ))),
+            Err(e) => Err(self.http_error(e)),
+        }
+    }
+
+    /// A request's failure as an I/O error naming the URL and what to do.
+    fn http_error(&self, e: ureq::Error) -> io::Error {
+        match e {
+            ureq::Error::Status(code, r) => {
+                let (kind, hint) = match code {
+                    401 | 403 if self.token.is_none() => (
+                        io::ErrorKind::PermissionDenied,
+                        "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)",
+                    ),
+                    401 | 403 => (
+                        io::ErrorKind::PermissionDenied,
+                        "; the bearer token was refused",
+                    ),
+                    404 => (io::ErrorKind::NotFound, ""),
+                    _ => (io::ErrorKind::Other, ""),
+                };
+                io::Error::new(kind, format!("HTTP {code} {}{hint}", r.status_text()))
+            }
+            ureq::Error::Transport(t) => {
+                let kind = match t.kind() {
+                    ureq::ErrorKind::Io | ureq::ErrorKind::ConnectionFailed => {
+                        io::ErrorKind::ConnectionAborted
+                    }
+                    _ => io::ErrorKind::Other,
+                };
+                io::Error::new(kind, t.to_string())
+            }
+        }
+    }
+}
+
+/// Whether a failed request may succeed when tried again: the connection failed or timed out,
+/// or the server was busy or failing.
+fn retriable(e: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    match e.kind() {
+        ConnectionAborted | ConnectionReset | ConnectionRefused | TimedOut | UnexpectedEof
+        | BrokenPipe | WouldBlock => true,
+        Other => {
+            let m = e.to_string();
+            [
+                "HTTP 5",
+                "HTTP 429",
+                "timed out",
+                "Timeout",
+                "timeout",
+                "reset",
+                "closed",
+            ]
+            .iter()
+            .any(|s| m.contains(s))
+        }
+        _ => false,
+    }
+}
+
+/// The wait before try `attempt` + 1: 0.5 s, 1 s, 2 s, … (at most 8 s).
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(250 << attempt.min(5))
+}
+
+/// A number from the environment variable `name`, else `default`.
+fn env_number(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite())
+        .unwrap_or(default)
+}
+
+/// The WLCG bearer token (WLCG Bearer Token Discovery): `BEARER_TOKEN`, the file
+/// `BEARER_TOKEN_FILE` names, `$XDG_RUNTIME_DIR/bt_u$UID`, then `/tmp/bt_u$UID`.
+fn bearer_token() -> Option<String> {
+    let clean = |t: String| Some(t.trim().to_owned()).filter(|t| !t.is_empty());
+    if let Ok(t) = std::env::var("BEARER_TOKEN") {
+        return clean(t);
+    }
+    if let Ok(path) = std::env::var("BEARER_TOKEN_FILE") {
+        return std::fs::read_to_string(path).ok().and_then(clean);
+    }
+    let uid = user_id()?;
+    let runtime = std::env::var("XDG_RUNTIME_DIR")
+        .ok()
+        .map(|d| Path::new(&d).join(format!("bt_u{uid}")));
+    runtime
+        .into_iter()
+        .chain([Path::new("/tmp").join(format!("bt_u{uid}"))])
+        .find_map(|p| std::fs::read_to_string(p).ok().and_then(clean))
+}
+
+/// The user's id (the owner of `/proc/self`), on Unix.
+fn user_id() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        for url in [
+            "http://h/f.root",
+            "https://h:8443/f.root",
+            "root://eos//f.root",
+        ] {
+            assert!(is_url(Path::new(url)), "{url}");
+        }
+        for path in ["/data/f.root", "f.root", "roots/f.root", "http/f.root"] {
+            assert!(!is_url(Path::new(path)), "{path}");
+        }
+    }
+
+    #[test]
+    fn a_refused_connection_is_retried_and_a_missing_file_is_not() {
+        let refused = io::Error::new(io::ErrorKind::ConnectionAborted, "x: connection refused");
+        assert!(retriable(&refused));
+        assert!(retriable(&io::Error::other(
+            "x: HTTP 503 Service Unavailable"
+        )));
+        assert!(!retriable(&io::Error::new(
+            io::ErrorKind::NotFound,
+            "x: HTTP 404"
+        )));
+        assert!(!retriable(&io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "x: HTTP 403"
+        )));
+        assert_eq!(backoff(1), Duration::from_millis(500));
+        assert_eq!(backoff(9), Duration::from_secs(8));
+    }
+}

@@ -1,0 +1,184 @@
+//! Files read where physicists keep them: a real XRootD server (Debian's `xrootd-server`, its
+//! HTTP door `XrdHttp`) started on localhost, serving `../shared/data`. Built with
+//! `--features remote-tests`; CI installs the server and runs these.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use gnn4c_data::{EventRecord, read_cache, read_manifest};
+
+use super::*;
+
+/// An `xrootd` serving a folder over HTTP on a free local port, stopped when dropped.
+struct Server {
+    child: Child,
+    http: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl Server {
+    /// `xrootd` exporting `root` (read-only), its HTTP door on a free port.
+    fn start(root: &Path) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (xrd, http) = (free_port(), free_port());
+        let config = dir.path().join("xrd.cfg");
+        let d = dir.path().display();
+        std::fs::write(
+            &config,
+            format!(
+                "xrd.port {xrd}\nxrd.protocol XrdHttp:{http} libXrdHttp.so\nall.export /\n\
+                 oss.localroot {root}\nall.adminpath {d}/admin\nall.pidpath {d}/run\n",
+                root = root.display()
+            ),
+        )
+        .expect("config");
+        // XRootD refuses to run as root: it then runs as the package's `xrootd` user.
+        let as_root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        let mut cmd = Command::new("xrootd");
+        if as_root {
+            let chown = Command::new("chown")
+                .args(["-R", "xrootd"])
+                .arg(dir.path())
+                .status();
+            assert!(chown.is_ok_and(|s| s.success()), "chown to xrootd");
+            cmd.args(["-R", "xrootd"]);
+        }
+        let child = cmd
+            .arg("-c")
+            .arg(&config)
+            .args(["-n", "gnn4c", "-l"])
+            .arg(dir.path().join("xrd.log"))
+            .spawn()
+            .expect("xrootd runs (install Debian's xrootd-server; .ci/run does)");
+        let server = Server {
+            child,
+            http,
+            _dir: dir,
+        };
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", http)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "xrootd did not open its HTTP port"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    fn url(&self, rel: &str) -> String {
+        format!("http://127.0.0.1:{}/{rel}", self.http)
+    }
+}
+
+/// The cache's records, the file each event came from left out.
+fn records(cache: &Path) -> Vec<EventRecord> {
+    let manifest = read_manifest(cache).expect("manifest");
+    let mut out = read_cache(cache, &manifest, &|_| true).expect("records");
+    for r in &mut out {
+        r.id.source_file = PathBuf::from("-").into();
+    }
+    out
+}
+
+#[test]
+fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named() {
+    let server = Server::start(&shared("data"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let local = |rel: &str| shared(&format!("data/{rel}")).display().to_string();
+    let (tree, ntuple) = ("real/uproot-HZZ.root", "rntuple/nano_rntuple_zstd.root");
+    // A TTree, and an RNTuple listed in a `files_from` file (a Rucio listing).
+    std::fs::write(
+        cwd.join("list.txt"),
+        format!("# listing\n{}\n", server.url(ntuple)),
+    )
+    .expect("list");
+    let hzz = |file: &str| {
+        format!(
+            "name: hzz\ntree: events\nschema: hzz\nclasses: [a, b]\nsamples:\n  - {{name: a, files: ['{file}'], label: 0, entry_stop: 1200}}\n  - {{name: b, files: ['{file}'], label: 1, entry_start: 1200}}\n"
+        )
+    };
+    let nano = |files: &str| {
+        format!(
+            "name: nano\ntree: Events\nschema: nanoaod\nclasses: [a]\nsamples:\n  - {{name: a, {files}, label: 0}}\n"
+        )
+    };
+    let configs = [
+        ("hzz_local", hzz(&local(tree))),
+        ("hzz_http", hzz(&server.url(tree))),
+        ("nano_local", nano(&format!("files: ['{}']", local(ntuple)))),
+        ("nano_http", nano("files_from: list.txt")),
+    ];
+    for (name, config) in &configs {
+        std::fs::write(cwd.join(format!("{name}.yaml")), config).expect("config");
+        let o = run(
+            cwd,
+            &["preprocess", &format!("{name}.yaml"), "--cache", name],
+        );
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{name}: {out}{err}");
+    }
+    for which in ["hzz", "nano"] {
+        let (l, h) = (
+            records(&cwd.join(format!("{which}_local"))),
+            records(&cwd.join(format!("{which}_http"))),
+        );
+        assert!(!l.is_empty(), "{which}: events cached");
+        assert_eq!(
+            l, h,
+            "{which}: the cache over HTTP differs from the local one"
+        );
+    }
+    // The manifest names the URL, its size and what the server says of its version.
+    let manifest = json(&cwd.join("hzz_http/manifest.json"));
+    let text_of = manifest.to_string();
+    assert!(text_of.contains(&server.url(tree)), "{text_of}");
+    let size = std::fs::metadata(shared(&format!("data/{tree}")))
+        .expect("size")
+        .len();
+    assert!(text_of.contains(&format!("\"size\":{size}")), "{text_of}");
+
+    // A missing file: named, exit code 2 as for a missing local file.
+    let missing = server.url("real/no-such-file.root");
+    let o = run(cwd, &["inspect", &missing]);
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}{err}");
+    assert!(err.contains(&missing) && err.contains("not found"), "{err}");
+
+    // A server that is gone: retried, then a clear error naming the URL.
+    let port = server.http;
+    drop(server);
+    let gone = format!("http://127.0.0.1:{port}/{tree}");
+    let o = bin()
+        .current_dir(cwd)
+        .env("GNN4C_NET_RETRIES", "1")
+        .args(["inspect", &gone])
+        .output()
+        .expect("the binary runs");
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}{err}");
+    assert!(
+        err.contains(&gone) && err.contains("after 2 tries"),
+        "{err}"
+    );
+}
