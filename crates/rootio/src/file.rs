@@ -171,6 +171,12 @@ impl RootFile {
         self.read_object(&key).map(Some)
     }
 
+    /// Plans the reads of the byte ranges (`offset`, `len`) about to be read (a remote
+    /// file's, in a few large requests; see [`Source::prefetch`]).
+    pub(crate) fn prefetch(&self, ranges: &[(u64, usize)]) {
+        self.source.prefetch(ranges);
+    }
+
     /// `len` bytes at `offset`.
     pub(crate) fn read_at(
         &self,

@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The URL schemes read over the network.
@@ -71,6 +72,17 @@ impl Source {
         Ok((Source::Local(file), len))
     }
 
+    /// Plans the reads of the byte ranges (`offset`, `len`) a reader is about to ask for: a
+    /// remote file's ranges are coalesced into a few large spans, each fetched in one request
+    /// by the first read that needs it (the reader's threads fetch spans while others decode)
+    /// and kept until the next plan (memory: what the reader reads anyway). A local file
+    /// needs none. A span that fails is dropped: its reads then retry alone and fail by name.
+    pub(crate) fn prefetch(&self, ranges: &[(u64, usize)]) {
+        if let Source::Http(f) = self {
+            f.plan(ranges);
+        }
+    }
+
     /// Fills `buf` with the bytes at `offset`.
     pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         match self {
@@ -106,6 +118,45 @@ pub(crate) struct HttpFile {
     token: Option<String>,
     retries: u32,
     identity: RemoteIdentity,
+    /// The spans planned by the last read-ahead.
+    ahead: Mutex<Vec<Arc<Span>>>,
+}
+
+/// A span of a remote file read in one request, when a read first needs it.
+#[derive(Debug)]
+struct Span {
+    offset: u64,
+    len: u64,
+    /// Its bytes, or `None` when the request failed.
+    bytes: OnceLock<Option<Vec<u8>>>,
+}
+
+/// Ranges closer than this are read in one request (the bytes between are read and dropped).
+const MERGE_GAP: u64 = 256 * 1024;
+/// The most one read-ahead request asks for.
+const MAX_SPAN: u64 = 8 * 1024 * 1024;
+
+/// `ranges` (`offset`, `len`) as the fewest spans (`offset`, `len`) covering them, ranges
+/// closer than `gap` merged, none longer than `max` unless one range is.
+fn coalesce(ranges: &[(u64, usize)], gap: u64, max: u64) -> Vec<(u64, u64)> {
+    let mut sorted: Vec<(u64, u64)> = ranges
+        .iter()
+        .filter(|r| r.1 > 0)
+        .map(|&(o, n)| (o, o.saturating_add(n as u64)))
+        .collect();
+    sorted.sort_unstable();
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    for (start, end) in sorted {
+        match spans.last_mut() {
+            Some(last)
+                if start <= last.1.saturating_add(gap) && end.max(last.1) - last.0 <= max =>
+            {
+                last.1 = last.1.max(end);
+            }
+            _ => spans.push((start, end)),
+        }
+    }
+    spans.into_iter().map(|(a, b)| (a, b - a)).collect()
 }
 
 impl HttpFile {
@@ -128,6 +179,7 @@ impl HttpFile {
                 modified: None,
                 etag: None,
             },
+            ahead: Mutex::new(Vec::new()),
         };
         let response = f.with_retries(|| f.get_range(0, 1))?;
         let size = response
@@ -145,11 +197,52 @@ impl HttpFile {
         Ok(f)
     }
 
-    /// Fills `buf` with the bytes at `offset`: one range request.
+    /// Plans the spans covering `ranges` (see [`Source::prefetch`]), dropping the last plan.
+    fn plan(&self, ranges: &[(u64, usize)]) {
+        let spans = coalesce(ranges, MERGE_GAP, MAX_SPAN)
+            .into_iter()
+            .map(|(offset, len)| {
+                Arc::new(Span {
+                    offset,
+                    len,
+                    bytes: OnceLock::new(),
+                })
+            })
+            .collect();
+        *self.ahead.lock().unwrap_or_else(|p| p.into_inner()) = spans;
+    }
+
+    /// Fills `buf` with the bytes at `offset`: from a planned span (fetched now if no read
+    /// has yet), else in one range request.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         if buf.is_empty() {
             return Ok(());
         }
+        let end = offset + buf.len() as u64;
+        let span = self
+            .ahead
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|s| s.offset <= offset && end <= s.offset + s.len)
+            .cloned();
+        if let Some(span) = span {
+            let bytes = span.bytes.get_or_init(|| {
+                let mut all = vec![0u8; usize::try_from(span.len).ok()?];
+                self.fetch(&mut all, span.offset).ok()?;
+                Some(all)
+            });
+            if let Some(bytes) = bytes {
+                let from = (offset - span.offset) as usize;
+                buf.copy_from_slice(&bytes[from..from + buf.len()]);
+                return Ok(());
+            }
+        }
+        self.fetch(buf, offset)
+    }
+
+    /// Fills `buf` with the bytes at `offset`: one range request.
+    fn fetch(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.with_retries(|| {
             self.get_range(offset, buf.len() as u64)
                 .and_then(|r| r.into_reader().read_exact(buf))
@@ -319,6 +412,21 @@ mod tests {
         for path in ["/data/f.root", "f.root", "roots/f.root", "http/f.root"] {
             assert!(!is_url(Path::new(path)), "{path}");
         }
+    }
+
+    #[test]
+    fn ranges_read_ahead_merge_when_close_and_stay_bounded() {
+        let ranges = [(1000, 100), (0, 10), (1150, 50), (5000, 10), (1100, 0)];
+        assert_eq!(
+            coalesce(&ranges, 100, 1 << 20),
+            [(0, 10), (1000, 200), (5000, 10)]
+        );
+        assert_eq!(coalesce(&ranges, 10_000, 1 << 20), [(0, 5010)]);
+        // No span over `max` unless a range is: a large range stands alone.
+        assert_eq!(
+            coalesce(&[(0, 10), (20, 10), (40, 100)], 100, 30),
+            [(0, 30), (40, 100)]
+        );
     }
 
     #[test]

@@ -333,6 +333,18 @@ pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, 
         jobs.extend(c.baskets_for(n).into_iter().map(|k| (i, k)));
     }
     let shared: Vec<&BranchCursor<'_>> = cursors.iter().map(|c| &**c).collect();
+    // A remote file's baskets are read in a few large requests.
+    if let Some(first) = shared.first() {
+        let ranges: Vec<(u64, usize)> = jobs
+            .iter()
+            .filter_map(|&(i, k)| {
+                let b = shared[i].branch;
+                let seek = u64::try_from(*b.basket_seek.get(k)?).ok()?;
+                Some((seek, usize::try_from(*b.basket_bytes.get(k)?).ok()?))
+            })
+            .collect();
+        first.file.prefetch(&ranges);
+    }
     // In job order: by cursor, then basket.
     let fetched = crate::parallel::map_largest_first(
         jobs,
