@@ -11,11 +11,13 @@ use gnn4c_data::{EventRecord, read_cache, read_manifest};
 
 use super::*;
 
-/// An `xrootd` serving a folder over HTTP on a free local port, stopped when dropped.
+/// An `xrootd` serving a folder over HTTP (or HTTPS) on a free local port, stopped when
+/// dropped.
 struct Server {
     child: Child,
     http: u16,
-    _dir: tempfile::TempDir,
+    tls: bool,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -33,21 +35,38 @@ fn free_port() -> u16 {
 }
 
 impl Server {
-    /// `xrootd` exporting `root` (read-only), its HTTP door on a free port.
-    fn start(root: &Path) -> Server {
+    /// `xrootd` exporting `root` (read-only), its HTTP door on a free port; with `tls`, HTTPS
+    /// with a certificate for 127.0.0.1 from a CA of the test's own (`ca_dir`).
+    fn start(root: &Path, tls: bool) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let (xrd, http) = (free_port(), free_port());
         let config = dir.path().join("xrd.cfg");
         let d = dir.path().display();
-        std::fs::write(
-            &config,
-            format!(
-                "xrd.port {xrd}\nxrd.protocol XrdHttp:{http} libXrdHttp.so\nall.export /\n\
-                 oss.localroot {root}\nall.adminpath {d}/admin\nall.pidpath {d}/run\n",
-                root = root.display()
-            ),
-        )
-        .expect("config");
+        let mut text = format!(
+            "xrd.port {xrd}\nxrd.protocol XrdHttp:{http} libXrdHttp.so\nall.export /\n\
+             oss.localroot {root}\nall.adminpath {d}/admin\nall.pidpath {d}/run\n",
+            root = root.display()
+        );
+        if tls {
+            // A CA (hashed into a folder, as grid CAs are) and the host's certificate it signs.
+            let script = "set -e\n\
+                openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj '/CN=gnn4c test CA'\n\
+                openssl req -newkey rsa:2048 -nodes -keyout host.key -out host.csr -subj '/CN=localhost'\n\
+                printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > ext.cnf\n\
+                openssl x509 -req -in host.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out host.pem -days 1 -extfile ext.cnf\n\
+                mkdir -p ca && cp ca.pem ca/ && openssl rehash ca\n\
+                chmod 600 host.key\n";
+            let made = Command::new("sh")
+                .current_dir(dir.path())
+                .args(["-c", script])
+                .output()
+                .expect("openssl runs");
+            assert!(made.status.success(), "{}", text_of(&made));
+            text.push_str(&format!(
+                "xrd.tls {d}/host.pem {d}/host.key\nxrd.tlsca certdir {d}/ca\n"
+            ));
+        }
+        std::fs::write(&config, text).expect("config");
         // XRootD refuses to run as root: it then runs as the package's `xrootd` user.
         let as_root = Command::new("id")
             .arg("-u")
@@ -72,7 +91,8 @@ impl Server {
         let server = Server {
             child,
             http,
-            _dir: dir,
+            tls,
+            dir,
         };
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", http)).is_err() {
@@ -86,8 +106,19 @@ impl Server {
     }
 
     fn url(&self, rel: &str) -> String {
-        format!("http://127.0.0.1:{}/{rel}", self.http)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}/{rel}", self.http)
     }
+
+    /// The folder of the CA that signed an HTTPS server's certificate.
+    fn ca_dir(&self) -> PathBuf {
+        self.dir.path().join("ca")
+    }
+}
+
+fn text_of(o: &Output) -> String {
+    let (out, err) = text(o);
+    format!("{out}{err}")
 }
 
 /// The cache's records, the file each event came from left out.
@@ -102,7 +133,7 @@ fn records(cache: &Path) -> Vec<EventRecord> {
 
 #[test]
 fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named() {
-    let server = Server::start(&shared("data"));
+    let server = Server::start(&shared("data"), false);
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
     let local = |rel: &str| shared(&format!("data/{rel}")).display().to_string();
@@ -181,4 +212,31 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
         err.contains(&gone) && err.contains("after 2 tries"),
         "{err}"
     );
+}
+
+#[test]
+fn https_trusts_the_sites_ca_from_x509_cert_dir_and_refuses_an_unknown_one() {
+    let server = Server::start(&shared("data"), true);
+    let url = server.url("real/uproot-HZZ.root");
+    let inspect = |ca_dir: &Path| {
+        bin()
+            .env("X509_CERT_DIR", ca_dir)
+            .env("GNN4C_NET_RETRIES", "0")
+            .args(["inspect", &url])
+            .output()
+            .expect("the binary runs")
+    };
+    let o = inspect(&server.ca_dir());
+    assert!(o.status.success(), "{}", text_of(&o));
+    assert!(
+        text(&o).0.contains("tree 'events': 2421 entries"),
+        "{}",
+        text_of(&o)
+    );
+    // A CA nobody trusts: refused, naming the URL and the certificate.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let o = inspect(empty.path());
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&url) && err.contains("certificate"), "{err}");
 }

@@ -1,8 +1,8 @@
 //! Where a ROOT file's bytes come from: a local file, or a file served over HTTP(S) (a web
 //! server, XRootD's or dCache's HTTP door, EOS), read with byte-range requests.
 //!
-//! Remote reads carry a WLCG bearer token when one is found (`BEARER_TOKEN`,
-//! `BEARER_TOKEN_FILE`, `$XDG_RUNTIME_DIR/bt_u$UID`, `/tmp/bt_u$UID`), time out
+//! Remote reads trust the sites' CAs (`X509_CERT_DIR`), carry a WLCG bearer token when one is
+//! found (`BEARER_TOKEN`, `BEARER_TOKEN_FILE`, `$XDG_RUNTIME_DIR/bt_u$UID`, `/tmp/bt_u$UID`), time out
 //! (`GNN4C_NET_TIMEOUT_S`, default 60 s per request) and are retried with backoff
 //! (`GNN4C_NET_RETRIES`, default 3) when the connection fails or the server answers 5xx or 429.
 
@@ -11,6 +11,9 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 
 /// The URL schemes read over the network.
 const HTTP_SCHEMES: [&str; 2] = ["http://", "https://"];
@@ -165,6 +168,7 @@ impl HttpFile {
     fn open(url: &str) -> io::Result<HttpFile> {
         let timeout = Duration::from_secs_f64(env_number("GNN4C_NET_TIMEOUT_S", 60.0).max(0.001));
         let agent = ureq::AgentBuilder::new()
+            .tls_config(tls_config()?)
             .timeout_connect(timeout.min(Duration::from_secs(10)))
             .timeout_read(timeout)
             .timeout_write(timeout)
@@ -318,10 +322,76 @@ impl HttpFile {
                     }
                     _ => io::ErrorKind::Other,
                 };
-                io::Error::new(kind, t.to_string())
+                // The kind and what went wrong, without the URL (the caller names the file);
+                // the cause's own words last (`invalid peer certificate: UnknownIssuer`).
+                let mut what = t.kind().to_string();
+                if let Some(m) = t.message() {
+                    what = format!("{what}: {m}");
+                }
+                if let Some(cause) = std::error::Error::source(&t) {
+                    what = format!("{what}: {cause}");
+                }
+                if what.contains("certificate") {
+                    what.push_str(
+                        " (is the server's CA trusted? Set X509_CERT_DIR to the folder of your \
+                         site's CAs, or SSL_CERT_FILE to a bundle)",
+                    );
+                }
+                io::Error::new(kind, what)
             }
         }
     }
+}
+
+/// The TLS settings of every `https://` read: the Mozilla roots, the CA bundle `SSL_CERT_FILE`
+/// names or the system's, and the CAs in `X509_CERT_DIR` (default
+/// `/etc/grid-security/certificates`: the IGTF CAs of grid sites, CERN's included).
+fn tls_config() -> io::Result<Arc<rustls::ClientConfig>> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            for file in ca_files() {
+                let Ok(certs) = CertificateDer::pem_file_iter(&file) else {
+                    continue;
+                };
+                for cert in certs.flatten() {
+                    // A certificate the store cannot use is left out, as OpenSSL does.
+                    let _ = roots.add(cert);
+                }
+            }
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+                .map_err(|e| format!("TLS settings: {e}"))
+        })
+        .clone()
+        .map_err(io::Error::other)
+}
+
+/// The PEM files holding CAs to trust: `SSL_CERT_FILE` (else the system's bundle) and every
+/// file in `X509_CERT_DIR` (else `/etc/grid-security/certificates`).
+fn ca_files() -> Vec<std::path::PathBuf> {
+    let bundle = std::env::var_os("SSL_CERT_FILE")
+        .map_or_else(|| "/etc/ssl/certs/ca-certificates.crt".into(), Into::into);
+    let dir: std::path::PathBuf = std::env::var_os("X509_CERT_DIR")
+        .map_or_else(|| "/etc/grid-security/certificates".into(), Into::into);
+    let in_dir = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x == "pem" || x == "crt" || x == "0")
+        });
+    [bundle]
+        .into_iter()
+        .chain(in_dir)
+        .filter(|p| p.is_file())
+        .collect()
 }
 
 /// Whether a failed request may succeed when tried again: the connection failed or timed out,
