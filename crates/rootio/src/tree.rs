@@ -345,6 +345,29 @@ enum Any {
     Named(Option<String>),
 }
 
+impl Any {
+    fn into_branch(self) -> Option<BranchInfo> {
+        match self {
+            Any::Branch(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    fn into_leaf(self) -> Option<LeafInfo> {
+        match self {
+            Any::Leaf(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    fn into_basket(self) -> Option<EmbeddedBasket> {
+        match self {
+            Any::Basket(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
 struct Reader<'a> {
     c: Cursor<'a>,
     /// Object references count positions from the start of the key.
@@ -468,9 +491,7 @@ impl Reader<'_> {
         let (v, n) = self.objarray_header()?;
         let mut out = Vec::with_capacity(n.min(4096));
         for _ in 0..n {
-            if let Any::Branch(b) = self.object_any()? {
-                out.push(*b);
-            }
+            out.extend(self.object_any()?.into_branch());
         }
         self.c.finish(v)?;
         Ok(out)
@@ -480,9 +501,7 @@ impl Reader<'_> {
         let (v, n) = self.objarray_header()?;
         let mut out = Vec::with_capacity(n.min(4096));
         for _ in 0..n {
-            if let Any::Leaf(l) = self.object_any()? {
-                out.push(l);
-            }
+            out.extend(self.object_any()?.into_leaf());
         }
         self.c.finish(v)?;
         Ok(out)
@@ -492,9 +511,7 @@ impl Reader<'_> {
         let (v, n) = self.objarray_header()?;
         let mut out = Vec::new();
         for _ in 0..n {
-            if let Any::Basket(b) = self.object_any()? {
-                out.push(b);
-            }
+            out.extend(self.object_any()?.into_basket());
         }
         self.c.finish(v)?;
         Ok(out)

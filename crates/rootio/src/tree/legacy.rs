@@ -242,10 +242,7 @@ impl Reader<'_> {
         let branches = m
             .objects("fBranches")
             .into_iter()
-            .filter_map(|a| match a {
-                Any::Branch(b) => Some(*b),
-                _ => None,
-            })
+            .filter_map(Any::into_branch)
             .collect();
         Ok((v.version, entries, branches))
     }
@@ -277,26 +274,17 @@ impl Reader<'_> {
         let branches = m
             .objects("fBranches")
             .into_iter()
-            .filter_map(|a| match a {
-                Any::Branch(b) => Some(*b),
-                _ => None,
-            })
+            .filter_map(Any::into_branch)
             .collect();
         let leaves = m
             .objects("fLeaves")
             .into_iter()
-            .filter_map(|a| match a {
-                Any::Leaf(l) => Some(l),
-                _ => None,
-            })
+            .filter_map(Any::into_leaf)
             .collect();
         let embedded = m
             .objects("fBaskets")
             .into_iter()
-            .filter_map(|a| match a {
-                Any::Basket(b) => Some(b),
-                _ => None,
-            })
+            .filter_map(Any::into_basket)
             .collect();
         Ok(BranchInfo {
             class: String::new(),
