@@ -196,6 +196,32 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
     assert!(!o.status.success(), "{out}{err}");
     assert!(err.contains(&missing) && err.contains("not found"), "{err}");
 
+    // A server that stops answering (the process stopped: connections are accepted, nothing
+    // comes back): each request times out, is retried, then a clear error naming the URL.
+    let pid = server.child.id().to_string();
+    let signal = |sig: &str| {
+        let sent = Command::new("kill").args([sig, &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill {sig}");
+    };
+    signal("-STOP");
+    let silent = server.url(tree);
+    let started = Instant::now();
+    let o = bin()
+        .current_dir(cwd)
+        .env("GNN4C_NET_TIMEOUT_S", "1")
+        .env("GNN4C_NET_RETRIES", "1")
+        .args(["inspect", &silent])
+        .output()
+        .expect("the binary runs");
+    signal("-CONT");
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}{err}");
+    assert!(
+        err.contains(&silent) && err.contains("timed out") && err.contains("after 2 tries"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "{err}");
+
     // A server that is gone: retried, then a clear error naming the URL.
     let port = server.http;
     drop(server);

@@ -324,12 +324,19 @@ impl HttpFile {
                 };
                 // The kind and what went wrong, without the URL (the caller names the file);
                 // the cause's own words last (`invalid peer certificate: UnknownIssuer`).
-                let mut what = t.kind().to_string();
-                if let Some(m) = t.message() {
-                    what = format!("{what}: {m}");
-                }
-                if let Some(cause) = std::error::Error::source(&t) {
-                    what = format!("{what}: {cause}");
+                let parts = [
+                    Some(t.kind().to_string()),
+                    t.message().map(str::to_owned),
+                    std::error::Error::source(&t).map(ToString::to_string),
+                ];
+                // Each part once (a cause often repeats the kind: "Network Error: …").
+                let mut what = String::new();
+                for part in parts.into_iter().flatten() {
+                    if part.starts_with(&what) {
+                        what = part;
+                    } else if !what.contains(&part) {
+                        what = format!("{what}: {part}");
+                    }
                 }
                 if what.contains("certificate") {
                     what.push_str(
