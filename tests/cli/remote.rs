@@ -3,6 +3,7 @@
 //! `--features remote-tests`; CI installs the server and runs these.
 
 use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -133,7 +134,20 @@ fn records(cache: &Path) -> Vec<EventRecord> {
 
 #[test]
 fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named() {
-    let server = Server::start(&shared("data"), false);
+    // The export: the shared files (linked), and a file the server may not read.
+    let export = tempfile::tempdir().expect("tempdir");
+    for folder in ["real", "rntuple"] {
+        std::os::unix::fs::symlink(
+            shared(&format!("data/{folder}")),
+            export.path().join(folder),
+        )
+        .expect("link");
+    }
+    let secret = export.path().join("secret.root");
+    std::fs::write(&secret, b"root").expect("secret");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    std::fs::set_permissions(export.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let server = Server::start(export.path(), false);
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
     let local = |rel: &str| shared(&format!("data/{rel}")).display().to_string();
@@ -195,6 +209,16 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
     let (out, err) = text(&o);
     assert!(!o.status.success(), "{out}{err}");
     assert!(err.contains(&missing) && err.contains("not found"), "{err}");
+
+    // A file the server may not read: refused, named, and the token hint given.
+    let refused = server.url("secret.root");
+    let o = run(cwd, &["inspect", &refused]);
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains(&refused) && err.contains("HTTP 403") && err.contains("BEARER_TOKEN"),
+        "{err}"
+    );
 
     // A server that stops answering (the process stopped: connections are accepted, nothing
     // comes back): each request times out, is retried, then a clear error naming the URL.
