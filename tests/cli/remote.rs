@@ -229,7 +229,6 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
     };
     signal("-STOP");
     let silent = server.url(tree);
-    let started = Instant::now();
     let o = bin()
         .current_dir(cwd)
         .env("GNN4C_NET_TIMEOUT_S", "1")
@@ -244,7 +243,6 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
         err.contains(&silent) && err.contains("timed out") && err.contains("after 2 tries"),
         "{err}"
     );
-    assert!(started.elapsed() < Duration::from_secs(20), "{err}");
 
     // A server that is gone: retried, then a clear error naming the URL.
     let port = server.http;

@@ -80,9 +80,9 @@ impl Source {
     /// by the first read that needs it (the reader's threads fetch spans while others decode)
     /// and kept until the next plan (memory: what the reader reads anyway). A local file
     /// needs none. A span that fails is dropped: its reads then retry alone and fail by name.
-    pub(crate) fn prefetch(&self, ranges: &[(u64, usize)]) {
+    pub(crate) fn prefetch(&self, ranges: impl IntoIterator<Item = (u64, usize)>) {
         if let Source::Http(f) = self {
-            f.plan(ranges);
+            f.plan(&ranges.into_iter().collect::<Vec<_>>());
         }
     }
 
@@ -301,27 +301,9 @@ impl HttpFile {
     fn http_error(&self, e: ureq::Error) -> io::Error {
         match e {
             ureq::Error::Status(code, r) => {
-                let (kind, hint) = match code {
-                    401 | 403 if self.token.is_none() => (
-                        io::ErrorKind::PermissionDenied,
-                        "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)",
-                    ),
-                    401 | 403 => (
-                        io::ErrorKind::PermissionDenied,
-                        "; the bearer token was refused",
-                    ),
-                    404 => (io::ErrorKind::NotFound, ""),
-                    _ => (io::ErrorKind::Other, ""),
-                };
-                io::Error::new(kind, format!("HTTP {code} {}{hint}", r.status_text()))
+                status_error(code, r.status_text(), self.token.is_some())
             }
             ureq::Error::Transport(t) => {
-                let kind = match t.kind() {
-                    ureq::ErrorKind::Io | ureq::ErrorKind::ConnectionFailed => {
-                        io::ErrorKind::ConnectionAborted
-                    }
-                    _ => io::ErrorKind::Other,
-                };
                 // The kind and what went wrong, without the URL (the caller names the file);
                 // the cause's own words last (`invalid peer certificate: UnknownIssuer`).
                 let parts = [
@@ -338,12 +320,22 @@ impl HttpFile {
                         what = format!("{what}: {part}");
                     }
                 }
-                if what.contains("certificate") {
+                // A connection that failed or broke may pass when tried again; a certificate
+                // the client does not trust will not.
+                let kind = if what.contains("certificate") {
                     what.push_str(
                         " (is the server's CA trusted? Set X509_CERT_DIR to the folder of your \
                          site's CAs, or SSL_CERT_FILE to a bundle)",
                     );
-                }
+                    io::ErrorKind::InvalidData
+                } else if matches!(
+                    t.kind(),
+                    ureq::ErrorKind::Io | ureq::ErrorKind::ConnectionFailed
+                ) {
+                    io::ErrorKind::ConnectionAborted
+                } else {
+                    io::ErrorKind::Other
+                };
                 io::Error::new(kind, what)
             }
         }
@@ -401,29 +393,41 @@ fn ca_files() -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-/// Whether a failed request may succeed when tried again: the connection failed or timed out,
-/// or the server was busy or failing.
+/// A server's answer `code` (`text`) to a request as an I/O error: its kind says what the
+/// reader does with it (a busy or failing server, 429 and 5xx, is `ResourceBusy`: tried
+/// again), its words what the physicist can do.
+fn status_error(code: u16, text: &str, token_found: bool) -> io::Error {
+    let (kind, hint) = match code {
+        401 | 403 if !token_found => (
+            io::ErrorKind::PermissionDenied,
+            "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)",
+        ),
+        401 | 403 => (
+            io::ErrorKind::PermissionDenied,
+            "; the bearer token was refused",
+        ),
+        404 => (io::ErrorKind::NotFound, ""),
+        429 | 500..=599 => (io::ErrorKind::ResourceBusy, ""),
+        _ => (io::ErrorKind::Other, ""),
+    };
+    io::Error::new(kind, format!("HTTP {code} {text}{hint}"))
+}
+
+/// Whether a failed request may succeed when tried again: the connection failed, broke or
+/// timed out, or the server was busy or failing.
 fn retriable(e: &io::Error) -> bool {
     use io::ErrorKind::*;
-    match e.kind() {
-        ConnectionAborted | ConnectionReset | ConnectionRefused | TimedOut | UnexpectedEof
-        | BrokenPipe | WouldBlock => true,
-        Other => {
-            let m = e.to_string();
-            [
-                "HTTP 5",
-                "HTTP 429",
-                "timed out",
-                "Timeout",
-                "timeout",
-                "reset",
-                "closed",
-            ]
-            .iter()
-            .any(|s| m.contains(s))
-        }
-        _ => false,
-    }
+    matches!(
+        e.kind(),
+        ConnectionAborted
+            | ConnectionReset
+            | ConnectionRefused
+            | TimedOut
+            | UnexpectedEof
+            | BrokenPipe
+            | WouldBlock
+            | ResourceBusy
+    )
 }
 
 /// The wait before try `attempt` + 1: 0.5 s, 1 s, 2 s, … (at most 8 s).
@@ -510,17 +514,9 @@ mod tests {
     fn a_refused_connection_is_retried_and_a_missing_file_is_not() {
         let refused = io::Error::new(io::ErrorKind::ConnectionAborted, "x: connection refused");
         assert!(retriable(&refused));
-        assert!(retriable(&io::Error::other(
-            "x: HTTP 503 Service Unavailable"
-        )));
-        assert!(!retriable(&io::Error::new(
-            io::ErrorKind::NotFound,
-            "x: HTTP 404"
-        )));
-        assert!(!retriable(&io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "x: HTTP 403"
-        )));
+        assert!(retriable(&status_error(503, "Service Unavailable", false)));
+        assert!(!retriable(&status_error(404, "Not Found", false)));
+        assert!(!retriable(&status_error(403, "Forbidden", false)));
         assert_eq!(backoff(1), Duration::from_millis(500));
         assert_eq!(backoff(9), Duration::from_secs(8));
     }
