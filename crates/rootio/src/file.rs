@@ -173,7 +173,7 @@ impl RootFile {
 
     /// Plans the reads of the byte ranges (`offset`, `len`) about to be read (a remote
     /// file's, in a few large requests; see [`Source::prefetch`]).
-    pub(crate) fn prefetch(&self, ranges: &[(u64, usize)]) {
+    pub(crate) fn prefetch(&self, ranges: impl IntoIterator<Item = (u64, usize)>) {
         self.source.prefetch(ranges);
     }
 

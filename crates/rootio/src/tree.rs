@@ -241,7 +241,7 @@ impl RootFile {
             r.ntuple()
         };
         let (version, entries, mut branches) = tree.map_err(|e| self.corrupt(&place, e))?;
-        self.resolve_members(&mut branches)?;
+        self.resolve_members(&mut branches, classes)?;
         Ok(TreeInfo {
             path: path.to_owned(),
             version,
@@ -277,7 +277,12 @@ impl RootFile {
     }
 
     /// Looks up, in the streamer info, the members whose branch does not say what they hold.
-    fn resolve_members(&self, branches: &mut [BranchInfo]) -> Result<(), RootError> {
+    /// (`read`: the classes when they were read already, for an old tree; else empty.)
+    fn resolve_members(
+        &self,
+        branches: &mut [BranchInfo],
+        read: Vec<ClassInfo>,
+    ) -> Result<(), RootError> {
         fn wanted(bs: &[BranchInfo]) -> bool {
             bs.iter().any(|b| {
                 b.element
@@ -317,7 +322,11 @@ impl RootFile {
             return Ok(());
         }
         // A damaged record leaves the members unresolved (they are then refused by name).
-        let classes = self.classes().unwrap_or_default();
+        let classes = if read.is_empty() {
+            self.classes().unwrap_or_default()
+        } else {
+            read
+        };
         fill(branches, &classes);
         Ok(())
     }

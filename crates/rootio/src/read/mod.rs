@@ -335,15 +335,11 @@ pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, 
     let shared: Vec<&BranchCursor<'_>> = cursors.iter().map(|c| &**c).collect();
     // A remote file's baskets are read in a few large requests.
     if let Some(first) = shared.first() {
-        let ranges: Vec<(u64, usize)> = jobs
-            .iter()
-            .filter_map(|&(i, k)| {
-                let b = shared[i].branch;
-                let seek = u64::try_from(*b.basket_seek.get(k)?).ok()?;
-                Some((seek, usize::try_from(*b.basket_bytes.get(k)?).ok()?))
-            })
-            .collect();
-        first.file.prefetch(&ranges);
+        first.file.prefetch(jobs.iter().filter_map(|&(i, k)| {
+            let b = shared[i].branch;
+            let seek = u64::try_from(*b.basket_seek.get(k)?).ok()?;
+            Some((seek, usize::try_from(*b.basket_bytes.get(k)?).ok()?))
+        }));
     }
     // In job order: by cursor, then basket.
     let fetched = crate::parallel::map_largest_first(

@@ -710,11 +710,10 @@ impl PageStore {
         }
         // A remote file's pages are read in a few large requests.
         if let Some(c) = cursors.first() {
-            let ranges: Vec<(u64, usize)> = jobs
-                .iter()
-                .filter_map(|j| Some((j.5.offset, usize::try_from(j.5.size).ok()?)))
-                .collect();
-            c.file.prefetch(&ranges);
+            c.file.prefetch(
+                jobs.iter()
+                    .filter_map(|j| Some((j.5.offset, usize::try_from(j.5.size).ok()?))),
+            );
         }
         let read = crate::parallel::map_largest_first(
             jobs,
