@@ -1,6 +1,6 @@
-//! Files read where physicists keep them: a real XRootD server (Debian's `xrootd-server`, its
-//! HTTP door `XrdHttp`) started on localhost, serving `../shared/data`. Built with
-//! `--features remote-tests`; CI installs the server and runs these.
+//! Files read where physicists keep them: a real XRootD server (Debian's `xrootd-server`)
+//! started on localhost, read over its own protocol (`root://`, `roots://`) and its HTTP door
+//! (`XrdHttp`). Built with `--features remote-tests`; CI installs the server and runs these.
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -12,10 +12,11 @@ use gnn4c_data::{EventRecord, read_cache, read_manifest};
 
 use super::*;
 
-/// An `xrootd` serving a folder over HTTP (or HTTPS) on a free local port, stopped when
-/// dropped.
+/// An `xrootd` serving a folder over XRootD and HTTP (with `tls`: `roots://` and HTTPS) on
+/// free local ports, stopped when dropped.
 struct Server {
     child: Child,
+    xrd: u16,
     http: u16,
     tls: bool,
     dir: tempfile::TempDir,
@@ -36,8 +37,9 @@ fn free_port() -> u16 {
 }
 
 impl Server {
-    /// `xrootd` exporting `root` (read-only), its HTTP door on a free port; with `tls`, HTTPS
-    /// with a certificate for 127.0.0.1 from a CA of the test's own (`ca_dir`).
+    /// `xrootd` exporting `root` (read-only), its HTTP door on a free port; with `tls`, TLS
+    /// (HTTPS, `roots://`) with a certificate for 127.0.0.1 from a CA of the test's own
+    /// (`ca_dir`).
     fn start(root: &Path, tls: bool) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let (xrd, http) = (free_port(), free_port());
@@ -91,24 +93,37 @@ impl Server {
             .expect("xrootd runs (install Debian's xrootd-server; .ci/run does)");
         let server = Server {
             child,
+            xrd,
             http,
             tls,
             dir,
         };
         let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", http)).is_err() {
+        while [xrd, http]
+            .iter()
+            .any(|&p| std::net::TcpStream::connect(("127.0.0.1", p)).is_err())
+        {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
-                "xrootd did not open its HTTP port"
+                "xrootd did not open its ports"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
         server
     }
 
-    fn url(&self, rel: &str) -> String {
-        let scheme = if self.tls { "https" } else { "http" };
-        format!("{scheme}://127.0.0.1:{}/{rel}", self.http)
+    /// The URL of `rel` over `protocol` ("http" or "root"; with TLS, "https" or "roots").
+    fn url(&self, protocol: &str, rel: &str) -> String {
+        match protocol {
+            "http" => {
+                let scheme = if self.tls { "https" } else { "http" };
+                format!("{scheme}://127.0.0.1:{}/{rel}", self.http)
+            }
+            _ => {
+                let scheme = if self.tls { "roots" } else { "root" };
+                format!("{scheme}://127.0.0.1:{}//{rel}", self.xrd)
+            }
+        }
     }
 
     /// The folder of the CA that signed an HTTPS server's certificate.
@@ -133,7 +148,7 @@ fn records(cache: &Path) -> Vec<EventRecord> {
 }
 
 #[test]
-fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named() {
+fn a_dataset_over_root_and_http_caches_what_the_local_files_give_and_bad_urls_are_named() {
     // The export: the shared files (linked), and a file the server may not read.
     let export = tempfile::tempdir().expect("tempdir");
     for folder in ["real", "rntuple"] {
@@ -152,12 +167,6 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
     let cwd = dir.path();
     let local = |rel: &str| shared(&format!("data/{rel}")).display().to_string();
     let (tree, ntuple) = ("real/uproot-HZZ.root", "rntuple/nano_rntuple_zstd.root");
-    // A TTree, and an RNTuple listed in a `files_from` file (a Rucio listing).
-    std::fs::write(
-        cwd.join("list.txt"),
-        format!("# listing\n{}\n", server.url(ntuple)),
-    )
-    .expect("list");
     let hzz = |file: &str| {
         format!(
             "name: hzz\ntree: events\nschema: hzz\nclasses: [a, b]\nsamples:\n  - {{name: a, files: ['{file}'], label: 0, entry_stop: 1200}}\n  - {{name: b, files: ['{file}'], label: 1, entry_start: 1200}}\n"
@@ -168,12 +177,26 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
             "name: nano\ntree: Events\nschema: nanoaod\nclasses: [a]\nsamples:\n  - {{name: a, {files}, label: 0}}\n"
         )
     };
-    let configs = [
-        ("hzz_local", hzz(&local(tree))),
-        ("hzz_http", hzz(&server.url(tree))),
-        ("nano_local", nano(&format!("files: ['{}']", local(ntuple)))),
-        ("nano_http", nano("files_from: list.txt")),
+    let mut configs = vec![
+        ("hzz_local".to_owned(), hzz(&local(tree))),
+        (
+            "nano_local".to_owned(),
+            nano(&format!("files: ['{}']", local(ntuple))),
+        ),
     ];
+    for protocol in ["root", "http"] {
+        // A TTree, and an RNTuple listed in a `files_from` file (a Rucio listing).
+        std::fs::write(
+            cwd.join(format!("{protocol}.txt")),
+            format!("# listing\n{}\n", server.url(protocol, ntuple)),
+        )
+        .expect("list");
+        configs.push((format!("hzz_{protocol}"), hzz(&server.url(protocol, tree))));
+        configs.push((
+            format!("nano_{protocol}"),
+            nano(&format!("files_from: {protocol}.txt")),
+        ));
+    }
     for (name, config) in &configs {
         std::fs::write(cwd.join(format!("{name}.yaml")), config).expect("config");
         let o = run(
@@ -183,42 +206,48 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
         let (out, err) = text(&o);
         assert!(o.status.success(), "{name}: {out}{err}");
     }
-    for which in ["hzz", "nano"] {
-        let (l, h) = (
-            records(&cwd.join(format!("{which}_local"))),
-            records(&cwd.join(format!("{which}_http"))),
-        );
-        assert!(!l.is_empty(), "{which}: events cached");
-        assert_eq!(
-            l, h,
-            "{which}: the cache over HTTP differs from the local one"
-        );
-    }
-    // The manifest names the URL, its size and what the server says of its version.
-    let manifest = json(&cwd.join("hzz_http/manifest.json"));
-    let text_of = manifest.to_string();
-    assert!(text_of.contains(&server.url(tree)), "{text_of}");
     let size = std::fs::metadata(shared(&format!("data/{tree}")))
         .expect("size")
         .len();
-    assert!(text_of.contains(&format!("\"size\":{size}")), "{text_of}");
+    for protocol in ["root", "http"] {
+        for which in ["hzz", "nano"] {
+            let (l, r) = (
+                records(&cwd.join(format!("{which}_local"))),
+                records(&cwd.join(format!("{which}_{protocol}"))),
+            );
+            assert!(!l.is_empty(), "{which}: events cached");
+            assert_eq!(
+                l, r,
+                "{which}: the cache over {protocol} differs from the local one"
+            );
+        }
+        // The manifest names the URL, its size and what the server says of its version.
+        let manifest = json(&cwd.join(format!("hzz_{protocol}/manifest.json"))).to_string();
+        assert!(manifest.contains(&server.url(protocol, tree)), "{manifest}");
+        assert!(manifest.contains(&format!("\"size\":{size}")), "{manifest}");
 
-    // A missing file: named, exit code 2 as for a missing local file.
-    let missing = server.url("real/no-such-file.root");
-    let o = run(cwd, &["inspect", &missing]);
-    let (out, err) = text(&o);
-    assert!(!o.status.success(), "{out}{err}");
-    assert!(err.contains(&missing) && err.contains("not found"), "{err}");
+        // A missing file: named, exit code 2 as for a missing local file.
+        let missing = server.url(protocol, "real/no-such-file.root");
+        let o = run(cwd, &["inspect", &missing]);
+        let (out, err) = text(&o);
+        assert!(!o.status.success(), "{out}{err}");
+        assert!(err.contains(&missing) && err.contains("not found"), "{err}");
 
-    // A file the server may not read: refused, named, and the token hint given.
-    let refused = server.url("secret.root");
-    let o = run(cwd, &["inspect", &refused]);
-    let err = text(&o).1;
-    assert!(!o.status.success(), "{err}");
-    assert!(
-        err.contains(&refused) && err.contains("HTTP 403") && err.contains("BEARER_TOKEN"),
-        "{err}"
-    );
+        // A file the server may not read: refused, named, and the token hint given.
+        let refused = server.url(protocol, "secret.root");
+        let o = run(cwd, &["inspect", &refused]);
+        let err = text(&o).1;
+        assert!(!o.status.success(), "{err}");
+        let says = if protocol == "http" {
+            "HTTP 403"
+        } else {
+            "not authorized"
+        };
+        assert!(
+            err.contains(&refused) && err.contains(says) && err.contains("BEARER_TOKEN"),
+            "{err}"
+        );
+    }
 
     // A server that stops answering (the process stopped: connections are accepted, nothing
     // comes back): each request times out, is retried, then a clear error naming the URL.
@@ -228,63 +257,90 @@ fn a_dataset_over_http_caches_what_the_local_files_give_and_bad_urls_are_named()
         assert!(sent.is_ok_and(|s| s.success()), "kill {sig}");
     };
     signal("-STOP");
-    let silent = server.url(tree);
-    let o = bin()
-        .current_dir(cwd)
-        .env("GNN4C_NET_TIMEOUT_S", "1")
-        .env("GNN4C_NET_RETRIES", "1")
-        .args(["inspect", &silent])
-        .output()
-        .expect("the binary runs");
+    let silent: Vec<String> = ["root", "http"]
+        .iter()
+        .map(|p| server.url(p, tree))
+        .collect();
+    let outputs: Vec<Output> = silent
+        .iter()
+        .map(|url| {
+            bin()
+                .current_dir(cwd)
+                .env("GNN4C_NET_TIMEOUT_S", "1")
+                .env("GNN4C_NET_RETRIES", "1")
+                .args(["inspect", url])
+                .output()
+                .expect("the binary runs")
+        })
+        .collect();
     signal("-CONT");
-    let (out, err) = text(&o);
-    assert!(!o.status.success(), "{out}{err}");
-    assert!(
-        err.contains(&silent) && err.contains("timed out") && err.contains("after 2 tries"),
-        "{err}"
-    );
+    for (url, o) in silent.iter().zip(&outputs) {
+        let (out, err) = text(o);
+        assert!(!o.status.success(), "{out}{err}");
+        assert!(
+            err.contains(url.as_str())
+                && err.contains("timed out")
+                && err.contains("after 2 tries"),
+            "{err}"
+        );
+    }
 
     // A server that is gone: retried, then a clear error naming the URL.
-    let port = server.http;
+    let gone: Vec<String> = ["root", "http"]
+        .iter()
+        .map(|p| server.url(p, tree))
+        .collect();
     drop(server);
-    let gone = format!("http://127.0.0.1:{port}/{tree}");
-    let o = bin()
-        .current_dir(cwd)
-        .env("GNN4C_NET_RETRIES", "1")
-        .args(["inspect", &gone])
-        .output()
-        .expect("the binary runs");
-    let (out, err) = text(&o);
-    assert!(!o.status.success(), "{out}{err}");
-    assert!(
-        err.contains(&gone) && err.contains("after 2 tries"),
-        "{err}"
-    );
+    for url in &gone {
+        let o = bin()
+            .current_dir(cwd)
+            .env("GNN4C_NET_RETRIES", "1")
+            .args(["inspect", url])
+            .output()
+            .expect("the binary runs");
+        let (out, err) = text(&o);
+        assert!(!o.status.success(), "{out}{err}");
+        assert!(
+            err.contains(url.as_str()) && err.contains("after 2 tries"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
-fn https_trusts_the_sites_ca_from_x509_cert_dir_and_refuses_an_unknown_one() {
+fn tls_trusts_the_sites_ca_from_x509_cert_dir_and_refuses_an_unknown_one() {
     let server = Server::start(&shared("data"), true);
-    let url = server.url("real/uproot-HZZ.root");
-    let inspect = |ca_dir: &Path| {
-        bin()
-            .env("X509_CERT_DIR", ca_dir)
-            .env("GNN4C_NET_RETRIES", "0")
-            .args(["inspect", &url])
-            .output()
-            .expect("the binary runs")
-    };
-    let o = inspect(&server.ca_dir());
-    assert!(o.status.success(), "{}", text_of(&o));
-    assert!(
-        text(&o).0.contains("tree 'events': 2421 entries"),
-        "{}",
-        text_of(&o)
-    );
-    // A CA nobody trusts: refused, naming the URL and the certificate.
-    let empty = tempfile::tempdir().expect("tempdir");
-    let o = inspect(empty.path());
+    let plain = Server::start(&shared("data"), false);
+    for protocol in ["root", "http"] {
+        let url = server.url(protocol, "real/uproot-HZZ.root");
+        let inspect = |ca_dir: &Path| {
+            bin()
+                .env("X509_CERT_DIR", ca_dir)
+                .env("GNN4C_NET_RETRIES", "0")
+                .args(["inspect", &url])
+                .output()
+                .expect("the binary runs")
+        };
+        let o = inspect(&server.ca_dir());
+        assert!(o.status.success(), "{}", text_of(&o));
+        assert!(
+            text(&o).0.contains("tree 'events': 2421 entries"),
+            "{}",
+            text_of(&o)
+        );
+        // A CA nobody trusts: refused, naming the URL and the certificate.
+        let empty = tempfile::tempdir().expect("tempdir");
+        let o = inspect(empty.path());
+        let err = text(&o).1;
+        assert!(!o.status.success(), "{err}");
+        assert!(err.contains(&url) && err.contains("certificate"), "{err}");
+    }
+    // roots:// of a server without TLS: refused, not read in the clear.
+    let url = plain
+        .url("root", "real/uproot-HZZ.root")
+        .replace("root://", "roots://");
+    let o = run(Path::new("."), &["inspect", &url]);
     let err = text(&o).1;
     assert!(!o.status.success(), "{err}");
-    assert!(err.contains(&url) && err.contains("certificate"), "{err}");
+    assert!(err.contains(&url) && err.contains("TLS"), "{err}");
 }

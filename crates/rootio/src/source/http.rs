@@ -1,0 +1,255 @@
+//! Files on an HTTP(S) server (a web server, XRootD's or dCache's HTTP door, EOS), read with
+//! byte-range requests.
+
+use std::io::{self, Read};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+use super::RemoteIdentity;
+use super::net::{NetSettings, ReadAhead, coalesce};
+
+/// A file on an HTTP(S) server.
+#[derive(Debug)]
+pub(crate) struct HttpFile {
+    url: String,
+    agent: ureq::Agent,
+    net: NetSettings,
+    pub(super) identity: RemoteIdentity,
+    ahead: ReadAhead,
+}
+
+/// Ranges closer than this are read in one request (the bytes between are read and dropped).
+const MERGE_GAP: u64 = 256 * 1024;
+/// The most one read-ahead request asks for.
+const MAX_SPAN: u64 = 8 * 1024 * 1024;
+
+impl HttpFile {
+    /// Asks the server for the file's size (a one-byte range request, which also tells that
+    /// the server serves ranges).
+    pub(super) fn open(url: &str) -> io::Result<HttpFile> {
+        let net = NetSettings::from_env();
+        let agent = ureq::AgentBuilder::new()
+            .tls_config(tls_config()?)
+            .timeout_connect(net.timeout.min(Duration::from_secs(10)))
+            .timeout_read(net.timeout)
+            .timeout_write(net.timeout)
+            .build();
+        let mut f = HttpFile {
+            url: url.to_owned(),
+            agent,
+            net,
+            identity: RemoteIdentity {
+                size: 0,
+                modified: None,
+                etag: None,
+            },
+            ahead: ReadAhead::default(),
+        };
+        let response = f.net.with_retries(|| f.get_range(0, 1))?;
+        let size = response
+            .header("Content-Range")
+            .and_then(|r| r.rsplit('/').next())
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                io::Error::other("the server gave no file size (Content-Range) for a range request")
+            })?;
+        f.identity = RemoteIdentity {
+            size,
+            modified: response.header("Last-Modified").map(str::to_owned),
+            etag: response.header("ETag").map(str::to_owned),
+        };
+        Ok(f)
+    }
+
+    /// Plans the reads of `ranges`: coalesced into spans, each one range request.
+    pub(super) fn plan(&self, ranges: &[(u64, usize)]) {
+        let spans = coalesce(ranges, MERGE_GAP, MAX_SPAN);
+        self.ahead
+            .plan(spans.into_iter().map(|s| vec![s]).collect());
+    }
+
+    /// Fills `buf` with the bytes at `offset`: from a planned span, else in one range
+    /// request.
+    pub(super) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let served = self.ahead.read(buf, offset, |spans| {
+            let (start, len) = spans[0];
+            let mut all = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+            self.fetch(&mut all, start)?;
+            Ok(all)
+        });
+        if served {
+            return Ok(());
+        }
+        self.fetch(buf, offset)
+    }
+
+    /// Fills `buf` with the bytes at `offset`: one range request.
+    fn fetch(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.net
+            .with_retries(|| {
+                self.get_range(offset, buf.len() as u64)
+                    .and_then(|r| r.into_reader().read_exact(buf))
+            })
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{e} (reading {} bytes at offset {offset})", buf.len()),
+                )
+            })
+    }
+
+    /// A `GET` of `len` bytes at `offset`, answered with exactly that range.
+    fn get_range(&self, offset: u64, len: u64) -> io::Result<ureq::Response> {
+        let range = format!("bytes={offset}-{}", offset + len - 1);
+        let mut request = self.agent.get(&self.url).set("Range", &range);
+        if let Some(token) = &self.net.token {
+            request = request.set("Authorization", &format!("Bearer {token}"));
+        }
+        match request.call() {
+            Ok(r) if r.status() == 206 => Ok(r),
+            Ok(r) => Err(io::Error::other(format!(
+                "the server answered {} {} to a byte-range request: it does not serve ranges",
+                r.status(),
+                r.status_text()
+            ))),
+            Err(e) => Err(self.http_error(e)),
+        }
+    }
+
+    /// A request's failure as an I/O error naming the URL and what to do.
+    fn http_error(&self, e: ureq::Error) -> io::Error {
+        match e {
+            ureq::Error::Status(code, r) => {
+                status_error(code, r.status_text(), self.net.token.is_some())
+            }
+            ureq::Error::Transport(t) => {
+                // The kind and what went wrong, without the URL (the caller names the file);
+                // the cause's own words last (`invalid peer certificate: UnknownIssuer`).
+                let parts = [
+                    Some(t.kind().to_string()),
+                    t.message().map(str::to_owned),
+                    std::error::Error::source(&t).map(ToString::to_string),
+                ];
+                // Each part once (a cause often repeats the kind: "Network Error: …").
+                let mut what = String::new();
+                for part in parts.into_iter().flatten() {
+                    if part.starts_with(&what) {
+                        what = part;
+                    } else if !what.contains(&part) {
+                        what = format!("{what}: {part}");
+                    }
+                }
+                // A connection that failed or broke may pass when tried again; a certificate
+                // the client does not trust will not.
+                let kind = if what.contains("certificate") {
+                    what.push_str(
+                        " (is the server's CA trusted? Set X509_CERT_DIR to the folder of your \
+                         site's CAs, or SSL_CERT_FILE to a bundle)",
+                    );
+                    io::ErrorKind::InvalidData
+                } else if matches!(
+                    t.kind(),
+                    ureq::ErrorKind::Io | ureq::ErrorKind::ConnectionFailed
+                ) {
+                    io::ErrorKind::ConnectionAborted
+                } else {
+                    io::ErrorKind::Other
+                };
+                io::Error::new(kind, what)
+            }
+        }
+    }
+}
+
+/// The TLS settings of every `https://` read: the Mozilla roots, the CA bundle `SSL_CERT_FILE`
+/// names or the system's, and the CAs in `X509_CERT_DIR` (default
+/// `/etc/grid-security/certificates`: the IGTF CAs of grid sites, CERN's included).
+pub(super) fn tls_config() -> io::Result<Arc<rustls::ClientConfig>> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            for file in ca_files() {
+                let Ok(certs) = CertificateDer::pem_file_iter(&file) else {
+                    continue;
+                };
+                for cert in certs.flatten() {
+                    // A certificate the store cannot use is left out, as OpenSSL does.
+                    let _ = roots.add(cert);
+                }
+            }
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+                .map_err(|e| format!("TLS settings: {e}"))
+        })
+        .clone()
+        .map_err(io::Error::other)
+}
+
+/// The PEM files holding CAs to trust: `SSL_CERT_FILE` (else the system's bundle) and every
+/// file in `X509_CERT_DIR` (else `/etc/grid-security/certificates`).
+fn ca_files() -> Vec<std::path::PathBuf> {
+    let bundle = std::env::var_os("SSL_CERT_FILE")
+        .map_or_else(|| "/etc/ssl/certs/ca-certificates.crt".into(), Into::into);
+    let dir: std::path::PathBuf = std::env::var_os("X509_CERT_DIR")
+        .map_or_else(|| "/etc/grid-security/certificates".into(), Into::into);
+    let in_dir = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x == "pem" || x == "crt" || x == "0")
+        });
+    [bundle]
+        .into_iter()
+        .chain(in_dir)
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+/// A server's answer `code` (`text`) to a request as an I/O error: its kind says what the
+/// reader does with it (a busy or failing server, 429 and 5xx, is `ResourceBusy`: tried
+/// again), its words what the physicist can do.
+fn status_error(code: u16, text: &str, token_found: bool) -> io::Error {
+    let (kind, hint) = match code {
+        401 | 403 if !token_found => (
+            io::ErrorKind::PermissionDenied,
+            "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)",
+        ),
+        401 | 403 => (
+            io::ErrorKind::PermissionDenied,
+            "; the bearer token was refused",
+        ),
+        404 => (io::ErrorKind::NotFound, ""),
+        429 | 500..=599 => (io::ErrorKind::ResourceBusy, ""),
+        _ => (io::ErrorKind::Other, ""),
+    };
+    io::Error::new(kind, format!("HTTP {code} {text}{hint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::net::retriable;
+
+    #[test]
+    fn a_busy_server_is_tried_again_and_a_refusal_is_not() {
+        assert!(retriable(&status_error(503, "Service Unavailable", false)));
+        assert!(retriable(&status_error(429, "Too Many Requests", true)));
+        assert!(!retriable(&status_error(404, "Not Found", false)));
+        let refused = status_error(403, "Forbidden", false);
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
+        assert!(refused.to_string().contains("BEARER_TOKEN"), "{refused}");
+    }
+}

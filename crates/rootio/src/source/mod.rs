@@ -1,0 +1,144 @@
+//! Where a ROOT file's bytes come from: a local file, a file on an XRootD server (`root://`,
+//! `roots://`: EOS, dCache, XRootD; [`xrootd`]) or one served over HTTP(S) (a web server, the
+//! storage's HTTP door; [`http`]).
+//!
+//! Remote reads trust the sites' CAs (`X509_CERT_DIR`), carry a WLCG bearer token when one is
+//! found (`BEARER_TOKEN`, `BEARER_TOKEN_FILE`, `$XDG_RUNTIME_DIR/bt_u$UID`, `/tmp/bt_u$UID`), time out
+//! (`GNN4C_NET_TIMEOUT_S`, default 60 s per request) and are retried with backoff
+//! (`GNN4C_NET_RETRIES`, default 3) when the connection fails or the server is busy or failing.
+
+mod http;
+mod net;
+mod xrootd;
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use http::HttpFile;
+use xrootd::XrootdFile;
+
+/// HTTP's URL schemes.
+const HTTP_SCHEMES: [&str; 2] = ["http://", "https://"];
+/// XRootD's URL schemes.
+const XROOTD_SCHEMES: [&str; 2] = ["root://", "roots://"];
+
+/// Whether `location` is a URL (`http://`, `https://`, `root://`, `roots://`) rather than a
+/// local path.
+pub fn is_url(location: &Path) -> bool {
+    let s = location.to_string_lossy();
+    HTTP_SCHEMES
+        .iter()
+        .chain(&XROOTD_SCHEMES)
+        .any(|p| s.starts_with(p))
+}
+
+/// What identifies a remote file's content for a cache's fingerprint: its size and what the
+/// server says of its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteIdentity {
+    /// Bytes.
+    pub size: u64,
+    /// When the file was last modified, as the server says it (HTTP's `Last-Modified`,
+    /// XRootD's modification time in seconds).
+    pub modified: Option<String>,
+    /// `ETag` (a checksum or version), when the server gives it.
+    pub etag: Option<String>,
+}
+
+/// The size and version of the file at `url`, asked of its server.
+pub fn remote_identity(url: &str) -> io::Result<RemoteIdentity> {
+    if XROOTD_SCHEMES.iter().any(|p| url.starts_with(p)) {
+        XrootdFile::open(url).map(|f| f.identity)
+    } else {
+        HttpFile::open(url).map(|f| f.identity)
+    }
+}
+
+/// An open file's bytes.
+#[derive(Debug)]
+pub(crate) enum Source {
+    Local(File),
+    Http(Box<HttpFile>),
+    Xrootd(Box<XrootdFile>),
+}
+
+impl Source {
+    /// Opens `location` (a path or a URL); its size.
+    pub(crate) fn open(location: &Path) -> io::Result<(Source, u64)> {
+        let s = location.to_string_lossy();
+        if HTTP_SCHEMES.iter().any(|p| s.starts_with(p)) {
+            let f = HttpFile::open(&s)?;
+            let len = f.identity.size;
+            return Ok((Source::Http(Box::new(f)), len));
+        }
+        if XROOTD_SCHEMES.iter().any(|p| s.starts_with(p)) {
+            let f = XrootdFile::open(&s)?;
+            let len = f.identity.size;
+            return Ok((Source::Xrootd(Box::new(f)), len));
+        }
+        let file = File::open(location)?;
+        let len = file.metadata()?.len();
+        Ok((Source::Local(file), len))
+    }
+
+    /// Plans the reads of the byte ranges (`offset`, `len`) a reader is about to ask for: a
+    /// remote file's ranges are grouped into a few requests (HTTP: coalesced spans; XRootD:
+    /// vector reads), each sent by the first read that needs one of its ranges (the reader's
+    /// threads fetch while others decode) and kept until the next plan (memory: what the
+    /// reader reads anyway). A local file needs none. A request that fails is dropped: its
+    /// reads then go alone, are retried, and fail by name.
+    pub(crate) fn prefetch(&self, ranges: impl IntoIterator<Item = (u64, usize)>) {
+        match self {
+            Source::Local(_) => {}
+            Source::Http(f) => f.plan(&ranges.into_iter().collect::<Vec<_>>()),
+            Source::Xrootd(f) => f.plan(&ranges.into_iter().collect::<Vec<_>>()),
+        }
+    }
+
+    /// Fills `buf` with the bytes at `offset`.
+    pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        match self {
+            Source::Local(file) => read_exact_at(file, buf, offset),
+            Source::Http(f) => f.read_exact_at(buf, offset),
+            Source::Xrootd(f) => f.read_exact_at(buf, offset),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = std::os::windows::fs::FileExt::seek_read(file, buf, offset)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        for url in [
+            "http://h/f.root",
+            "https://h:8443/f.root",
+            "root://eos//f.root",
+        ] {
+            assert!(is_url(Path::new(url)), "{url}");
+        }
+        for path in ["/data/f.root", "f.root", "roots/f.root", "http/f.root"] {
+            assert!(!is_url(Path::new(path)), "{path}");
+        }
+    }
+}
