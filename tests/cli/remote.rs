@@ -41,6 +41,11 @@ impl Server {
     /// (HTTPS, `roots://`) with a certificate for 127.0.0.1 from a CA of the test's own
     /// (`ca_dir`).
     fn start(root: &Path, tls: bool) -> Server {
+        Server::start_with(root, tls, "")
+    }
+
+    /// As [`Server::start`], with more configuration lines (`{xrd}` in them: its own port).
+    fn start_with(root: &Path, tls: bool, more: &str) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let (xrd, http) = (free_port(), free_port());
         let config = dir.path().join("xrd.cfg");
@@ -69,6 +74,7 @@ impl Server {
                 "xrd.tls {d}/host.pem {d}/host.key\nxrd.tlsca certdir {d}/ca\n"
             ));
         }
+        text.push_str(&more.replace("{xrd}", &xrd.to_string()));
         std::fs::write(&config, text).expect("config");
         // XRootD refuses to run as root: it then runs as the package's `xrootd` user.
         let as_root = Command::new("id")
@@ -163,6 +169,16 @@ fn a_dataset_over_root_and_http_caches_what_the_local_files_give_and_bad_urls_ar
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).expect("chmod");
     std::fs::set_permissions(export.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let server = Server::start(export.path(), false);
+    // A redirector (as EOS's manager is): `real/` on the server above, `loop/` on itself.
+    let nothing = tempfile::tempdir().expect("tempdir");
+    let redirector = Server::start_with(
+        nothing.path(),
+        false,
+        &format!(
+            "xrootd.redirect 127.0.0.1:{} /real\nxrootd.redirect 127.0.0.1:{{xrd}} /loop\n",
+            server.xrd
+        ),
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
     let local = |rel: &str| shared(&format!("data/{rel}")).display().to_string();
@@ -197,6 +213,10 @@ fn a_dataset_over_root_and_http_caches_what_the_local_files_give_and_bad_urls_ar
             nano(&format!("files_from: {protocol}.txt")),
         ));
     }
+    configs.push((
+        "hzz_redirected".to_owned(),
+        hzz(&redirector.url("root", tree)),
+    ));
     for (name, config) in &configs {
         std::fs::write(cwd.join(format!("{name}.yaml")), config).expect("config");
         let o = run(
@@ -209,6 +229,17 @@ fn a_dataset_over_root_and_http_caches_what_the_local_files_give_and_bad_urls_ar
     let size = std::fs::metadata(shared(&format!("data/{tree}")))
         .expect("size")
         .len();
+    assert_eq!(
+        records(&cwd.join("hzz_local")),
+        records(&cwd.join("hzz_redirected")),
+        "the cache through a redirector differs from the local one"
+    );
+    // A redirect loop: stopped, and said.
+    let looping = redirector.url("root", "loop/f.root");
+    let o = run(cwd, &["inspect", &looping]);
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&looping) && err.contains("redirects"), "{err}");
     for protocol in ["root", "http"] {
         for which in ["hzz", "nano"] {
             let (l, r) = (
