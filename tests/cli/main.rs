@@ -504,6 +504,96 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
 }
 
 /// Every file of a folder (not recursive): name and bytes, sorted by name.
+#[test]
+fn bad_input_files_fail_the_build_or_are_skipped_named_and_read_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    assert!(
+        run(cwd, &["generate", "--out", "demo", "--events", "200"])
+            .status
+            .success()
+    );
+    std::fs::write(cwd.join("broken.root"), b"not a ROOT file").expect("write");
+    let config = |on_bad_file: &str, even: &str| {
+        format!(
+            "name: ft\ntree: output\nschema: vector\n{on_bad_file}samples:\n  - {{name: even, files: [{even}], label: 0}}\n  - {{name: odd, files: [demo/finetune/ttH_CPodd.root], label: 1}}\n"
+        )
+    };
+    let good = "demo/finetune/ttH_CPeven.root";
+    let with_bad = format!("{good}, broken.root, missing.root");
+    std::fs::write(cwd.join("good.yaml"), config("", good)).expect("config");
+    std::fs::write(cwd.join("fail.yaml"), config("", &with_bad)).expect("config");
+    std::fs::write(
+        cwd.join("skip.yaml"),
+        config("on_bad_file: skip\n", &with_bad),
+    )
+    .expect("config");
+    let pre = |config: &str, cache: &str| run(cwd, &["preprocess", config, "--cache", cache]);
+
+    // By default a bad file stops the build, named.
+    let o = pre("fail.yaml", "fail");
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("missing.root"), "{err}");
+    assert!(!cwd.join("fail/manifest.json").exists());
+
+    // `skip`: the others are cached (the events of the good files alone), the bad ones named
+    // in the report and the manifest with why.
+    let o = pre("good.yaml", "good");
+    assert!(o.status.success(), "{}", text(&o).1);
+    let o = pre("skip.yaml", "skip");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("2 input files could not be read and were left out")
+            && out.contains("broken.root (sample 'even'): ")
+            && out.contains("missing.root (sample 'even'): "),
+        "{out}"
+    );
+    let manifest = json(&cwd.join("skip/manifest.json"));
+    let skipped = manifest["skipped_files"].as_array().expect("skipped_files");
+    assert_eq!(skipped.len(), 2, "{manifest}");
+    assert!(
+        skipped
+            .iter()
+            .all(|s| s["sample"] == "even" && s["error"] != "")
+    );
+    let events = |cache: &str| {
+        json(&cwd.join(format!("{cache}/manifest.json")))["shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .map(|s| s["events"].as_u64().expect("events"))
+            .sum::<u64>()
+    };
+    assert!(events("good") > 0);
+    assert_eq!(events("skip"), events("good"));
+
+    // A rerun reads the skipped files again: still bad, still named.
+    let o = pre("skip.yaml", "skip");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("left out 2 input files it could not read: reading them again")
+            && out.contains("2 input files could not be read"),
+        "{out}"
+    );
+    // Once the files read, the rerun caches them and names none.
+    for f in ["broken.root", "missing.root"] {
+        std::fs::copy(cwd.join(good), cwd.join(f)).expect("copy");
+    }
+    let o = pre("skip.yaml", "skip");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(!out.contains("could not be read"), "{out}");
+    assert!(
+        json(&cwd.join("skip/manifest.json"))
+            .get("skipped_files")
+            .is_none()
+    );
+    assert!(events("skip") > events("good"));
+}
+
 fn folder_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .expect("ls")

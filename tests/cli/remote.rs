@@ -336,6 +336,28 @@ fn a_dataset_over_root_and_http_caches_what_the_local_files_give_and_bad_urls_ar
             "{err}"
         );
     }
+    // With `on_bad_file: skip` the files of a server that is gone are left out and named;
+    // the local file is cached as alone.
+    let files = format!("files: ['{}', '{}', '{}']", local(ntuple), gone[0], gone[1]);
+    let config = nano(&files).replace("samples:", "on_bad_file: skip\nsamples:");
+    std::fs::write(cwd.join("nano_skip.yaml"), config).expect("config");
+    let o = bin()
+        .current_dir(cwd)
+        .env("GNN4C_NET_RETRIES", "0")
+        .args(["preprocess", "nano_skip.yaml", "--cache", "nano_skip"])
+        .output()
+        .expect("the binary runs");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("2 input files could not be read")
+            && gone.iter().all(|url| out.contains(url.as_str())),
+        "{out}"
+    );
+    assert_eq!(
+        records(&cwd.join("nano_skip")),
+        records(&cwd.join("nano_local"))
+    );
 }
 
 #[test]

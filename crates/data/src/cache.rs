@@ -146,6 +146,9 @@ pub struct CacheManifest {
     pub shards: Vec<ShardInfo>,
     /// Counts per sample.
     pub samples: BTreeMap<String, SampleCounts>,
+    /// The input files left out because they could not be read (`on_bad_file: skip`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_files: Vec<SkippedFile>,
     /// The tool and version that wrote it.
     pub written_by: String,
 }
@@ -360,6 +363,23 @@ pub struct UnitDone {
     pub counts: SampleCounts,
     /// Its shards.
     pub shards: Vec<ShardInfo>,
+    /// Set when the file could not be read and the dataset skips bad files
+    /// (`on_bad_file: skip`): then it has no shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<SkippedFile>,
+}
+
+/// An input file left out of a cache because it could not be read (`on_bad_file: skip`); a
+/// rerun of `preprocess` reads it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkippedFile {
+    /// Its sample.
+    pub sample: String,
+    /// Its path or URL.
+    pub file: String,
+    /// Why it could not be read.
+    pub error: String,
 }
 
 /// A cache being built, one unit (input file) at a time, in `.<name>.building` beside the
@@ -521,6 +541,22 @@ impl CacheBuilder {
         })
     }
 
+    /// Marks unit `unit` done without shards: its input file could not be read (`error`) and
+    /// the dataset skips bad files.
+    pub fn skip_unit(&self, unit: u32, skipped: SkippedFile) -> Result<UnitDone, DataError> {
+        self.clear_unit(unit)?;
+        let done = UnitDone {
+            fingerprint: self.fingerprint.clone(),
+            unit,
+            sample: skipped.sample.clone(),
+            counts: SampleCounts::default(),
+            shards: Vec::new(),
+            skipped: Some(skipped),
+        };
+        write_marker(&self.dir, &done)?;
+        Ok(done)
+    }
+
     /// Writes the manifest of units `0..n_units` (every one must be done) and swaps the finished
     /// cache into place. `manifest` gives everything but the shards and per-sample counts, which
     /// come from the units in unit order.
@@ -550,6 +586,7 @@ impl CacheBuilder {
                 *c.skipped.entry(reason.clone()).or_default() += n;
             }
             shards.extend(d.shards.iter().cloned());
+            manifest.skipped_files.extend(d.skipped.iter().cloned());
         }
         // Shards in (fold, unit, index) order: a split's events come in input-file order.
         shards.sort_by(|a, b| (a.fold, &a.file).cmp(&(b.fold, &b.file)));
@@ -673,13 +710,18 @@ impl UnitWriter {
             sample: sample.to_owned(),
             counts,
             shards: self.shards,
+            skipped: None,
         };
-        let path = self.dir.join(unit_marker(self.unit));
-        let text =
-            serde_json::to_string_pretty(&done).map_err(|e| cache_err(&path, e.to_string()))?;
-        write_atomically(&path, |tmp| std::fs::write(tmp, text).map_err(io_err(tmp)))?;
+        write_marker(&self.dir, &done)?;
         Ok(done)
     }
+}
+
+/// Writes `done`'s marker in `dir` (atomically: a marker is whole or absent).
+fn write_marker(dir: &Path, done: &UnitDone) -> Result<(), DataError> {
+    let path = dir.join(unit_marker(done.unit));
+    let text = serde_json::to_string_pretty(done).map_err(|e| cache_err(&path, e.to_string()))?;
+    write_atomically(&path, |tmp| std::fs::write(tmp, text).map_err(io_err(tmp)))
 }
 
 /// One shard's file contents: `batch` as zstd Parquet.

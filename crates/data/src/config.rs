@@ -183,9 +183,31 @@ pub struct DatasetConfig {
     pub step_size: usize,
     /// The samples.
     pub samples: Vec<SampleConfig>,
+    /// What `preprocess` does with an input file it cannot read (missing, refused, corrupt, a
+    /// server gone): `fail` (the default) stops with the error; `skip` leaves the file out,
+    /// names it in the report and the manifest, and a rerun reads it again.
+    #[serde(default, skip_serializing_if = "OnBadFile::is_fail")]
+    pub on_bad_file: OnBadFile,
     /// The file the config was read from (for error messages; not part of the config).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// What `preprocess` does with an input file it cannot read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnBadFile {
+    /// Stop with the error.
+    #[default]
+    Fail,
+    /// Leave the file out, name it, read it again on the next run.
+    Skip,
+}
+
+impl OnBadFile {
+    fn is_fail(&self) -> bool {
+        *self == OnBadFile::Fail
+    }
 }
 
 /// How one sample is read: its tree, metadata, entry range and files.
@@ -327,7 +349,8 @@ impl DatasetConfig {
         sample: &SampleConfig,
         base_dir: &Path,
     ) -> Result<Vec<PathBuf>, DataError> {
-        let mut out = expand_files(sample, &sample.files, base_dir)?;
+        let skip = self.on_bad_file == OnBadFile::Skip;
+        let mut out = expand_files(sample, &sample.files, base_dir, skip)?;
         if let Some(list) = &sample.files_from {
             let list = base_dir.join(list);
             let text = std::fs::read_to_string(&list).map_err(|source| DataError::Io {
@@ -347,7 +370,7 @@ impl DatasetConfig {
                 )));
             }
             let list_dir = list.parent().unwrap_or(Path::new("."));
-            out.extend(expand_files(sample, &lines, list_dir)?);
+            out.extend(expand_files(sample, &lines, list_dir, skip)?);
         }
         Ok(out)
     }
@@ -414,6 +437,7 @@ fn expand_files(
     sample: &SampleConfig,
     patterns: &[String],
     base_dir: &Path,
+    keep_missing: bool,
 ) -> Result<Vec<PathBuf>, DataError> {
     let mut out = Vec::new();
     for pattern in patterns {
@@ -428,7 +452,9 @@ fn expand_files(
         };
         let is_glob = pattern.contains(['*', '?', '[']);
         if !is_glob {
-            if !full.is_file() {
+            // A missing file is an error here, unless bad files are skipped: then it is
+            // skipped when read, and named.
+            if !full.is_file() && !keep_missing {
                 return Err(DataError::FileNotFound { path: full });
             }
             out.push(full);

@@ -29,12 +29,13 @@ pub use assemble::{FileReport, SampleMeta, read_file_events, read_tree_events};
 pub use blocks::CachedSplit;
 pub use cache::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, EventRecord, FeatureNames,
-    MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, UnitDone, UnitWriter, building_dir,
-    file_identity, fingerprint_of, first_difference, read_cache, read_manifest, verify_cache,
+    MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, SkippedFile, UnitDone, UnitWriter,
+    building_dir, file_identity, fingerprint_of, first_difference, read_cache, read_manifest,
+    verify_cache,
 };
 pub use config::{
-    DatasetConfig, InputsRef, LabelSpec, SampleConfig, SamplePlan, SampleReport, SchemaRef,
-    builtin_inputs,
+    DatasetConfig, InputsRef, LabelSpec, OnBadFile, SampleConfig, SamplePlan, SampleReport,
+    SchemaRef, builtin_inputs,
 };
 pub use declared::{InputChunk, entry_id, read_file_inputs};
 pub use demo::{

@@ -9,8 +9,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use gnn4c_data::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, DatasetConfig, EntryRange,
-    EventRecord, FeatureNames, Folds, SampleConfig, SampleCounts, file_identity, fingerprint_of,
-    first_difference, fold_of, open_tree, read_manifest, verify_cache,
+    EventRecord, FeatureNames, Folds, OnBadFile, SampleConfig, SampleCounts, SkippedFile,
+    file_identity, fingerprint_of, first_difference, fold_of, open_tree, read_manifest,
+    verify_cache,
 };
 use gnn4c_events::EventSample;
 use gnn4c_features::{ChunkFeatures, Inputs};
@@ -36,8 +37,20 @@ pub fn fingerprint_inputs(
     let inputs = cfg.inputs_spec()?;
     let mut files = Vec::new();
     for s in &cfg.samples {
-        for (path, entries) in sample_entries(cfg, s, base)? {
-            files.push(file_identity(&path, entries)?);
+        for path in cfg.sample_files(s, base)? {
+            let identity = open_tree(&path, tree_of(cfg, s))
+                .map(|t| t.entries())
+                .and_then(|entries| file_identity(&path, entries));
+            match identity {
+                Ok(identity) => files.push(identity),
+                // Skipped when read: a rerun tries it again, and a file that reads now makes
+                // the fingerprint differ.
+                Err(_) if cfg.on_bad_file == OnBadFile::Skip => files.push(serde_json::json!({
+                    "path": path.display().to_string(),
+                    "unreadable": true,
+                })),
+                Err(e) => return Err(e.into()),
+            }
         }
     }
     Ok(serde_json::json!({
@@ -50,21 +63,28 @@ pub fn fingerprint_inputs(
     }))
 }
 
-/// Every file of sample `s` with the number of entries its tree holds.
+/// The tree sample `s` reads.
+fn tree_of<'a>(cfg: &'a DatasetConfig, s: &'a SampleConfig) -> &'a str {
+    s.tree
+        .as_deref()
+        .or(cfg.tree.as_deref())
+        .unwrap_or_default()
+}
+
+/// Every file of sample `s` with the number of entries its tree holds (a file that does not
+/// open left out when the dataset skips bad files).
 fn sample_entries(
     cfg: &DatasetConfig,
     s: &SampleConfig,
     base: &Path,
 ) -> anyhow::Result<Vec<(PathBuf, u64)>> {
-    let tree = s
-        .tree
-        .as_deref()
-        .or(cfg.tree.as_deref())
-        .unwrap_or_default();
     let mut out = Vec::new();
     for path in cfg.sample_files(s, base)? {
-        let entries = open_tree(&path, tree)?.entries();
-        out.push((path, entries));
+        match open_tree(&path, tree_of(cfg, s)) {
+            Ok(tree) => out.push((path, tree.entries())),
+            Err(_) if cfg.on_bad_file == OnBadFile::Skip => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(out)
 }
@@ -183,6 +203,18 @@ pub fn preprocess_cache(
             Ok(m)
         });
         match found {
+            Ok(m)
+                if m.fingerprint == fingerprint
+                    && !m.skipped_files.is_empty()
+                    && mode == CacheMode::Auto =>
+            {
+                writeln!(
+                    out,
+                    "cache {} left out {} input files it could not read: reading them again",
+                    dir.display(),
+                    m.skipped_files.len()
+                )?;
+            }
             Ok(m) if m.fingerprint == fingerprint => {
                 writeln!(
                     out,
@@ -191,6 +223,7 @@ pub fn preprocess_cache(
                     m.events(),
                     &fingerprint[..12]
                 )?;
+                report_skipped_files(out, &m)?;
                 return Ok(Some(m));
             }
             Ok(m) => {
@@ -419,6 +452,7 @@ pub fn build_cache(
             .iter()
             .map(|s| (s.name.clone(), SampleCounts::default()))
             .collect(),
+        skipped_files: Vec::new(),
         written_by: format!("gnn4colliders {}", env!("CARGO_PKG_VERSION")),
     };
     let manifest = builder.finish(n_units, manifest)?;
@@ -466,15 +500,20 @@ impl BuildJob<'_> {
     }
 
     /// Each unit of `todo` with the entries of it to read (read a chunk at a time, so memory
-    /// holds a chunk's records per thread whatever the files' sizes).
+    /// holds a chunk's records per thread whatever the files' sizes); a file that does not
+    /// open is skipped here when the dataset skips bad files.
     fn pieces(&self, todo: &[u32]) -> anyhow::Result<Vec<(u32, EntryRange)>> {
         let mut pieces = Vec::with_capacity(todo.len());
         for &u in todo {
             let (k, f) = self.units[u as usize];
             let p = &self.plans[k];
-            let entries = open_tree(f, &p.tree)
-                .with_context(|| format!("preprocessing sample '{}'", self.cfg.samples[k].name))?
-                .entries();
+            let entries = match open_tree(f, &p.tree) {
+                Ok(tree) => tree.entries(),
+                Err(e) => {
+                    self.skip_or_fail(u, e.into())?;
+                    continue;
+                }
+            };
             let stop = p.range.entry_stop.min(entries);
             let range = EntryRange {
                 entry_start: p.range.entry_start.min(stop),
@@ -523,7 +562,9 @@ impl BuildJob<'_> {
                             let Some(&(u, range)) = pieces.get(i) else {
                                 return done;
                             };
-                            let outcome = self.read_unit(u, range, per_file, &progress);
+                            let outcome = self
+                                .read_unit(u, range, per_file, &progress)
+                                .or_else(|e| self.skip_or_fail(u, e).map(|()| 0));
                             if outcome.is_err() {
                                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
                             }
@@ -559,6 +600,25 @@ impl BuildJob<'_> {
             .map_err(|_| anyhow::anyhow!("a preprocessing thread failed"))?
             .finish();
         Ok(cached)
+    }
+
+    /// A unit whose file could not be read (`error`): marked skipped when the dataset skips
+    /// bad files (and a stop request is not what ended it), else the error, naming the sample.
+    fn skip_or_fail(&self, u: u32, error: anyhow::Error) -> anyhow::Result<()> {
+        let (k, path) = self.units[u as usize];
+        let sample = &self.cfg.samples[k].name;
+        if self.cfg.on_bad_file != OnBadFile::Skip || self.build.stop.is_requested() {
+            return Err(error.context(format!("preprocessing sample '{sample}'")));
+        }
+        self.builder.skip_unit(
+            u,
+            SkippedFile {
+                sample: sample.clone(),
+                file: path.display().to_string(),
+                error: format!("{error:#}"),
+            },
+        )?;
+        Ok(())
     }
 
     /// Reads `range` of unit `u` a chunk at a time into its shards, on `threads` threads; the
@@ -598,8 +658,7 @@ impl BuildJob<'_> {
                     !stop.is_requested()
                 },
             },
-        )
-        .with_context(|| format!("preprocessing sample '{name}'"))?;
+        )?;
         if stop.is_requested() {
             return Ok(0);
         }
@@ -661,6 +720,23 @@ fn report_cache(
         .map(|(f, n)| format!("{f}: {n}"))
         .collect();
     writeln!(out, "  events per fold: {}", folds_text.join(", "))?;
+    report_skipped_files(out, manifest)
+}
+
+/// The input files a cache left out, each with why (nothing when none were).
+fn report_skipped_files(out: &mut dyn Write, manifest: &CacheManifest) -> anyhow::Result<()> {
+    if manifest.skipped_files.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  {} input files could not be read and were left out (on_bad_file: skip; \
+         `preprocess` reads them again):",
+        manifest.skipped_files.len()
+    )?;
+    for s in &manifest.skipped_files {
+        writeln!(out, "    {} (sample '{}'): {}", s.file, s.sample, s.error)?;
+    }
     Ok(())
 }
 
@@ -897,6 +973,7 @@ mod tests {
             features: FeatureNames::default(),
             shards: Vec::new(),
             samples: BTreeMap::new(),
+            skipped_files: Vec::new(),
             written_by: "test".into(),
         };
         let manifest = builder.finish(1, manifest).expect("finish");

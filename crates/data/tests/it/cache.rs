@@ -62,6 +62,7 @@ fn manifest() -> CacheManifest {
         features: gnn4c_data::FeatureNames::default(),
         shards: Vec::new(),
         samples: Default::default(),
+        skipped_files: Vec::new(),
         written_by: "test".into(),
     }
 }
