@@ -41,11 +41,12 @@ impl Server {
     /// (HTTPS, `roots://`) with a certificate for 127.0.0.1 from a CA of the test's own
     /// (`ca_dir`).
     fn start(root: &Path, tls: bool) -> Server {
-        Server::start_with(root, tls, "")
+        Server::start_with(root, tls, "", None)
     }
 
-    /// As [`Server::start`], with more configuration lines (`{xrd}` in them: its own port).
-    fn start_with(root: &Path, tls: bool, more: &str) -> Server {
+    /// As [`Server::start`], with more configuration lines (`{xrd}` in them: its own port) and
+    /// the cache folder of its token library (`XDG_CACHE_HOME`).
+    fn start_with(root: &Path, tls: bool, more: &str, cache_home: Option<&Path>) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let (xrd, http) = (free_port(), free_port());
         let config = dir.path().join("xrd.cfg");
@@ -83,12 +84,17 @@ impl Server {
             .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
         let mut cmd = Command::new("xrootd");
         if as_root {
-            let chown = Command::new("chown")
-                .args(["-R", "xrootd"])
-                .arg(dir.path())
-                .status();
-            assert!(chown.is_ok_and(|s| s.success()), "chown to xrootd");
+            for owned in [Some(dir.path()), cache_home].into_iter().flatten() {
+                let chown = Command::new("chown")
+                    .args(["-R", "xrootd"])
+                    .arg(owned)
+                    .status();
+                assert!(chown.is_ok_and(|s| s.success()), "chown to xrootd");
+            }
             cmd.args(["-R", "xrootd"]);
+        }
+        if let Some(home) = cache_home {
+            cmd.env("XDG_CACHE_HOME", home);
         }
         let child = cmd
             .arg("-c")
@@ -178,6 +184,7 @@ fn a_dataset_over_root_and_http_caches_what_the_local_files_give_and_bad_urls_ar
             "xrootd.redirect 127.0.0.1:{} /real\nxrootd.redirect 127.0.0.1:{{xrd}} /loop\n",
             server.xrd
         ),
+        None,
     );
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
@@ -396,4 +403,105 @@ fn tls_trusts_the_sites_ca_from_x509_cert_dir_and_refuses_an_unknown_one() {
     let err = text(&o).1;
     assert!(!o.status.success(), "{err}");
     assert!(err.contains(&url) && err.contains("TLS"), "{err}");
+}
+
+/// Mints a WLCG token (ES256 JWT) of issuer `ISSUER` for audience `AUDIENCE`, reading `/`, with
+/// a key of its own, and puts the issuer's public key where the server's token library looks
+/// for it (`<cache>/scitokens/scitokens_cpp.sqllite`, as if fetched from the issuer); prints
+/// the token. Python's standard library and the openssl command only.
+const MINT_TOKEN: &str = r#"
+import base64, json, os, sqlite3, subprocess, sys, time
+cache, iss, aud = sys.argv[1:4]
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+key = os.path.join(cache, "token.key")
+subprocess.run(["openssl", "ecparam", "-genkey", "-name", "prime256v1", "-noout", "-out", key], check=True)
+pub = subprocess.run(["openssl", "ec", "-in", key, "-pubout", "-outform", "DER"], capture_output=True, check=True).stdout[-65:]
+jwks = {"keys": [{"kty": "EC", "crv": "P-256", "x": b64(pub[1:33]), "y": b64(pub[33:]), "kid": "k1", "alg": "ES256", "use": "sig"}]}
+now = int(time.time())
+os.makedirs(os.path.join(cache, "scitokens"), exist_ok=True)
+db = sqlite3.connect(os.path.join(cache, "scitokens", "scitokens_cpp.sqllite"))
+db.execute("CREATE TABLE IF NOT EXISTS keycache (issuer text UNIQUE PRIMARY KEY NOT NULL, keys text NOT NULL)")
+db.execute("INSERT INTO keycache VALUES (?, ?)", (iss, json.dumps({"jwks": jwks, "next_update": now + 3600, "expires": now + 7200})))
+db.commit()
+head = b64(json.dumps({"alg": "ES256", "typ": "JWT", "kid": "k1"}).encode())
+claims = {"iss": iss, "aud": aud, "sub": "tester", "scope": "storage.read:/", "wlcg.ver": "1.0",
+          "iat": now, "nbf": now - 60, "exp": now + 3600, "jti": "gnn4c-test"}
+body = b64(json.dumps(claims).encode())
+der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key], input=(head + "." + body).encode(), capture_output=True, check=True).stdout
+# The DER signature (SEQUENCE of the integers r and s) as JWS wants it: r and s, 32 bytes each.
+at = 4 if der[1] & 0x80 else 2
+r = der[at + 2 : at + 2 + der[at + 1]]
+at += 2 + der[at + 1]
+s = der[at + 2 : at + 2 + der[at + 1]]
+print(head + "." + body + "." + b64(r[-32:].rjust(32, b"\0") + s[-32:].rjust(32, b"\0")))
+"#;
+
+#[test]
+fn a_token_protected_export_is_read_with_a_token_and_refused_without() {
+    // XRootD's token authentication (`ztn`, over TLS) and its SciTokens authorization, over
+    // both protocols (the HTTP door passes `Authorization` on to the same library).
+    let keys = tempfile::tempdir().expect("tempdir");
+    let (issuer, audience) = ("https://issuer.gnn4c.test", "https://gnn4c.test");
+    let minted = Command::new("python3")
+        .args(["-c", MINT_TOKEN])
+        .arg(keys.path())
+        .args([issuer, audience])
+        .output()
+        .expect("python3 runs");
+    assert!(minted.status.success(), "{}", text_of(&minted));
+    let token = String::from_utf8_lossy(&minted.stdout).trim().to_owned();
+    let scitokens = keys.path().join("scitokens.cfg");
+    std::fs::write(
+        &scitokens,
+        format!(
+            "[Global]\naudience = {audience}\n\n[Issuer test]\nissuer = {issuer}\nbase_path = /\n"
+        ),
+    )
+    .expect("scitokens.cfg");
+    let server = Server::start_with(
+        &shared("data"),
+        true,
+        &format!(
+            "xrootd.seclib libXrdSec.so\nsec.protocol ztn\nofs.authorize 1\n\
+             ofs.authlib libXrdAccSciTokens.so config={}\nhttp.header2cgi Authorization authz\n",
+            scitokens.display()
+        ),
+        Some(keys.path()),
+    );
+    let token_file = keys.path().join("bt");
+    std::fs::write(&token_file, &token).expect("token file");
+    for protocol in ["root", "http"] {
+        let url = server.url(protocol, "real/uproot-HZZ.root");
+        let inspect = |token: Option<(&str, &Path)>| {
+            let mut cmd = bin();
+            cmd.env("X509_CERT_DIR", server.ca_dir())
+                .env("GNN4C_NET_RETRIES", "0")
+                .env_remove("BEARER_TOKEN")
+                .env_remove("BEARER_TOKEN_FILE")
+                .env("XDG_RUNTIME_DIR", keys.path().join("none"));
+            if let Some((var, value)) = token {
+                cmd.env(var, value);
+            }
+            cmd.args(["inspect", &url])
+                .output()
+                .expect("the binary runs")
+        };
+        // With the token (found as the WLCG discovery says: a file named by BEARER_TOKEN_FILE).
+        let o = inspect(Some(("BEARER_TOKEN_FILE", &token_file)));
+        assert!(o.status.success(), "{protocol}: {}", text_of(&o));
+        assert!(text(&o).0.contains("2421 entries"), "{}", text_of(&o));
+        // Without one: refused, named, and told where a token is looked for.
+        let o = inspect(None);
+        let err = text(&o).1;
+        assert!(!o.status.success(), "{err}");
+        assert!(err.contains(&url) && err.contains("BEARER_TOKEN"), "{err}");
+        // A token the server does not trust: refused, and said so.
+        let o = inspect(Some(("BEARER_TOKEN", Path::new("e30.e30.c2ln"))));
+        let err = text(&o).1;
+        assert!(!o.status.success(), "{err}");
+        assert!(
+            err.contains(&url) && err.contains("token was refused"),
+            "{err}"
+        );
+    }
 }

@@ -811,7 +811,11 @@ impl Connection {
                 "not authorized",
                 "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)",
             ),
-            3010 | 3030 => (io::ErrorKind::PermissionDenied, "not authorized", ""),
+            3010 | 3030 => (
+                io::ErrorKind::PermissionDenied,
+                "not authorized",
+                "; the bearer token was refused",
+            ),
             3007 | 3012 | 3024 => (io::ErrorKind::ResourceBusy, "server error", ""),
             _ => (io::ErrorKind::Other, "error", ""),
         };
@@ -839,6 +843,16 @@ fn ztn_credential(token: &str) -> io::Result<Vec<u8>> {
     cred.extend_from_slice(token.as_bytes());
     cred.push(0);
     Ok(cred)
+}
+
+impl Drop for Connection {
+    /// Ends TLS cleanly (the server then logs no error), best effort.
+    fn drop(&mut self) {
+        if let Stream::Tls(tls) = &mut self.stream {
+            tls.conn.send_close_notify();
+            let _ = tls.conn.complete_io(&mut tls.sock);
+        }
+    }
 }
 
 /// A request's 24-byte header: stream 1, `code`, its parameters, the length of its data.
