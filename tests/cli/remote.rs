@@ -241,6 +241,10 @@ fn a_dataset_over_root_and_http_caches_what_the_local_files_give_and_bad_urls_ar
         records(&cwd.join("hzz_redirected")),
         "the cache through a redirector differs from the local one"
     );
+    // WebDAV's scheme, as Rucio lists a dCache door, reads as HTTP.
+    let dav = server.url("http", tree).replace("http://", "dav://");
+    let o = run(cwd, &["inspect", &dav]);
+    assert!(text(&o).0.contains("2421 entries"), "{}", text_of(&o));
     // A redirect loop: stopped, and said.
     let looping = redirector.url("root", "loop/f.root");
     let o = run(cwd, &["inspect", &looping]);
@@ -504,4 +508,72 @@ fn a_token_protected_export_is_read_with_a_token_and_refused_without() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
+    // The server lets the user its grid-mapfile names read, by the subject of the certificate
+    // behind the proxy; anyone else is refused.
+    let auth = tempfile::tempdir().expect("tempdir");
+    let (gridmap, authdb) = (auth.path().join("grid-mapfile"), auth.path().join("authdb"));
+    std::fs::write(&gridmap, "\"/CN=gnn4c tester\" gnn4c\n").expect("grid-mapfile");
+    std::fs::write(&authdb, "u gnn4c / rl\n").expect("authdb");
+    let server = Server::start_with(
+        &shared("data"),
+        true,
+        &format!(
+            "http.gridmap {}\nofs.authorize 1\nacc.authdb {}\n",
+            gridmap.display(),
+            authdb.display()
+        ),
+        Some(auth.path()),
+    );
+    // A user certificate from the server's CA, and a proxy it signs (RFC 3820), in one file
+    // as `voms-proxy-init` writes it: the proxy, its key, the user certificate.
+    let script = "set -e\n\
+        openssl req -newkey rsa:2048 -nodes -keyout user.key -out user.csr -subj '/CN=gnn4c tester'\n\
+        printf 'extendedKeyUsage=clientAuth\\n' > user.cnf\n\
+        openssl x509 -req -in user.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out user.pem -days 1 -extfile user.cnf\n\
+        openssl req -newkey rsa:2048 -nodes -keyout proxy.key -out proxy.csr -subj '/CN=gnn4c tester/CN=1234567'\n\
+        printf 'proxyCertInfo=critical,language:id-ppl-inheritAll\\nkeyUsage=critical,digitalSignature,keyEncipherment\\n' > proxy.cnf\n\
+        openssl x509 -req -in proxy.csr -CA user.pem -CAkey user.key -set_serial 1234567 -out proxy.pem -days 1 -extfile proxy.cnf\n\
+        cat proxy.pem proxy.key user.pem > x509up\n";
+    let made = Command::new("sh")
+        .current_dir(server.dir.path())
+        .args(["-c", script])
+        .output()
+        .expect("openssl runs");
+    assert!(made.status.success(), "{}", text_of(&made));
+    let url = server.url("http", "real/uproot-HZZ.root");
+    let inspect = |proxy: Option<&Path>| {
+        let mut cmd = bin();
+        cmd.env("X509_CERT_DIR", server.ca_dir())
+            .env("GNN4C_NET_RETRIES", "0")
+            .env_remove("BEARER_TOKEN")
+            .env_remove("BEARER_TOKEN_FILE")
+            .env("XDG_RUNTIME_DIR", auth.path().join("none"))
+            .env("X509_USER_PROXY", proxy.unwrap_or(Path::new("")));
+        if proxy.is_none() {
+            cmd.env_remove("X509_USER_PROXY");
+        }
+        cmd.args(["inspect", &url])
+            .output()
+            .expect("the binary runs")
+    };
+    let o = inspect(Some(&server.dir.path().join("x509up")));
+    assert!(o.status.success(), "{}", text_of(&o));
+    assert!(text(&o).0.contains("2421 entries"), "{}", text_of(&o));
+    let o = inspect(None);
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&url) && err.contains("HTTP 403"), "{err}");
+    // A proxy file that is not there: named.
+    let missing = auth.path().join("x509up_missing");
+    let o = inspect(Some(&missing));
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("X509_USER_PROXY") && err.contains("x509up_missing"),
+        "{err}"
+    );
 }

@@ -44,6 +44,8 @@ pub use demo::{
 };
 pub use error::{DataError, write_atomically};
 pub use folds::{Folds, Split, fold_of, open_split, read_split};
+/// Bytes received from remote files by this process so far.
+pub use gnn4c_rootio::network_bytes_received;
 pub use inspect::{TreeInspection, inspect_file};
 pub use outputs::{
     FriendTree, PredictionTable, SAMPLE_NAME_CHARS, check_output_path, read_predictions_npz,

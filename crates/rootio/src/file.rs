@@ -43,6 +43,32 @@ pub(crate) struct ObjectBytes {
     pub keylen: usize,
 }
 
+/// Chunks of a remote file whose baskets or pages are planned ahead of the one being read
+/// (fetched while it decodes; a link's latency paid once for several chunks).
+pub(crate) const AHEAD_CHUNKS: usize = 8;
+/// The most bytes planned ahead of the chunk being read.
+const AHEAD_BYTES: usize = 64 << 20;
+
+/// The byte ranges to plan of `window` (each a basket's or page's first entry, offset and
+/// size: this chunk's and the next chunks'): in entry order, the first `now` (this chunk's)
+/// always, the rest while they stay within [`AHEAD_BYTES`].
+pub(crate) fn read_ahead_window(
+    mut window: Vec<(u64, u64, usize)>,
+    now: usize,
+) -> Vec<(u64, usize)> {
+    window.sort_unstable();
+    let mut bytes = 0usize;
+    window
+        .into_iter()
+        .enumerate()
+        .take_while(|(i, (_, _, n))| {
+            bytes = bytes.saturating_add(*n);
+            *i < now || bytes <= AHEAD_BYTES
+        })
+        .map(|(_, (_, offset, n))| (offset, n))
+        .collect()
+}
+
 /// An open ROOT file: its header and every key of every directory.
 #[derive(Debug)]
 pub struct RootFile {
@@ -175,6 +201,11 @@ impl RootFile {
     /// file's, in a few large requests; see [`Source::prefetch`]).
     pub(crate) fn prefetch(&self, ranges: impl IntoIterator<Item = (u64, usize)>) {
         self.source.prefetch(ranges);
+    }
+
+    /// Whether the file is read over a network (its readers then plan a window ahead).
+    pub(crate) fn is_remote(&self) -> bool {
+        self.source.is_remote()
     }
 
     /// `len` bytes at `offset`.

@@ -24,5 +24,5 @@ pub use error::RootError;
 pub use file::{Key, RootFile};
 pub use read::{BranchCursor, BranchData, Interpretation, Layout, Number, interpret};
 pub use rntuple::{FieldCursor, NtupleField, NtupleInfo};
-pub use source::{RemoteIdentity, is_url, remote_identity};
+pub use source::{RemoteIdentity, is_url, network_bytes_received, remote_identity};
 pub use tree::{BranchInfo, ElementInfo, EmbeddedBasket, LeafInfo, TreeInfo};

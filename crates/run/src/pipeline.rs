@@ -752,6 +752,8 @@ pub struct EntryProgress {
     /// The file being read and the sample's first entry.
     file: Option<Arc<Path>>,
     entry_start: u64,
+    /// When the bar began, and the bytes received from remote files then.
+    network: (Instant, u64),
 }
 
 impl EntryProgress {
@@ -786,7 +788,23 @@ impl EntryProgress {
             done: 0,
             file: None,
             entry_start: 0,
+            network: (Instant::now(), gnn4c_data::network_bytes_received()),
         }
+    }
+
+    /// Moves the bar to `position` entries, saying the rate of bytes received from remote
+    /// files since the bar began, when there are any.
+    fn show(&self, position: u64) {
+        let (start, bytes) = self.network;
+        let received = gnn4c_data::network_bytes_received().saturating_sub(bytes);
+        let secs = start.elapsed().as_secs_f64();
+        if received > 0 && secs > 0.0 {
+            self.bar.set_message(format!(
+                ", {:.1} MB/s from the network",
+                received as f64 / secs / 1e6
+            ));
+        }
+        self.bar.set_position(position);
     }
 
     /// Reading of `sample` begins.
@@ -804,13 +822,13 @@ impl EntryProgress {
             self.file = Some(last.id.source_file.clone());
         }
         let in_file = (last.id.entry + 1).saturating_sub(self.entry_start);
-        self.bar.set_position(self.done + in_file);
+        self.show(self.done + in_file);
     }
 
     /// The sample's files are all read.
     pub fn end_sample(&mut self) {
         self.finish_file();
-        self.bar.set_position(self.done);
+        self.show(self.done);
     }
 
     fn finish_file(&mut self) {
@@ -822,7 +840,7 @@ impl EntryProgress {
     /// `entries` more were read (where files are read in parallel).
     pub fn advance(&mut self, entries: u64) {
         self.done += entries;
-        self.bar.set_position(self.done);
+        self.show(self.done);
     }
 
     /// Removes the bar.

@@ -19,7 +19,7 @@ pub fn progress_bar(show: bool, len: u64, prefix: impl Into<String>, unit: &str)
         return ProgressBar::hidden();
     }
     let template = format!(
-        "{{prefix}} [{{bar:25}}] {{human_pos}}/{{human_len}} {unit}, {{rate}}/s, {{eta}} left"
+        "{{prefix}} [{{bar:25}}] {{human_pos}}/{{human_len}} {unit}, {{rate}}/s, {{eta}} left{{msg}}"
     );
     let style = indicatif::ProgressStyle::with_template(&template)
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())

@@ -333,13 +333,34 @@ pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, 
         jobs.extend(c.baskets_for(n).into_iter().map(|k| (i, k)));
     }
     let shared: Vec<&BranchCursor<'_>> = cursors.iter().map(|c| &**c).collect();
-    // A remote file's baskets are read in a few large requests.
-    if let Some(first) = shared.first() {
-        first.file.prefetch(jobs.iter().filter_map(|&(i, k)| {
-            let b = shared[i].branch;
-            let seek = u64::try_from(*b.basket_seek.get(k)?).ok()?;
-            Some((seek, usize::try_from(*b.basket_bytes.get(k)?).ok()?))
-        }));
+    // A remote file's baskets are read in few requests: this chunk's, and the next chunks'
+    // within the read-ahead window, in entry order.
+    if let Some(first) = shared.first()
+        && first.file.is_remote()
+    {
+        let mut window: Vec<(u64, u64, usize)> = Vec::new();
+        for c in &shared {
+            let b = c.branch;
+            for k in c.baskets_for(n.saturating_mul(crate::file::AHEAD_CHUNKS)) {
+                let (Some(&entry), Some(&seek), Some(&bytes)) = (
+                    b.basket_entry.get(k),
+                    b.basket_seek.get(k),
+                    b.basket_bytes.get(k),
+                ) else {
+                    continue;
+                };
+                if let (Ok(entry), Ok(seek), Ok(bytes)) = (
+                    u64::try_from(entry),
+                    u64::try_from(seek),
+                    usize::try_from(bytes),
+                ) {
+                    window.push((entry, seek, bytes));
+                }
+            }
+        }
+        first
+            .file
+            .prefetch(crate::file::read_ahead_window(window, jobs.len()));
     }
     // In job order: by cursor, then basket.
     let fetched = crate::parallel::map_largest_first(

@@ -708,12 +708,31 @@ impl PageStore {
                 }
             }
         }
-        // A remote file's pages are read in a few large requests.
-        if let Some(c) = cursors.first() {
-            c.file.prefetch(
-                jobs.iter()
-                    .filter_map(|j| Some((j.5.offset, usize::try_from(j.5.size).ok()?))),
-            );
+        // A remote file's pages are read in few requests: this chunk's clusters', and the
+        // next clusters' within the read-ahead window.
+        if let Some(first) = cursors.first()
+            && first.file.is_remote()
+        {
+            let mut window = Vec::new();
+            let mut seen_ahead = std::collections::HashSet::new();
+            for c in cursors {
+                for k in c.clusters_for(n.saturating_mul(crate::file::AHEAD_CHUNKS)) {
+                    let entry = c.ntuple.clusters[k].first_entry;
+                    for (chosen, _, pages) in c.columns_in(k) {
+                        if !seen_ahead.insert((k, chosen)) {
+                            continue;
+                        }
+                        for page in pages {
+                            if let Ok(size) = usize::try_from(page.locator.size) {
+                                window.push((entry, page.locator.offset, size));
+                            }
+                        }
+                    }
+                }
+            }
+            first
+                .file
+                .prefetch(crate::file::read_ahead_window(window, jobs.len()));
         }
         let read = crate::parallel::map_largest_first(
             jobs,

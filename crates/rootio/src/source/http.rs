@@ -2,14 +2,11 @@
 //! byte-range requests.
 
 use std::io::{self, Read};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
-
 use super::RemoteIdentity;
-use super::net::{NetSettings, ReadAhead, coalesce};
+use super::net::{NetSettings, ReadAhead, coalesce, count_received, ends};
+use super::tls::tls_config;
 
 /// A file on an HTTP(S) server.
 #[derive(Debug)]
@@ -61,14 +58,27 @@ impl HttpFile {
             modified: response.header("Last-Modified").map(str::to_owned),
             etag: response.header("ETag").map(str::to_owned),
         };
+        f.ahead
+            .plan(ends(size).into_iter().map(|r| vec![r]).collect());
         Ok(f)
     }
 
     /// Plans the reads of `ranges`: coalesced into spans, each one range request.
     pub(super) fn plan(&self, ranges: &[(u64, usize)]) {
-        let spans = coalesce(ranges, MERGE_GAP, MAX_SPAN);
-        self.ahead
-            .plan(spans.into_iter().map(|s| vec![s]).collect());
+        self.ahead.plan_keeping(ranges, |new| {
+            let spans = coalesce(new, MERGE_GAP, MAX_SPAN);
+            spans.into_iter().map(|s| vec![s]).collect()
+        });
+    }
+
+    /// Drops what was read ahead, planning the file's two ends again for its next reader.
+    pub(super) fn forget_plan(&self) {
+        self.ahead.plan(
+            ends(self.identity.size)
+                .into_iter()
+                .map(|r| vec![r])
+                .collect(),
+        );
     }
 
     /// Fills `buf` with the bytes at `offset`: from a planned span, else in one range
@@ -96,6 +106,7 @@ impl HttpFile {
                 self.get_range(offset, buf.len() as u64)
                     .and_then(|r| r.into_reader().read_exact(buf))
             })
+            .inspect(|()| count_received(buf.len()))
             .map_err(|e| {
                 io::Error::new(
                     e.kind(),
@@ -165,57 +176,6 @@ impl HttpFile {
             }
         }
     }
-}
-
-/// The TLS settings of every `https://` read: the Mozilla roots, the CA bundle `SSL_CERT_FILE`
-/// names or the system's, and the CAs in `X509_CERT_DIR` (default
-/// `/etc/grid-security/certificates`: the IGTF CAs of grid sites, CERN's included).
-pub(super) fn tls_config() -> io::Result<Arc<rustls::ClientConfig>> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-            for file in ca_files() {
-                let Ok(certs) = CertificateDer::pem_file_iter(&file) else {
-                    continue;
-                };
-                for cert in certs.flatten() {
-                    // A certificate the store cannot use is left out, as OpenSSL does.
-                    let _ = roots.add(cert);
-                }
-            }
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-                .map_err(|e| format!("TLS settings: {e}"))
-        })
-        .clone()
-        .map_err(io::Error::other)
-}
-
-/// The PEM files holding CAs to trust: `SSL_CERT_FILE` (else the system's bundle) and every
-/// file in `X509_CERT_DIR` (else `/etc/grid-security/certificates`).
-fn ca_files() -> Vec<std::path::PathBuf> {
-    let bundle = std::env::var_os("SSL_CERT_FILE")
-        .map_or_else(|| "/etc/ssl/certs/ca-certificates.crt".into(), Into::into);
-    let dir: std::path::PathBuf = std::env::var_os("X509_CERT_DIR")
-        .map_or_else(|| "/etc/grid-security/certificates".into(), Into::into);
-    let in_dir = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|x| x == "pem" || x == "crt" || x == "0")
-        });
-    [bundle]
-        .into_iter()
-        .chain(in_dir)
-        .filter(|p| p.is_file())
-        .collect()
 }
 
 /// A server's answer `code` (`text`) to a request as an I/O error: its kind says what the

@@ -9,22 +9,26 @@
 
 mod http;
 mod net;
+mod tls;
 mod xrootd;
 
 use std::fs::File;
 use std::io;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+pub use net::network_bytes_received;
 
 use http::HttpFile;
 use xrootd::XrootdFile;
 
-/// HTTP's URL schemes.
-const HTTP_SCHEMES: [&str; 2] = ["http://", "https://"];
+/// HTTP's URL schemes (WebDAV's `davs://` and `dav://` are HTTPS and HTTP).
+const HTTP_SCHEMES: [&str; 4] = ["http://", "https://", "davs://", "dav://"];
 /// XRootD's URL schemes.
 const XROOTD_SCHEMES: [&str; 2] = ["root://", "roots://"];
 
-/// Whether `location` is a URL (`http://`, `https://`, `root://`, `roots://`) rather than a
-/// local path.
+/// Whether `location` is a URL (`root://`, `roots://`, `http://`, `https://`, `davs://`,
+/// `dav://`) rather than a local path.
 pub fn is_url(location: &Path) -> bool {
     let s = location.to_string_lossy();
     HTTP_SCHEMES
@@ -48,34 +52,89 @@ pub struct RemoteIdentity {
 
 /// The size and version of the file at `url`, asked of its server.
 pub fn remote_identity(url: &str) -> io::Result<RemoteIdentity> {
-    if XROOTD_SCHEMES.iter().any(|p| url.starts_with(p)) {
-        XrootdFile::open(url).map(|f| f.identity)
-    } else {
-        HttpFile::open(url).map(|f| f.identity)
+    Ok(match open_remote(url)? {
+        Remote::Http(f) => f.identity.clone(),
+        Remote::Xrootd(f) => f.identity.clone(),
+    })
+}
+
+/// A remote file open in this process.
+#[derive(Debug, Clone)]
+enum Remote {
+    Http(Arc<HttpFile>),
+    Xrootd(Arc<XrootdFile>),
+}
+
+/// Remote files open in this process, the most recently used last, at most [`KEEP_OPEN`]: a
+/// file opened again (a dataset's fingerprint, then its read) reuses its connections and what
+/// its server said of it, instead of paying the round trips of an open again.
+static OPEN: Mutex<Vec<(String, Remote)>> = Mutex::new(Vec::new());
+const KEEP_OPEN: usize = 8;
+
+/// The remote file at `url`: the one open in this process, else opened now.
+fn open_remote(url: &str) -> io::Result<Remote> {
+    let lock = || OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    {
+        let mut open = lock();
+        if let Some(i) = open.iter().position(|(u, _)| u == url) {
+            let entry = open.remove(i);
+            let remote = entry.1.clone();
+            open.push(entry);
+            return Ok(remote);
+        }
     }
+    let remote = if XROOTD_SCHEMES.iter().any(|p| url.starts_with(p)) {
+        Remote::Xrootd(Arc::new(XrootdFile::open(url)?))
+    } else if let Some(rest) = url.strip_prefix("davs://") {
+        Remote::Http(Arc::new(HttpFile::open(&format!("https://{rest}"))?))
+    } else if let Some(rest) = url.strip_prefix("dav://") {
+        Remote::Http(Arc::new(HttpFile::open(&format!("http://{rest}"))?))
+    } else {
+        Remote::Http(Arc::new(HttpFile::open(url)?))
+    };
+    let mut open = lock();
+    open.push((url.to_owned(), remote.clone()));
+    if open.len() > KEEP_OPEN {
+        open.remove(0);
+    }
+    Ok(remote)
 }
 
 /// An open file's bytes.
 #[derive(Debug)]
 pub(crate) enum Source {
     Local(File),
-    Http(Box<HttpFile>),
-    Xrootd(Box<XrootdFile>),
+    Http(Arc<HttpFile>),
+    Xrootd(Arc<XrootdFile>),
+}
+
+impl Drop for Source {
+    /// What a remote file's reader read ahead goes with it (the file stays open for the
+    /// next reader).
+    fn drop(&mut self) {
+        match self {
+            Source::Local(_) => {}
+            Source::Http(f) => f.forget_plan(),
+            Source::Xrootd(f) => f.forget_plan(),
+        }
+    }
 }
 
 impl Source {
     /// Opens `location` (a path or a URL); its size.
     pub(crate) fn open(location: &Path) -> io::Result<(Source, u64)> {
         let s = location.to_string_lossy();
-        if HTTP_SCHEMES.iter().any(|p| s.starts_with(p)) {
-            let f = HttpFile::open(&s)?;
-            let len = f.identity.size;
-            return Ok((Source::Http(Box::new(f)), len));
-        }
-        if XROOTD_SCHEMES.iter().any(|p| s.starts_with(p)) {
-            let f = XrootdFile::open(&s)?;
-            let len = f.identity.size;
-            return Ok((Source::Xrootd(Box::new(f)), len));
+        if is_url(location) {
+            return Ok(match open_remote(&s)? {
+                Remote::Http(f) => {
+                    let len = f.identity.size;
+                    (Source::Http(f), len)
+                }
+                Remote::Xrootd(f) => {
+                    let len = f.identity.size;
+                    (Source::Xrootd(f), len)
+                }
+            });
         }
         let file = File::open(location)?;
         let len = file.metadata()?.len();
@@ -94,6 +153,11 @@ impl Source {
             Source::Http(f) => f.plan(&ranges.into_iter().collect::<Vec<_>>()),
             Source::Xrootd(f) => f.plan(&ranges.into_iter().collect::<Vec<_>>()),
         }
+    }
+
+    /// Whether the bytes come over a network.
+    pub(crate) fn is_remote(&self) -> bool {
+        !matches!(self, Source::Local(_))
     }
 
     /// Fills `buf` with the bytes at `offset`.
@@ -134,6 +198,7 @@ mod tests {
             "http://h/f.root",
             "https://h:8443/f.root",
             "root://eos//f.root",
+            "davs://dcache.example.org:2880/pnfs/f.root",
         ] {
             assert!(is_url(Path::new(url)), "{url}");
         }

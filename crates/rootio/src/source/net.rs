@@ -3,8 +3,23 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+/// Bytes received from remote files by this process.
+static RECEIVED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `n` bytes received from a remote file.
+pub(super) fn count_received(n: usize) {
+    RECEIVED.fetch_add(n as u64, Ordering::Relaxed);
+}
+
+/// Bytes received from remote files by this process so far (what a progress display turns
+/// into a rate).
+pub fn network_bytes_received() -> u64 {
+    RECEIVED.load(Ordering::Relaxed)
+}
 
 /// How a remote file is read: from the environment, once per file.
 #[derive(Debug, Clone)]
@@ -102,7 +117,7 @@ fn bearer_token() -> Option<String> {
 }
 
 /// The user's id (the owner of `/proc/self`), on Unix.
-fn user_id() -> Option<u32> {
+pub(super) fn user_id() -> Option<u32> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -153,6 +168,35 @@ struct Plan {
     groups: Vec<Arc<Group>>,
 }
 
+impl Plan {
+    /// The plan of `groups`, its pieces sorted.
+    fn of(groups: Vec<Arc<Group>>) -> Plan {
+        let mut pieces = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            let mut at = 0usize;
+            for &(offset, len) in &group.ranges {
+                pieces.push(Piece {
+                    offset,
+                    len,
+                    group: g,
+                    at,
+                });
+                at += len as usize;
+            }
+        }
+        pieces.sort_unstable_by_key(|p| p.offset);
+        Plan { pieces, groups }
+    }
+
+    /// The planned range holding the bytes `start..end`, if one does.
+    fn piece_holding(&self, start: u64, end: u64) -> Option<Piece> {
+        let i = self.pieces.partition_point(|p| p.offset <= start);
+        i.checked_sub(1)
+            .map(|i| self.pieces[i])
+            .filter(|p| end <= p.offset + p.len)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Piece {
     offset: u64,
@@ -174,54 +218,97 @@ impl ReadAhead {
     /// Plans `groups` (each a list of sorted, disjoint ranges `(offset, len)`; no range in
     /// two groups), dropping the last plan.
     pub(super) fn plan(&self, groups: Vec<Vec<(u64, u64)>>) {
-        let mut plan = Plan::default();
-        for (g, ranges) in groups.into_iter().enumerate() {
-            let mut at = 0usize;
-            for &(offset, len) in &ranges {
-                plan.pieces.push(Piece {
-                    offset,
-                    len,
-                    group: g,
-                    at,
-                });
-                at += len as usize;
+        let groups = groups
+            .into_iter()
+            .map(|ranges| {
+                Arc::new(Group {
+                    ranges,
+                    bytes: OnceLock::new(),
+                })
+            })
+            .collect();
+        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = Plan::of(groups);
+    }
+
+    /// Plans the reads of `ranges` (`offset`, `len`), keeping what the last plan holds of them:
+    /// a range inside a planned group's range is read from that group (fetched, in flight or
+    /// not yet), the others are grouped by `group` into new requests; groups holding none of
+    /// `ranges` are dropped. A reader that plans a window of chunks ahead each time so pays
+    /// only for the chunk that entered the window.
+    pub(super) fn plan_keeping(
+        &self,
+        ranges: &[(u64, usize)],
+        group: impl FnOnce(&[(u64, usize)]) -> Vec<Vec<(u64, u64)>>,
+    ) {
+        let mut plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = vec![false; plan.groups.len()];
+        let mut new = Vec::new();
+        for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
+            match plan.piece_holding(offset, offset + len as u64) {
+                Some(p) => kept[p.group] = true,
+                None => new.push((offset, len)),
             }
-            plan.groups.push(Arc::new(Group {
-                ranges,
-                bytes: OnceLock::new(),
-            }));
         }
-        plan.pieces.sort_unstable_by_key(|p| p.offset);
-        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = plan;
+        let groups = plan
+            .groups
+            .iter()
+            .zip(&kept)
+            .filter(|(_, k)| **k)
+            .map(|(g, _)| Arc::clone(g))
+            .chain(group(&new).into_iter().map(|ranges| {
+                Arc::new(Group {
+                    ranges,
+                    bytes: OnceLock::new(),
+                })
+            }))
+            .collect();
+        *plan = Plan::of(groups);
     }
 
     /// Fills `buf` with the bytes at `offset` when a planned range holds them, fetching its
     /// group with `fetch` (the group's ranges → their bytes, one after the other) if no read
-    /// has yet; `false` when no range holds them or the group's request failed.
+    /// has yet — and with it, on threads of their own, the next groups of the plan not yet
+    /// fetched, up to [`FETCH_AT_ONCE`] requests in flight (a link's latency paid once for
+    /// them); `false` when no range holds them or the group's request failed.
     pub(super) fn read(
         &self,
         buf: &mut [u8],
         offset: u64,
-        fetch: impl FnOnce(&[(u64, u64)]) -> io::Result<Vec<u8>>,
+        fetch: impl Fn(&[(u64, u64)]) -> io::Result<Vec<u8>> + Sync,
     ) -> bool {
         let end = offset + buf.len() as u64;
         let found = {
             let plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
-            let i = plan.pieces.partition_point(|p| p.offset <= offset);
-            i.checked_sub(1)
-                .map(|i| plan.pieces[i])
-                .filter(|p| end <= p.offset + p.len)
-                .map(|p| (p, Arc::clone(&plan.groups[p.group])))
+            plan.piece_holding(offset, end).map(|p| {
+                // This group, then the plan's next ones not yet fetched.
+                let along: Vec<Arc<Group>> = plan.groups[p.group..]
+                    .iter()
+                    .filter(|g| g.bytes.get().is_none())
+                    .take(FETCH_AT_ONCE)
+                    .cloned()
+                    .collect();
+                (p, Arc::clone(&plan.groups[p.group]), along)
+            })
         };
-        let Some((piece, group)) = found else {
+        let Some((piece, group, along)) = found else {
             return false;
         };
-        let bytes = group.bytes.get_or_init(|| {
-            fetch(&group.ranges)
-                .ok()
-                .filter(|b| b.len() == group.ranges.iter().map(|r| r.1 as usize).sum())
-        });
-        let Some(bytes) = bytes else {
+        let get = |g: &Group| {
+            g.bytes.get_or_init(|| {
+                fetch(&g.ranges)
+                    .ok()
+                    .filter(|b| b.len() == g.ranges.iter().map(|r| r.1 as usize).sum())
+            });
+        };
+        if group.bytes.get().is_none() {
+            std::thread::scope(|s| {
+                for g in along.iter().filter(|g| !Arc::ptr_eq(g, &group)) {
+                    s.spawn(|| get(g));
+                }
+                get(&group);
+            });
+        }
+        let Some(Some(bytes)) = group.bytes.get() else {
             return false;
         };
         let from = piece.at + (offset - piece.offset) as usize;
@@ -229,6 +316,22 @@ impl ReadAhead {
         true
     }
 }
+
+/// The bytes at a file's start and end read with its first read (a ROOT file's header, keys,
+/// streamer info, an RNTuple's anchor and footer): one round trip for what would be several.
+const ENDS: u64 = 128 * 1024;
+
+/// The ranges at the start and end of a file of `size` bytes a reader reads first.
+pub(super) fn ends(size: u64) -> Vec<(u64, u64)> {
+    if size <= 2 * ENDS {
+        vec![(0, size)]
+    } else {
+        vec![(0, ENDS), (size - ENDS, ENDS)]
+    }
+}
+
+/// The most requests one read sends at once (its own group's and the next ones').
+const FETCH_AT_ONCE: usize = 4;
 
 #[cfg(test)]
 mod tests {
@@ -254,9 +357,9 @@ mod tests {
         let file: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
         let ahead = ReadAhead::default();
         ahead.plan(vec![vec![(100, 50), (400, 10)], vec![(1000, 100)]]);
-        let fetches = std::cell::Cell::new(0);
+        let fetches = std::sync::atomic::AtomicUsize::new(0);
         let fetch = |ranges: &[(u64, u64)]| {
-            fetches.set(fetches.get() + 1);
+            fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(ranges
                 .iter()
                 .flat_map(|&(o, n)| file[o as usize..(o + n) as usize].to_vec())
@@ -275,11 +378,51 @@ mod tests {
                 assert_eq!(buf[..], file[offset as usize..offset as usize + 5]);
             }
         }
-        assert_eq!(fetches.get(), 2, "one fetch per group");
+        // The first read fetched both groups at once; the others read what was fetched.
+        assert_eq!(
+            fetches.load(std::sync::atomic::Ordering::Relaxed),
+            2,
+            "one fetch per group"
+        );
         // A group whose fetch failed serves nothing.
         ahead.plan(vec![vec![(0, 10)]]);
         assert!(!ahead.read(&mut buf, 0, |_| Err(io::ErrorKind::TimedOut.into())));
         assert!(!ahead.read(&mut buf, 0, fetch));
+    }
+
+    #[test]
+    fn a_new_plan_keeps_what_was_fetched_of_its_ranges() {
+        let file: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let fetched = Mutex::new(Vec::new());
+        let fetch = |ranges: &[(u64, u64)]| {
+            fetched.lock().expect("lock").push(ranges.to_vec());
+            Ok(ranges
+                .iter()
+                .flat_map(|&(o, n)| file[o as usize..(o + n) as usize].to_vec())
+                .collect())
+        };
+        let one_each = |r: &[(u64, usize)]| r.iter().map(|&(o, n)| vec![(o, n as u64)]).collect();
+        let ahead = ReadAhead::default();
+        ahead.plan_keeping(&[(0, 100), (100, 100)], one_each);
+        let mut buf = [0u8; 10];
+        assert!(ahead.read(&mut buf, 150, fetch));
+        // The window moves on: (100, 100) stays fetched, (200, 100) is new, (0, 100) goes.
+        ahead.plan_keeping(&[(100, 100), (200, 100)], one_each);
+        assert!(ahead.read(&mut buf, 120, fetch));
+        assert!(ahead.read(&mut buf, 250, fetch));
+        assert!(!ahead.read(&mut buf, 50, fetch));
+        assert_eq!(
+            fetched.into_inner().expect("lock"),
+            [vec![(100, 100)], vec![(200, 100)]],
+            "each range fetched once; (0, 100) never needed"
+        );
+        assert_eq!(buf[..], file[250..260]);
+    }
+
+    #[test]
+    fn a_file_s_ends_are_read_first() {
+        assert_eq!(ends(1000), [(0, 1000)]);
+        assert_eq!(ends(1 << 20), [(0, ENDS), ((1 << 20) - ENDS, ENDS)]);
     }
 
     #[test]

@@ -15,8 +15,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::RemoteIdentity;
-use super::http::tls_config;
-use super::net::{NetSettings, ReadAhead, coalesce};
+use super::net::{NetSettings, ReadAhead, coalesce, count_received, ends};
+use super::tls::tls_config;
 
 /// The protocol version this client speaks (XRootD 5.1's).
 const PROTOCOL_VERSION: u32 = 0x0000_0511;
@@ -170,37 +170,28 @@ impl XrootdFile {
         let net = NetSettings::from_env();
         let (connection, stat) = net.with_retries(|| Connection::open(&url, &net))?;
         let identity = parse_stat(&stat)?;
+        let ahead = ReadAhead::default();
+        // The file's two ends in one vector read.
+        ahead.plan(vec![ends(identity.size)]);
         Ok(XrootdFile {
             url,
             net,
             identity,
             idle: Mutex::new(vec![connection]),
             open: Mutex::new(1),
-            ahead: ReadAhead::default(),
+            ahead,
         })
     }
 
-    /// Plans the reads of `ranges`: merged where they touch, in vector reads of at most
-    /// [`READV_SEGMENTS`] ranges and [`MAX_VECTOR`] bytes.
+    /// Plans the reads of `ranges` in vector reads ([`vector_reads`]), keeping what was
+    /// planned of them before.
     pub(super) fn plan(&self, ranges: &[(u64, usize)]) {
-        let mut groups: Vec<Vec<(u64, u64)>> = Vec::new();
-        let mut bytes = 0;
-        for (offset, len) in coalesce(ranges, MERGE_GAP, MAX_VECTOR) {
-            let segments = len.div_ceil(READV_SEGMENT) as usize;
-            match groups.last_mut() {
-                Some(g)
-                    if bytes + len <= MAX_VECTOR && segments_of(g) + segments <= READV_SEGMENTS =>
-                {
-                    g.push((offset, len));
-                    bytes += len;
-                }
-                _ => {
-                    groups.push(vec![(offset, len)]);
-                    bytes = len;
-                }
-            }
-        }
-        self.ahead.plan(groups);
+        self.ahead.plan_keeping(ranges, vector_reads);
+    }
+
+    /// Drops what was read ahead, planning the file's two ends again for its next reader.
+    pub(super) fn forget_plan(&self) {
+        self.ahead.plan(vec![ends(self.identity.size)]);
     }
 
     /// Fills `buf` with the bytes at `offset`: from a planned vector read, else one read.
@@ -270,12 +261,27 @@ impl XrootdFile {
     }
 }
 
-/// How many `kXR_readv` segments `ranges` take.
-fn segments_of(ranges: &[(u64, u64)]) -> usize {
-    ranges
-        .iter()
-        .map(|r| r.1.div_ceil(READV_SEGMENT) as usize)
-        .sum()
+/// `ranges` merged where they touch (or are closer than [`MERGE_GAP`]), in vector reads of at
+/// most [`READV_SEGMENTS`] segments and [`MAX_VECTOR`] bytes.
+fn vector_reads(ranges: &[(u64, usize)]) -> Vec<Vec<(u64, u64)>> {
+    let mut groups: Vec<Vec<(u64, u64)>> = Vec::new();
+    // The last group's bytes and segments.
+    let (mut bytes, mut segments) = (0, 0);
+    for (offset, len) in coalesce(ranges, MERGE_GAP, MAX_VECTOR) {
+        let parts = len.div_ceil(READV_SEGMENT) as usize;
+        match groups.last_mut() {
+            Some(g) if bytes + len <= MAX_VECTOR && segments + parts <= READV_SEGMENTS => {
+                g.push((offset, len));
+                bytes += len;
+                segments += parts;
+            }
+            _ => {
+                groups.push(vec![(offset, len)]);
+                (bytes, segments) = (len, parts);
+            }
+        }
+    }
+    groups
 }
 
 /// The size and modification time of a stat (`id size flags modtime`).
@@ -742,6 +748,7 @@ impl Connection {
         let len = u32::from_be_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
         let mut body = vec![0u8; len];
         self.read_all(&mut body)?;
+        count_received(head.len() + len);
         Ok(([head[0], head[1]], status, body))
     }
 
@@ -943,14 +950,20 @@ mod tests {
         // 3,000 ranges 10 kB apart: not merged, at most 1,024 to a vector read.
         let ranges: Vec<(u64, usize)> = (0..3000).map(|i| (i * 10_000, 100)).collect();
         f.plan(&ranges);
-        let mut groups = Vec::new();
+        let groups = Mutex::new(Vec::new());
         let mut buf = [0u8; 1];
         for &(o, _) in ranges.iter().step_by(100) {
             f.ahead.read(&mut buf, o, |g| {
-                groups.push(g.len());
+                groups.lock().expect("lock").push(g.len());
                 Err(io::ErrorKind::Other.into())
             });
         }
+        let groups = groups.into_inner().expect("lock");
+        assert_eq!(
+            groups.len(),
+            3,
+            "3,000 ranges in 3 vector reads: {groups:?}"
+        );
         assert!(groups.iter().all(|&n| n <= READV_SEGMENTS), "{groups:?}");
         assert!(parse_stat("nonsense").is_err());
     }
