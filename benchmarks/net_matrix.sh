@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Reading over a network (docs/performance.md, "Reading over a network"): the files of an
+# io_matrix.sh folder served by a real XRootD (Debian's xrootd-server) on localhost, read by
+# this project over root:// and http://, directly and through a proxy adding RTT_MS of round-trip
+# latency (reference/latency_proxy.py), against the local files, and by uproot locally and over
+# http:// (both latencies); ROUNDS rounds, everything alternated.
+#
+# Usage: PYTHON=/tmp/rootenv/bin/python benchmarks/net_matrix.sh DIR [ROUNDS] [REPS] [RTT_MS] [FILE ...]
+# DIR: a folder io_matrix.sh wrote (its *.root and all.json); FILE: names in it (default: the
+# uproot-written TTree, ROOT's ZSTD-5 RNTuple and LZMA-9 TTree). PYTHON: a venv with uproot and
+# aiohttp (uproot reads http:// through fsspec). Run as a user xrootd may serve DIR to (as root,
+# xrootd runs as the `xrootd` user: DIR must be readable by it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$(cd "$1" && pwd) rounds=${2:-2} reps=${3:-3} rtt=${4:-20}
+shift $(( $# < 4 ? $# : 4 ))
+files=("$@")
+[ ${#files[@]} -gt 0 ] || files=(nano_like_ttree.root root_rntuple_zstd5.root root_ttree_lzma9.root)
+py=${PYTHON:-python3}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/gnn4colliders/target}
+(cd "$here/.." && cargo build --release -q -p gnn4c-benchmarks --bin benchmark_io)
+work=$(mktemp -d)
+port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+xrd=$(port) http=$(port) lxrd=$(port) lhttp=$(port)
+cat > "$work/xrd.cfg" <<EOF
+xrd.port $xrd
+xrd.protocol XrdHttp:$http libXrdHttp.so
+all.export /
+oss.localroot $dir
+all.adminpath $work/admin
+all.pidpath $work/run
+EOF
+as=()
+if [ "$(id -u)" = 0 ]; then chown -R xrootd "$work"; as=(-R xrootd); fi
+xrootd "${as[@]}" -c "$work/xrd.cfg" -n bench -l "$work/xrd.log" -b
+"$py" "$here/reference/latency_proxy.py" "$rtt" "$lxrd:$xrd" "$lhttp:$http" > "$work/proxy.log" &
+proxy=$!
+trap 'kill $proxy 2>/dev/null; pkill -f "$work/xrd.cfg" 2>/dev/null; rm -rf "$work"' EXIT
+sleep 2
+# One listing per file and way of reading it.
+for f in "${files[@]}"; do
+  for via in local root http root_lat http_lat; do
+    case $via in
+      local) url=$dir/$f ;; root) url=root://127.0.0.1:$xrd//$f ;; http) url=http://127.0.0.1:$http/$f ;;
+      root_lat) url=root://127.0.0.1:$lxrd//$f ;; http_lat) url=http://127.0.0.1:$lhttp/$f ;;
+    esac
+    "$py" - "$dir/all.json" "$f" "$url" > "$work/$via.$f.json" <<'PY'
+import json, os, sys
+listing, name, url = sys.argv[1:]
+entry = [e for e in json.load(open(listing)) if os.path.basename(e["file"]) == name][0]
+print(json.dumps([dict(entry, file=url)]))
+PY
+  done
+done
+out=$dir/net.jsonl
+rm -f "$out"
+for round in $(seq "$rounds"); do
+  echo "round $round of $rounds" >&2
+  for f in "${files[@]}"; do
+    for via in local root http root_lat http_lat; do
+      "$CARGO_TARGET_DIR/release/benchmark_io" --files "$work/$via.$f.json" "$reps" 2>&1 \
+        | grep '^{' | grep '"gnn4c-rootio"' | sed "s/^{/{\"via\":\"$via\",\"name\":\"$f\",/" >> "$out"
+    done
+    for via in local http http_lat; do
+      "$py" "$here/reference/uproot_io.py" --files "$work/$via.$f.json" "$reps" 2>/dev/null \
+        | grep '^{' | sed "s/^{/{\"via\":\"$via\",\"name\":\"$f\",/" >> "$out"
+    done
+  done
+done
+"$py" - "$out" "$rtt" <<'PY'
+import collections, json, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    who = "uproot" if "uproot" in j["reader"] else "this project"
+    runs[(j["name"], j["threads"], who, j["via"])].append(j["median_s"])
+rtt = sys.argv[2]
+cols = [("this project", v) for v in ("local", "root", "http", "root_lat", "http_lat")]
+cols += [("uproot", v) for v in ("local", "http", "http_lat")]
+names = {"local": "local", "root": "root://", "http": "http://",
+         "root_lat": f"root:// +{rtt} ms", "http_lat": f"http:// +{rtt} ms"}
+print("| file | threads | " + " | ".join(f"{w}, {names[v]}" for w, v in cols) + " |")
+print("|---|---|" + "---|" * len(cols))
+for name in sorted({k[0] for k in runs}):
+    for t in (1, 2):
+        cells = []
+        for who, via in cols:
+            got = runs.get((name, t, who, via))
+            if not got:
+                cells.append("–")
+                continue
+            m = statistics.median(got)
+            base = statistics.median(runs[(name, t, who, "local")])
+            cells.append(f"{m:.3f} s" + ("" if via == "local" else f" ({m / base:.2f}×)"))
+        print(f"| {name} | {t} | " + " | ".join(cells) + " |")
+PY
