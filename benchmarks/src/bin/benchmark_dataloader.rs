@@ -148,6 +148,7 @@ fn main() -> anyhow::Result<()> {
         source: None,
         classes: Vec::new(),
         step_size: 10_000,
+        on_bad_file: Default::default(),
         samples: files
             .iter()
             .filter(|f| f.path.starts_with(tmp.path().join("pretrain")))
