@@ -144,6 +144,24 @@ impl Server {
     }
 }
 
+/// `inspect url` trusting `server`'s CA, retrying nothing, with no credential but
+/// `credential` (an environment variable and its value).
+fn inspect_with(server: &Server, url: &str, credential: Option<(&str, &Path)>) -> Output {
+    let mut cmd = bin();
+    cmd.env("X509_CERT_DIR", server.ca_dir())
+        .env("GNN4C_NET_RETRIES", "0")
+        .env_remove("BEARER_TOKEN")
+        .env_remove("BEARER_TOKEN_FILE")
+        .env_remove("X509_USER_PROXY")
+        .env("XDG_RUNTIME_DIR", server.dir.path().join("no-runtime-dir"));
+    if let Some((var, value)) = credential {
+        cmd.env(var, value);
+    }
+    cmd.args(["inspect", url])
+        .output()
+        .expect("the binary runs")
+}
+
 fn text_of(o: &Output) -> String {
     let (out, err) = text(o);
     format!("{out}{err}")
@@ -476,20 +494,7 @@ fn a_token_protected_export_is_read_with_a_token_and_refused_without() {
     std::fs::write(&token_file, &token).expect("token file");
     for protocol in ["root", "http"] {
         let url = server.url(protocol, "real/uproot-HZZ.root");
-        let inspect = |token: Option<(&str, &Path)>| {
-            let mut cmd = bin();
-            cmd.env("X509_CERT_DIR", server.ca_dir())
-                .env("GNN4C_NET_RETRIES", "0")
-                .env_remove("BEARER_TOKEN")
-                .env_remove("BEARER_TOKEN_FILE")
-                .env("XDG_RUNTIME_DIR", keys.path().join("none"));
-            if let Some((var, value)) = token {
-                cmd.env(var, value);
-            }
-            cmd.args(["inspect", &url])
-                .output()
-                .expect("the binary runs")
-        };
+        let inspect = |token| inspect_with(&server, &url, token);
         // With the token (found as the WLCG discovery says: a file named by BEARER_TOKEN_FILE).
         let o = inspect(Some(("BEARER_TOKEN_FILE", &token_file)));
         assert!(o.status.success(), "{protocol}: {}", text_of(&o));
@@ -545,21 +550,8 @@ fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
         .expect("openssl runs");
     assert!(made.status.success(), "{}", text_of(&made));
     let url = server.url("http", "real/uproot-HZZ.root");
-    let inspect = |proxy: Option<&Path>| {
-        let mut cmd = bin();
-        cmd.env("X509_CERT_DIR", server.ca_dir())
-            .env("GNN4C_NET_RETRIES", "0")
-            .env_remove("BEARER_TOKEN")
-            .env_remove("BEARER_TOKEN_FILE")
-            .env("XDG_RUNTIME_DIR", auth.path().join("none"))
-            .env("X509_USER_PROXY", proxy.unwrap_or(Path::new("")));
-        if proxy.is_none() {
-            cmd.env_remove("X509_USER_PROXY");
-        }
-        cmd.args(["inspect", &url])
-            .output()
-            .expect("the binary runs")
-    };
+    let inspect =
+        |proxy: Option<&Path>| inspect_with(&server, &url, proxy.map(|p| ("X509_USER_PROXY", p)));
     let o = inspect(Some(&server.dir.path().join("x509up")));
     assert!(o.status.success(), "{}", text_of(&o));
     assert!(text(&o).0.contains("2421 entries"), "{}", text_of(&o));

@@ -44,8 +44,6 @@ pub use demo::{
 };
 pub use error::{DataError, write_atomically};
 pub use folds::{Folds, Split, fold_of, open_split, read_split};
-/// Bytes received from remote files by this process so far.
-pub use gnn4c_rootio::network_bytes_received;
 pub use inspect::{TreeInspection, inspect_file};
 pub use outputs::{
     FriendTree, PredictionTable, SAMPLE_NAME_CHARS, check_output_path, read_predictions_npz,
@@ -58,3 +56,9 @@ pub use root::{
 pub use schema::{
     BUILTIN_SCHEMAS, HZZ_BTAG_THRESHOLD, MetSpec, NANOAOD_DEEPCSV_MEDIUM, ObjectSpec, SchemaSpec,
 };
+
+/// Bytes received from remote files (`root://`, `https://`) by this process so far: what a
+/// progress display turns into a rate.
+pub fn network_bytes_received() -> u64 {
+    gnn4c_rootio::network_bytes_received()
+}
