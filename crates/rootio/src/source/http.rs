@@ -2,6 +2,7 @@
 //! byte-range requests.
 
 use std::io::{self, Read};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::RemoteIdentity;
@@ -63,12 +64,18 @@ impl HttpFile {
         Ok(f)
     }
 
-    /// Plans the reads of `ranges`: coalesced into spans, each one range request.
-    pub(super) fn plan(&self, ranges: &[(u64, usize)]) {
-        self.ahead.plan_keeping(ranges, |new| {
+    /// Plans the reads of `ranges`: coalesced into spans, each one range request, keeping what
+    /// was planned of them before; the new ones are requested at once, in the background.
+    pub(super) fn plan(self: &Arc<Self>, ranges: &[(u64, usize)]) {
+        let unfetched = self.ahead.plan_keeping(ranges, |new| {
             let spans = coalesce(new, MERGE_GAP, MAX_SPAN);
             spans.into_iter().map(|s| vec![s]).collect()
         });
+        // Requested now, in the background: the reader decodes while they come.
+        if !unfetched.is_empty() {
+            let file = Arc::clone(self);
+            std::thread::spawn(move || unfetched.fetch(|spans| file.fetch_span(spans)));
+        }
     }
 
     /// Drops what was read ahead, planning the file's two ends again for its next reader.
@@ -87,16 +94,19 @@ impl HttpFile {
         if buf.is_empty() {
             return Ok(());
         }
-        let served = self.ahead.read(buf, offset, |spans| {
-            let (start, len) = spans[0];
-            let mut all = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
-            self.fetch(&mut all, start)?;
-            Ok(all)
-        });
+        let served = self.ahead.read(buf, offset, |spans| self.fetch_span(spans));
         if served {
             return Ok(());
         }
         self.fetch(buf, offset)
+    }
+
+    /// The bytes of a planned span (one range: `spans` holds one).
+    fn fetch_span(&self, spans: &[(u64, u64)]) -> io::Result<Vec<u8>> {
+        let (start, len) = spans[0];
+        let mut all = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+        self.fetch(&mut all, start)?;
+        Ok(all)
     }
 
     /// Fills `buf` with the bytes at `offset`: one range request.

@@ -239,7 +239,7 @@ impl ReadAhead {
         &self,
         ranges: &[(u64, usize)],
         group: impl FnOnce(&[(u64, usize)]) -> Vec<Vec<(u64, u64)>>,
-    ) {
+    ) -> Unfetched {
         let mut plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
         let mut kept = vec![false; plan.groups.len()];
         let mut new = Vec::new();
@@ -249,20 +249,25 @@ impl ReadAhead {
                 None => new.push((offset, len)),
             }
         }
+        let added: Vec<Arc<Group>> = group(&new)
+            .into_iter()
+            .map(|ranges| {
+                Arc::new(Group {
+                    ranges,
+                    bytes: OnceLock::new(),
+                })
+            })
+            .collect();
         let groups = plan
             .groups
             .iter()
             .zip(&kept)
             .filter(|(_, k)| **k)
             .map(|(g, _)| Arc::clone(g))
-            .chain(group(&new).into_iter().map(|ranges| {
-                Arc::new(Group {
-                    ranges,
-                    bytes: OnceLock::new(),
-                })
-            }))
+            .chain(added.iter().cloned())
             .collect();
         *plan = Plan::of(groups);
+        Unfetched(added)
     }
 
     /// Fills `buf` with the bytes at `offset` when a planned range holds them, fetching its
@@ -293,13 +298,7 @@ impl ReadAhead {
         let Some((piece, group, along)) = found else {
             return false;
         };
-        let get = |g: &Group| {
-            g.bytes.get_or_init(|| {
-                fetch(&g.ranges)
-                    .ok()
-                    .filter(|b| b.len() == g.ranges.iter().map(|r| r.1 as usize).sum())
-            });
-        };
+        let get = |g: &Group| g.fill(&fetch);
         if group.bytes.get().is_none() {
             std::thread::scope(|s| {
                 for g in along.iter().filter(|g| !Arc::ptr_eq(g, &group)) {
@@ -327,6 +326,44 @@ pub(super) fn ends(size: u64) -> Vec<(u64, u64)> {
         vec![(0, size)]
     } else {
         vec![(0, ENDS), (size - ENDS, ENDS)]
+    }
+}
+
+/// Groups just planned, not yet fetched.
+#[must_use = "fetch them, or they are fetched when a read first needs them"]
+pub(super) struct Unfetched(Vec<Arc<Group>>);
+
+impl Unfetched {
+    /// Fetches every group with `fetch`, up to [`FETCH_AT_ONCE`] at a time, in plan order (a
+    /// read needing one being fetched waits for it; a failed one is left for the reads to
+    /// fetch alone).
+    pub(super) fn fetch(self, fetch: impl Fn(&[(u64, u64)]) -> io::Result<Vec<u8>> + Sync) {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..FETCH_AT_ONCE.min(self.0.len()) {
+                s.spawn(|| {
+                    while let Some(g) = self.0.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        g.fill(&fetch);
+                    }
+                });
+            }
+        });
+    }
+
+    /// Whether there is nothing to fetch.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Group {
+    /// Its bytes, fetched with `fetch` unless another read has (or is doing so).
+    fn fill(&self, fetch: impl Fn(&[(u64, u64)]) -> io::Result<Vec<u8>>) {
+        self.bytes.get_or_init(|| {
+            fetch(&self.ranges)
+                .ok()
+                .filter(|b| b.len() == self.ranges.iter().map(|r| r.1 as usize).sum())
+        });
     }
 }
 
@@ -403,11 +440,11 @@ mod tests {
         };
         let one_each = |r: &[(u64, usize)]| r.iter().map(|&(o, n)| vec![(o, n as u64)]).collect();
         let ahead = ReadAhead::default();
-        ahead.plan_keeping(&[(0, 100), (100, 100)], one_each);
+        let _lazily = ahead.plan_keeping(&[(0, 100), (100, 100)], one_each);
         let mut buf = [0u8; 10];
         assert!(ahead.read(&mut buf, 150, fetch));
         // The window moves on: (100, 100) stays fetched, (200, 100) is new, (0, 100) goes.
-        ahead.plan_keeping(&[(100, 100), (200, 100)], one_each);
+        let _lazily = ahead.plan_keeping(&[(100, 100), (200, 100)], one_each);
         assert!(ahead.read(&mut buf, 120, fetch));
         assert!(ahead.read(&mut buf, 250, fetch));
         assert!(!ahead.read(&mut buf, 50, fetch));

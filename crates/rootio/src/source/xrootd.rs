@@ -11,7 +11,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::RemoteIdentity;
@@ -184,9 +184,16 @@ impl XrootdFile {
     }
 
     /// Plans the reads of `ranges` in vector reads ([`vector_reads`]), keeping what was
-    /// planned of them before.
-    pub(super) fn plan(&self, ranges: &[(u64, usize)]) {
-        self.ahead.plan_keeping(ranges, vector_reads);
+    /// planned of them before; the new ones are requested at once, in the background.
+    pub(super) fn plan(self: &Arc<Self>, ranges: &[(u64, usize)]) {
+        let unfetched = self.ahead.plan_keeping(ranges, vector_reads);
+        // Requested now, in the background: the reader decodes while they come.
+        if !unfetched.is_empty() {
+            let file = Arc::clone(self);
+            std::thread::spawn(move || {
+                unfetched.fetch(|ranges| file.with_connection(|c| c.read_vector(ranges)));
+            });
+        }
     }
 
     /// Drops what was read ahead, planning the file's two ends again for its next reader.
@@ -938,33 +945,16 @@ mod tests {
 
     #[test]
     fn planned_ranges_become_bounded_vector_reads() {
-        let f = XrootdFile {
-            url: XrdUrl::parse("root://h//f").expect("url"),
-            net: NetSettings::from_env(),
-            identity: parse_stat("1 100 0 5").expect("stat"),
-            idle: Mutex::new(Vec::new()),
-            open: Mutex::new(0),
-            ahead: ReadAhead::default(),
-        };
-        assert_eq!(f.identity.size, 100);
         // 3,000 ranges 10 kB apart: not merged, at most 1,024 to a vector read.
         let ranges: Vec<(u64, usize)> = (0..3000).map(|i| (i * 10_000, 100)).collect();
-        f.plan(&ranges);
-        let groups = Mutex::new(Vec::new());
-        let mut buf = [0u8; 1];
-        for &(o, _) in ranges.iter().step_by(100) {
-            f.ahead.read(&mut buf, o, |g| {
-                groups.lock().expect("lock").push(g.len());
-                Err(io::ErrorKind::Other.into())
-            });
-        }
-        let groups = groups.into_inner().expect("lock");
-        assert_eq!(
-            groups.len(),
-            3,
-            "3,000 ranges in 3 vector reads: {groups:?}"
-        );
-        assert!(groups.iter().all(|&n| n <= READV_SEGMENTS), "{groups:?}");
+        let groups = vector_reads(&ranges);
+        let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [1024, 1024, 952]);
+        // Ranges closer than 4 kB are one; a range over 1 MiB counts its parts as segments.
+        assert_eq!(vector_reads(&[(0, 10), (100, 10)]), [vec![(0, 110)]]);
+        let big = vector_reads(&[(0, 3 << 20), (10 << 20, 10)]);
+        assert_eq!(big, [vec![(0, 3 << 20), (10 << 20, 10)]]);
+        assert_eq!(parse_stat("1 100 0 5").expect("stat").size, 100);
         assert!(parse_stat("nonsense").is_err());
     }
 
