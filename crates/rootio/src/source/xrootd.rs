@@ -11,7 +11,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::RemoteIdentity;
@@ -155,11 +155,18 @@ pub(crate) struct XrootdFile {
     url: XrdUrl,
     net: NetSettings,
     pub(super) identity: RemoteIdentity,
-    /// Connections with the file open, not in use.
-    idle: Mutex<Vec<Connection>>,
-    /// Connections open, in use or not.
-    open: Mutex<usize>,
+    /// Its connections, each with the file open.
+    pool: Mutex<Pool>,
+    /// Signalled when a connection is given back or dropped.
+    returned: Condvar,
     ahead: ReadAhead,
+}
+
+/// A file's connections: those not in use, and how many are open in all.
+#[derive(Debug)]
+struct Pool {
+    idle: Vec<Connection>,
+    open: usize,
 }
 
 impl XrootdFile {
@@ -177,8 +184,11 @@ impl XrootdFile {
             url,
             net,
             identity,
-            idle: Mutex::new(vec![connection]),
-            open: Mutex::new(1),
+            pool: Mutex::new(Pool {
+                idle: vec![connection],
+                open: 1,
+            }),
+            returned: Condvar::new(),
             ahead,
         })
     }
@@ -230,16 +240,11 @@ impl XrootdFile {
         self.net.with_retries(|| {
             let mut connection = self.take_connection()?;
             let result = request(&mut connection);
-            match &result {
-                Err(e) if connection.broken || e.kind() == io::ErrorKind::TimedOut => {
-                    *self.open.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
-                }
-                _ => self
-                    .idle
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(connection),
-            }
+            let broken = connection.broken
+                || result
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == io::ErrorKind::TimedOut);
+            self.give_back((!broken).then_some(connection));
             result
         })
     }
@@ -247,24 +252,31 @@ impl XrootdFile {
     /// An idle connection, else a new one when fewer than [`MAX_CONNECTIONS`] are open, else
     /// the first to come back.
     fn take_connection(&self) -> io::Result<Connection> {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(c) = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            if let Some(c) = pool.idle.pop() {
                 return Ok(c);
             }
-            {
-                let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-                if *open < MAX_CONNECTIONS {
-                    *open += 1;
-                    drop(open);
-                    return Connection::open(&self.url, &self.net)
-                        .map(|(c, _)| c)
-                        .inspect_err(|_| {
-                            *self.open.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
-                        });
-                }
+            if pool.open < MAX_CONNECTIONS {
+                pool.open += 1;
+                drop(pool);
+                return Connection::open(&self.url, &self.net)
+                    .map(|(c, _)| c)
+                    .inspect_err(|_| self.give_back(None));
             }
-            std::thread::sleep(Duration::from_millis(1));
+            pool = self.returned.wait(pool).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// Gives a connection back to the pool (`None`: it was dropped), waking a request waiting
+    /// for one.
+    fn give_back(&self, connection: Option<Connection>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        match connection {
+            Some(c) => pool.idle.push(c),
+            None => pool.open -= 1,
+        }
+        self.returned.notify_one();
     }
 }
 
@@ -864,7 +876,8 @@ impl Drop for Connection {
     fn drop(&mut self) {
         if let Stream::Tls(tls) = &mut self.stream {
             tls.conn.send_close_notify();
-            let _ = tls.conn.complete_io(&mut tls.sock);
+            // Written only: nothing is waited for.
+            while tls.conn.wants_write() && tls.conn.write_tls(&mut tls.sock).is_ok() {}
         }
     }
 }
