@@ -375,6 +375,15 @@ impl DatasetConfig {
         Ok(out)
     }
 
+    /// The tree `sample` reads: its own, else the dataset's.
+    pub fn tree_of<'a>(&'a self, sample: &'a SampleConfig) -> &'a str {
+        sample
+            .tree
+            .as_deref()
+            .or(self.tree.as_deref())
+            .unwrap_or_default()
+    }
+
     /// How `sample` is read: its resolved schema, tree, metadata, entry range and files.
     pub fn sample_plan(
         &self,
@@ -382,12 +391,7 @@ impl DatasetConfig {
         base_dir: &Path,
     ) -> Result<SamplePlan, DataError> {
         Ok(SamplePlan {
-            tree: sample
-                .tree
-                .as_deref()
-                .or(self.tree.as_deref())
-                .unwrap_or_default()
-                .to_owned(),
+            tree: self.tree_of(sample).to_owned(),
             meta: SampleMeta {
                 name: Arc::from(sample.name.as_str()),
                 label: Label::from(&sample.label),

@@ -38,7 +38,7 @@ pub fn fingerprint_inputs(
     let mut files = Vec::new();
     for s in &cfg.samples {
         for path in cfg.sample_files(s, base)? {
-            let identity = open_tree(&path, tree_of(cfg, s))
+            let identity = open_tree(&path, cfg.tree_of(s))
                 .map(|t| t.entries())
                 .and_then(|entries| file_identity(&path, entries));
             match identity {
@@ -63,14 +63,6 @@ pub fn fingerprint_inputs(
     }))
 }
 
-/// The tree sample `s` reads.
-fn tree_of<'a>(cfg: &'a DatasetConfig, s: &'a SampleConfig) -> &'a str {
-    s.tree
-        .as_deref()
-        .or(cfg.tree.as_deref())
-        .unwrap_or_default()
-}
-
 /// Every file of sample `s` with the number of entries its tree holds (a file that does not
 /// open left out when the dataset skips bad files).
 fn sample_entries(
@@ -80,7 +72,7 @@ fn sample_entries(
 ) -> anyhow::Result<Vec<(PathBuf, u64)>> {
     let mut out = Vec::new();
     for path in cfg.sample_files(s, base)? {
-        match open_tree(&path, tree_of(cfg, s)) {
+        match open_tree(&path, cfg.tree_of(s)) {
             Ok(tree) => out.push((path, tree.entries())),
             Err(_) if cfg.on_bad_file == OnBadFile::Skip => {}
             Err(e) => return Err(e.into()),

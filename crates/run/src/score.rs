@@ -647,11 +647,7 @@ fn write_friends(
     let mut used = std::collections::BTreeSet::new();
     let mut n = 0;
     for sample in &dataset.samples {
-        let tree = sample
-            .tree
-            .as_deref()
-            .or(dataset.tree.as_deref())
-            .unwrap_or_default();
+        let tree = dataset.tree_of(sample);
         for file in dataset.sample_files(sample, &base)? {
             let entries = open_tree(&file, tree)?.entries();
             let stem = file

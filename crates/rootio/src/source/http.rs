@@ -59,8 +59,7 @@ impl HttpFile {
             modified: response.header("Last-Modified").map(str::to_owned),
             etag: response.header("ETag").map(str::to_owned),
         };
-        f.ahead
-            .plan(ends(size).into_iter().map(|r| vec![r]).collect());
+        f.plan_ends();
         Ok(f)
     }
 
@@ -78,8 +77,9 @@ impl HttpFile {
         }
     }
 
-    /// Drops what was read ahead, planning the file's two ends again for its next reader.
-    pub(super) fn forget_plan(&self) {
+    /// Plans the file's two ends alone (what a reader's first reads need), dropping what was
+    /// read ahead.
+    pub(super) fn plan_ends(&self) {
         self.ahead.plan(
             ends(self.identity.size)
                 .into_iter()

@@ -109,13 +109,13 @@ pub(crate) enum Source {
 }
 
 impl Drop for Source {
-    /// What a remote file's reader read ahead goes with it (the file stays open for the
-    /// next reader).
+    /// What a remote file's reader read ahead goes with it; the file stays open for the next
+    /// reader, its two ends planned again.
     fn drop(&mut self) {
         match self {
             Source::Local(_) => {}
-            Source::Http(f) => f.forget_plan(),
-            Source::Xrootd(f) => f.forget_plan(),
+            Source::Http(f) => f.plan_ends(),
+            Source::Xrootd(f) => f.plan_ends(),
         }
     }
 }

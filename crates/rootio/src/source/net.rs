@@ -218,15 +218,7 @@ impl ReadAhead {
     /// Plans `groups` (each a list of sorted, disjoint ranges `(offset, len)`; no range in
     /// two groups), dropping the last plan.
     pub(super) fn plan(&self, groups: Vec<Vec<(u64, u64)>>) {
-        let groups = groups
-            .into_iter()
-            .map(|ranges| {
-                Arc::new(Group {
-                    ranges,
-                    bytes: OnceLock::new(),
-                })
-            })
-            .collect();
+        let groups = groups.into_iter().map(Group::new).collect();
         *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = Plan::of(groups);
     }
 
@@ -249,15 +241,7 @@ impl ReadAhead {
                 None => new.push((offset, len)),
             }
         }
-        let added: Vec<Arc<Group>> = group(&new)
-            .into_iter()
-            .map(|ranges| {
-                Arc::new(Group {
-                    ranges,
-                    bytes: OnceLock::new(),
-                })
-            })
-            .collect();
+        let added: Vec<Arc<Group>> = group(&new).into_iter().map(Group::new).collect();
         let groups = plan
             .groups
             .iter()
@@ -285,27 +269,26 @@ impl ReadAhead {
         let found = {
             let plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
             plan.piece_holding(offset, end).map(|p| {
-                // This group, then the plan's next ones not yet fetched.
-                let along: Vec<Arc<Group>> = plan.groups[p.group..]
-                    .iter()
-                    .filter(|g| g.bytes.get().is_none())
-                    .take(FETCH_AT_ONCE)
-                    .cloned()
-                    .collect();
-                (p, Arc::clone(&plan.groups[p.group]), along)
+                let group = Arc::clone(&plan.groups[p.group]);
+                // Not fetched yet: this group, then the plan's next ones not yet fetched.
+                let along = group.bytes.get().is_none().then(|| {
+                    Unfetched(
+                        plan.groups[p.group..]
+                            .iter()
+                            .filter(|g| g.bytes.get().is_none())
+                            .take(FETCH_AT_ONCE)
+                            .cloned()
+                            .collect(),
+                    )
+                });
+                (p, group, along)
             })
         };
         let Some((piece, group, along)) = found else {
             return false;
         };
-        let get = |g: &Group| g.fill(&fetch);
-        if group.bytes.get().is_none() {
-            std::thread::scope(|s| {
-                for g in along.iter().filter(|g| !Arc::ptr_eq(g, &group)) {
-                    s.spawn(|| get(g));
-                }
-                get(&group);
-            });
+        if let Some(along) = along {
+            along.fetch(&fetch);
         }
         let Some(Some(bytes)) = group.bytes.get() else {
             return false;
@@ -357,6 +340,14 @@ impl Unfetched {
 }
 
 impl Group {
+    /// A group of `ranges`, not fetched.
+    fn new(ranges: Vec<(u64, u64)>) -> Arc<Group> {
+        Arc::new(Group {
+            ranges,
+            bytes: OnceLock::new(),
+        })
+    }
+
     /// Its bytes, fetched with `fetch` unless another read has (or is doing so).
     fn fill(&self, fetch: impl Fn(&[(u64, u64)]) -> io::Result<Vec<u8>>) {
         self.bytes.get_or_init(|| {

@@ -176,21 +176,19 @@ impl XrootdFile {
         let url = XrdUrl::parse(url)?;
         let net = NetSettings::from_env();
         let (connection, stat) = net.with_retries(|| Connection::open(&url, &net))?;
-        let identity = parse_stat(&stat)?;
-        let ahead = ReadAhead::default();
-        // The file's two ends in one vector read.
-        ahead.plan(vec![ends(identity.size)]);
-        Ok(XrootdFile {
+        let file = XrootdFile {
             url,
             net,
-            identity,
+            identity: parse_stat(&stat)?,
             pool: Mutex::new(Pool {
                 idle: vec![connection],
                 open: 1,
             }),
             returned: Condvar::new(),
-            ahead,
-        })
+            ahead: ReadAhead::default(),
+        };
+        file.plan_ends();
+        Ok(file)
     }
 
     /// Plans the reads of `ranges` in vector reads ([`vector_reads`]), keeping what was
@@ -206,8 +204,9 @@ impl XrootdFile {
         }
     }
 
-    /// Drops what was read ahead, planning the file's two ends again for its next reader.
-    pub(super) fn forget_plan(&self) {
+    /// Plans the file's two ends alone, in one vector read (what a reader's first reads
+    /// need), dropping what was read ahead.
+    pub(super) fn plan_ends(&self) {
         self.ahead.plan(vec![ends(self.identity.size)]);
     }
 
