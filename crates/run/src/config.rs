@@ -603,9 +603,10 @@ pub fn compose(
         layers.push(group_layer(root.as_deref(), g, opt, "command line:")?);
     }
 
-    // GNN4C_SECTION__KEY environment variables (GNN4C_SHARED is the test-data folder, not config).
+    // GNN4C_SECTION__KEY environment variables. Other GNN4C_ names are not config: the test-data
+    // folder, the network settings, the Slurm scripts' settings.
     let mut vars: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("GNN4C_") && k != "GNN4C_SHARED")
+        .filter(|(k, _)| k.starts_with("GNN4C_") && k.contains("__"))
         .collect();
     vars.sort();
     for (k, v) in vars {
