@@ -82,6 +82,10 @@ pub struct EpochPosition {
     pub abs_sums: Vec<f64>,
     /// Per rank: events trained so far.
     pub events: Vec<u64>,
+    /// Per rank: the outputs kept so far for the epoch's training metrics (`train_metrics`),
+    /// so that a resumed epoch's metrics are the whole epoch's. Empty when none were kept yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<crate::Predictions>,
 }
 
 /// A checkpoint read from disk: its state and the encoded records.

@@ -366,14 +366,14 @@ where
             bar.inc(n_real.min(batch.n_events) as u64);
             if self.stop_agreed() {
                 bar.finish_and_clear();
-                self.write_position(&model, epoch, &progress)?;
+                self.write_position(&model, epoch, &mut progress)?;
                 return Err(self.stopped(epoch + 1));
             }
             if let Some(every) = self.cfg.checkpoint_every_steps
                 && progress.batches.is_multiple_of(every)
                 && progress.batches < plan.steps
             {
-                self.write_position(&model, epoch, &progress)?;
+                self.write_position(&model, epoch, &mut progress)?;
             }
         }
         drop(batches);
@@ -474,7 +474,7 @@ where
         &mut self,
         model: &M,
         epoch: u64,
-        progress: &EpochProgress<B::InnerBackend>,
+        progress: &mut EpochProgress<B::InnerBackend>,
     ) -> Result<(), TrainingError> {
         let _s = tracing::info_span!("checkpoint").entered();
         let world = self.world;
@@ -493,6 +493,7 @@ where
                 .into_iter()
                 .map(|n| n as u64)
                 .collect(),
+            kept: progress.kept_so_far(world),
         };
         if world.is_root() {
             let state = self.state(epoch, false, Some(position));
@@ -694,6 +695,13 @@ impl<B: Backend> EpochProgress<B> {
             p.events = r.events[rank] as usize;
             p.events_before = p.events;
             p.batches = r.batches;
+            if let Some(kept) = r.kept.get(rank) {
+                p.seen_logits = Pending::starting_with(kept.logits.clone());
+                p.seen = Predictions {
+                    logits: Vec::new(),
+                    ..kept.clone()
+                };
+            }
         }
         p
     }
@@ -722,6 +730,20 @@ impl<B: Backend> EpochProgress<B> {
                 detached.slice([first_kept..n_real, 0..n_out])
             });
         self.seen.push_targets_rows(batch, task, first_kept..n_real);
+    }
+
+    /// Every rank's outputs kept for the training metrics so far, in rank order (empty when no
+    /// rank kept any).
+    fn kept_so_far(&mut self, world: &World) -> Vec<Predictions> {
+        let own = Predictions {
+            logits: self.seen_logits.values().to_vec(),
+            ..self.seen.clone()
+        };
+        let kept = own.per_rank(world);
+        if kept.iter().all(|p| p.labels.is_empty()) {
+            return Vec::new();
+        }
+        kept
     }
 
     /// Adds a batch's loss (`loss` × its Σ|w| `s_b`) and its `n_real` events.

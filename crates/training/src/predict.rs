@@ -12,13 +12,15 @@ use crate::progress::ProgressBar;
 use crate::stream::{Pass, stream};
 
 /// A model's outputs over a whole split, with the targets, in dataset order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Predictions {
     /// `[n, n_out]` row-major.
     pub logits: Vec<f32>,
     /// Class index per event.
     pub labels: Vec<i64>,
     /// `[n, n_labels]` (multilabel only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub multilabels: Vec<f32>,
     /// Event weights as stored.
     pub weights: Vec<f32>,
@@ -71,6 +73,40 @@ impl Predictions {
             self.multilabels
                 .extend_from_slice(&b.multilabels[rows.start * n_labels..rows.end * n_labels]);
         }
+    }
+
+    /// Every rank's predictions, each on its own, in rank order, on every rank (itself in a
+    /// single process).
+    pub fn per_rank(&self, world: &World) -> Vec<Predictions> {
+        if !world.is_distributed() {
+            return vec![self.clone()];
+        }
+        let own = [
+            self.logits.len(),
+            self.labels.len(),
+            self.multilabels.len(),
+            self.weights.len(),
+        ]
+        .map(|n| n as i64);
+        let lengths = world.all_gather_i64(&own);
+        let all = self.clone().gathered(world);
+        let mut at = [0usize; 4];
+        lengths
+            .chunks_exact(4)
+            .map(|n| {
+                let mut take = |i: usize| {
+                    let range = at[i]..at[i] + n[i] as usize;
+                    at[i] = range.end;
+                    range
+                };
+                Predictions {
+                    logits: all.logits[take(0)].to_vec(),
+                    labels: all.labels[take(1)].to_vec(),
+                    multilabels: all.multilabels[take(2)].to_vec(),
+                    weights: all.weights[take(3)].to_vec(),
+                }
+            })
+            .collect()
     }
 
     /// Every rank's predictions, concatenated in rank order, on every rank (itself in a
@@ -127,6 +163,20 @@ impl<B: Backend> Pending<B> {
     pub(crate) fn finish(mut self) -> Vec<f32> {
         self.flush();
         self.out
+    }
+
+    /// The values so far (the pending tensors read back).
+    pub(crate) fn values(&mut self) -> &[f32] {
+        self.flush();
+        &self.out
+    }
+
+    /// Pending values that start with `values` (read back before a resume).
+    pub(crate) fn starting_with(values: Vec<f32>) -> Self {
+        Pending {
+            tensors: Vec::new(),
+            out: values,
+        }
     }
 }
 
