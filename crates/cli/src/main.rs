@@ -49,10 +49,30 @@ enum Command {
     Export(export::Args),
 }
 
+impl Command {
+    /// Whether the command stops cleanly on a signal (SIGTERM, SIGINT, SIGUSR1).
+    fn stops_cleanly(&self) -> bool {
+        match self {
+            Command::Preprocess(_) | Command::Predict(_) | Command::Evaluate(_) => true,
+            Command::Train(a) => !a.print_config,
+            Command::Finetune(a) => !a.common.print_config,
+            Command::Generate(_) | Command::Inspect(_) | Command::Scan(_) | Command::Export(_) => {
+                false
+            }
+        }
+    }
+}
+
 fn main() -> ExitCode {
     gnn4c_kernels::tune_allocator();
     install_panic_hook();
     let cli = Cli::parse();
+    if cli.command.stops_cleanly() {
+        // From the first instant: a stop requested while MPI starts or the configs load (Slurm's
+        // warning can come that early) is kept, not fatal. Later calls return the same flag and
+        // report an error this one met.
+        let _ = gnn4c_run::stop_on_signals();
+    }
     let result = match cli.command {
         Command::Generate(args) => generate::run(&args),
         Command::Inspect(args) => inspect::run(&args),

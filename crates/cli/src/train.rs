@@ -23,7 +23,7 @@ pub(crate) struct Args {
     overrides: Vec<String>,
     /// Print the resolved config (after overrides) as JSON and exit.
     #[arg(long)]
-    print_config: bool,
+    pub(crate) print_config: bool,
     /// Run folder [default: <environment.runs_dir>/<name>, runs/<name>].
     #[arg(long)]
     run: Option<PathBuf>,
@@ -63,7 +63,7 @@ pub(crate) struct Args {
 )]
 pub(crate) struct FinetuneArgs {
     #[command(flatten)]
-    common: Args,
+    pub(crate) common: Args,
     /// Pretrained checkpoint whose backbone is loaded [default: the config's finetune.from].
     #[arg(long)]
     from: Option<PathBuf>,
