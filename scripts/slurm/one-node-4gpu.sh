@@ -16,7 +16,8 @@
 #SBATCH --open-mode=append
 #SBATCH --time=02:00:00
 set -euo pipefail
-source scripts/slurm/requeue-on-stop.sh   # stop at the time limit, requeue, resume (run from the repository root)
+source scripts/slurm/site.sh              # binary, device, environment (run from the repository root)
+source scripts/slurm/requeue-on-stop.sh   # stop at the time limit, requeue, resume
 exp=${1:-pretrain_multiclass}; shift || true
 export MPICH_GPU_SUPPORT_ENABLED=0   # gradients travel through host memory
-run_requeued srun --cpu-bind=cores ./target/release/gnn4colliders train "$exp" environment=perlmutter --device cuda:0 "$@"
+run_requeued srun --cpu-bind=cores "$GNN4C_BIN" train "$exp" environment="$GNN4C_ENVIRONMENT" --device "$GNN4C_DEVICE" "$@"

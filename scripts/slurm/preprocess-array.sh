@@ -16,11 +16,12 @@
 #SBATCH --mem=32G
 #SBATCH --time=02:00:00
 set -euo pipefail
+source scripts/slurm/site.sh   # the binary (run from the repository root)
 data=${1:?dataset config}
 cache=${2:?cache folder}
 part=()
 if [[ -n "${SLURM_ARRAY_TASK_ID:-}" ]]; then
   part=(--part "${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT}")
 fi
-./target/release/gnn4colliders preprocess "$data" --cache "$cache" \
+"$GNN4C_BIN" preprocess "$data" --cache "$cache" \
   --threads "${SLURM_CPUS_PER_TASK:-1}" "${part[@]}"

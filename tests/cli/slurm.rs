@@ -1,0 +1,360 @@
+//! The shipped Slurm scripts (`scripts/slurm/`), unchanged, under a real one-node Slurm cluster
+//! that `scripts/slurm/test-cluster.sh` starts (Debian's munge, slurmctld, slurmd). Built with
+//! `--features slurm-tests` (which brings MPI, for the multi-node script); run as root, as CI
+//! does. The scripts run from a folder laid out as the repository (`configs/`, `scripts/`), with
+//! only what a site sets: `GNN4C_BIN`, `GNN4C_DEVICE=cpu`, `$SCRATCH`, and sbatch's options.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A running test cluster, stopped when dropped.
+struct Cluster {
+    dir: tempfile::TempDir,
+    /// The folder the jobs run in, laid out as the repository.
+    cwd: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repository().join("scripts/slurm/test-cluster.sh"))
+            .arg("stop")
+            .arg(self.dir.path().join("cluster"))
+            .status();
+    }
+}
+
+/// What `scontrol show job` says of a job.
+#[derive(Debug)]
+struct Job {
+    state: String,
+    restarts: u32,
+    out: String,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let o = Command::new(repository().join("scripts/slurm/test-cluster.sh"))
+            .arg("start")
+            .arg(dir.path().join("cluster"))
+            .output()
+            .expect("test-cluster.sh runs");
+        let (out, err) = text(&o);
+        assert!(
+            o.status.success(),
+            "the test cluster did not start (root and Debian's munge, slurmctld, slurmd, slurm-client are needed): {out}{err}"
+        );
+        let cwd = dir.path().join("work");
+        std::fs::create_dir_all(&cwd).expect("mkdir");
+        copy_configs(&cwd);
+        std::os::unix::fs::symlink(repository().join("scripts"), cwd.join("scripts"))
+            .expect("symlink");
+        Cluster { dir, cwd }
+    }
+
+    /// A Slurm command against this cluster, in the work folder, with the site's settings.
+    fn slurm(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.current_dir(&self.cwd)
+            .env("SLURM_CONF", self.dir.path().join("cluster/slurm.conf"))
+            .env("SCRATCH", self.cwd.join("scratch"))
+            .env("GNN4C_BIN", env!("CARGO_BIN_EXE_gnn4colliders"))
+            .env("GNN4C_DEVICE", "cpu");
+        c
+    }
+
+    /// The binary in the work folder with the jobs' environment (not under Slurm).
+    fn direct(&self, args: &[&str]) -> Output {
+        bin()
+            .current_dir(&self.cwd)
+            .env("SCRATCH", self.cwd.join("scratch"))
+            .args(args)
+            .output()
+            .expect("the binary runs")
+    }
+
+    /// Submits a job; its output goes to `job-<id>.out` in the work folder.
+    fn sbatch(&self, args: &[&str]) -> String {
+        let o = self
+            .slurm("sbatch")
+            .args(["--parsable", "--output=job-%j.out"])
+            .args(args)
+            .output()
+            .expect("sbatch runs");
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "sbatch {args:?}: {out}{err}");
+        out.trim().split(';').next().expect("a job id").to_owned()
+    }
+
+    fn scancel(&self, args: &[&str]) {
+        let o = self.slurm("scancel").args(args).output().expect("scancel");
+        assert!(o.status.success(), "scancel {args:?}: {}", text(&o).1);
+    }
+
+    fn show(&self, id: &str) -> HashMap<String, String> {
+        let o = self
+            .slurm("scontrol")
+            .args(["show", "job", "-o", id])
+            .output()
+            .expect("scontrol");
+        text(&o)
+            .0
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    /// Waits until the job has ended for good (not pending a requeue), at most `limit`.
+    fn wait(&self, id: &str, limit: Duration) -> Job {
+        let start = Instant::now();
+        loop {
+            let queued = self
+                .slurm("squeue")
+                .args(["-h", "-j", id, "-o", "%T"])
+                .output()
+                .expect("squeue");
+            let info = self.show(id);
+            let state = info.get("JobState").cloned().unwrap_or_default();
+            let ended = [
+                "COMPLETED",
+                "FAILED",
+                "CANCELLED",
+                "TIMEOUT",
+                "NODE_FAIL",
+                "OUT_OF_MEMORY",
+            ];
+            if text(&queued).0.trim().is_empty() && ended.contains(&state.as_str()) {
+                return Job {
+                    state,
+                    restarts: info
+                        .get("Restarts")
+                        .and_then(|r| r.parse().ok())
+                        .unwrap_or(0),
+                    out: self.output(id),
+                };
+            }
+            assert!(
+                start.elapsed() < limit,
+                "job {id} still {state} after {limit:?}: {}",
+                self.output(id)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn output(&self, id: &str) -> String {
+        std::fs::read_to_string(self.cwd.join(format!("job-{id}.out"))).unwrap_or_default()
+    }
+
+    /// Waits until a training run has written a checkpoint inside an epoch after its first.
+    fn wait_inside_training(&self, run: &str, id: &str) {
+        let start = Instant::now();
+        let last = self.cwd.join(run).join("last.ckpt");
+        while !gnn4c_training::read_checkpoint(&last)
+            .is_ok_and(|c| c.state.epoch >= 1 && c.state.position.is_some())
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(300),
+                "{run} did not start training: {}",
+                self.output(id)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn slurm_time_limit_requeue_multi_node_mpi_preprocess_array_and_scancel() {
+    let c = Cluster::start();
+    let cwd = c.cwd.clone();
+    let ok = |o: Output| {
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}{err}");
+        out
+    };
+    ok(c.direct(&["generate", "--events", "150"]));
+    // 30 epochs of 180 events, a checkpoint every 2 steps: about 40 s on one core of the debug
+    // build, long enough for a one-minute job to stop and requeue.
+    std::fs::write(
+        cwd.join("r.yaml"),
+        "defaults:\n  - data: demo_finetune\n  - task: binary\nname: r\ntrainer: {batch_size: 32, max_epochs: 30, lr: 1.0e-4, seed: 5, loader_threads: 1, checkpoint_every_steps: 2}\nsubset: {train_events: 200, val_events: 100, test_events: 100}\n",
+    )
+    .expect("write");
+    // The cache is built once first (as the scripts' comments say), in the environment's
+    // cache folder under $SCRATCH.
+    let data = "configs/data/demo_finetune.yaml";
+    ok(c.direct(&[
+        "preprocess",
+        data,
+        "--cache",
+        "scratch/gnn4colliders/cache/demo_finetune",
+    ]));
+    let train = |run: &str| {
+        [
+            "r.yaml".to_owned(),
+            "--run".to_owned(),
+            run.to_owned(),
+            "--no-progress".to_owned(),
+        ]
+    };
+    let script = |args: &[&str], script: &str, run: &str| {
+        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        a.push(format!("scripts/slurm/{script}"));
+        a.extend(train(run));
+        c.sbatch(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+
+    // All jobs at once (the node has room for them): the time limit (one minute, the warning
+    // 50 s before it: the scripts' 120 s would not fit), the multi-node script with 2 ranks on
+    // the one node, a job stopped by hand with USR1, a job cancelled, the preprocessing array.
+    let limited = script(
+        &["--time=1", "--signal=B:USR1@50"],
+        "single-gpu.sh",
+        "runs/limited",
+    );
+    let two_ranks = script(
+        &["--nodes=1", "--ntasks-per-node=2"],
+        "multi-node.sh",
+        "runs/two",
+    );
+    let by_hand = script(&[], "single-gpu.sh", "runs/by_hand");
+    let cancelled = script(&[], "single-gpu.sh", "runs/cancelled");
+    let array = c.sbatch(&[
+        "--array=0-1",
+        "--output=job-%A_%a.out",
+        "scripts/slurm/preprocess-array.sh",
+        data,
+        "cache/array",
+    ]);
+    let merge = c.sbatch(&[
+        &format!("--dependency=afterany:{array}"),
+        "scripts/slurm/preprocess-array.sh",
+        data,
+        "cache/array",
+    ]);
+    // The same training in one process, not under Slurm: what every stopped job must equal.
+    let straight = {
+        let mut a = vec!["train".to_owned()];
+        a.extend(train("runs/straight"));
+        a.extend([
+            "environment=perlmutter".into(),
+            "--device".into(),
+            "cpu".into(),
+        ]);
+        let mut child = bin();
+        child
+            .current_dir(&cwd)
+            .env("SCRATCH", cwd.join("scratch"))
+            .args(&a)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        child.spawn().expect("spawn")
+    };
+
+    c.wait_inside_training("runs/by_hand", &by_hand);
+    c.scancel(&["--signal=USR1", "--batch", &by_hand]);
+    c.wait_inside_training("runs/cancelled", &cancelled);
+    c.scancel(&[&cancelled]);
+
+    ok(straight.wait_with_output().expect("straight run"));
+    let same_as_straight = |run: &str| {
+        for f in ["best.safetensors", "last.ckpt"] {
+            let read = |r: &str| std::fs::read(cwd.join(r).join(f)).expect(f);
+            assert!(read("runs/straight") == read(run), "{run}: {f} bytes");
+        }
+        assert_eq!(
+            history_without_times(&cwd.join("runs/straight")),
+            history_without_times(&cwd.join(run)),
+            "{run}: history"
+        );
+    };
+    let minutes = |n: u64| Duration::from_secs(60 * n);
+
+    // The time limit: warned, stopped with a checkpoint, requeued, resumed, until done.
+    let job = c.wait(&limited, minutes(8));
+    assert_eq!(job.state, "COMPLETED", "{job:?}");
+    assert!(job.restarts >= 1, "{job:?}");
+    assert!(
+        job.out.contains("requeueing job") && job.out.contains("requeued job (restart 1)"),
+        "{}",
+        job.out
+    );
+    same_as_straight("runs/limited");
+
+    // `scancel --signal=USR1 --batch`: the same stop and requeue, by hand.
+    let job = c.wait(&by_hand, minutes(5));
+    assert_eq!(
+        (job.state.as_str(), job.restarts),
+        ("COMPLETED", 1),
+        "{job:?}"
+    );
+    assert!(job.out.contains("SIGUSR1 received"), "{}", job.out);
+    same_as_straight("runs/by_hand");
+
+    // A plain `scancel`: SIGTERM to every process of the job; the run stops with a checkpoint
+    // and the job ends, not requeued. Submitted again with --resume, it ends as the straight run.
+    let job = c.wait(&cancelled, minutes(5));
+    assert_eq!(
+        (job.state.as_str(), job.restarts),
+        ("CANCELLED", 0),
+        "{job:?}"
+    );
+    assert!(
+        job.out.contains("SIGTERM received") && job.out.contains("not requeued"),
+        "{}",
+        job.out
+    );
+    let mut args = vec!["scripts/slurm/single-gpu.sh".to_owned()];
+    args.extend(train("runs/cancelled"));
+    args.push("--resume".into());
+    let again = c.sbatch(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let job = c.wait(&again, minutes(5));
+    assert_eq!(job.state, "COMPLETED", "{job:?}");
+    same_as_straight("runs/cancelled");
+
+    // Two MPI ranks started by srun (Slurm's pmi2): the last epoch's validation metrics are what
+    // `evaluate` finds for the last checkpoint in one process.
+    let job = c.wait(&two_ranks, minutes(5));
+    assert_eq!(job.state, "COMPLETED", "{job:?}");
+    assert!(job.out.contains("2 MPI ranks"), "{}", job.out);
+    let last = history_without_times(&cwd.join("runs/two"))
+        .pop()
+        .expect("epochs");
+    assert_eq!(last["ranks"], 2, "{last}");
+    ok(c.direct(&[
+        "evaluate",
+        "runs/two",
+        "--checkpoint",
+        "last",
+        "--split",
+        "validation",
+    ]));
+    let evaluated = json(&cwd.join("runs/two/evaluation/demo_finetune_validation/metrics.json"));
+    for key in ["loss", "accuracy", "auc_macro"] {
+        let x = last["val"][key].as_f64().expect("metric");
+        let y = evaluated["metrics"][key].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            (x - y).abs() <= 1e-6,
+            "val.{key}: {x} (2 ranks) vs {y} (evaluate)"
+        );
+    }
+
+    // The preprocessing array (2 tasks, `--part`) and its merge: one process's cache.
+    for id in [format!("{array}_0"), format!("{array}_1"), merge] {
+        let job = c.wait(&id, minutes(5));
+        assert_eq!(job.state, "COMPLETED", "{id}: {job:?}");
+    }
+    ok(c.direct(&["preprocess", data, "--cache", "cache/one"]));
+    assert!(
+        folder_files(&cwd.join("cache/array")) == folder_files(&cwd.join("cache/one")),
+        "the array's cache is one process's"
+    );
+}
