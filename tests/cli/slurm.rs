@@ -1,5 +1,6 @@
-//! The shipped Slurm scripts (`scripts/slurm/`), unchanged, under a real one-node Slurm cluster
-//! that `scripts/slurm/test-cluster.sh` starts (Debian's munge, slurmctld, slurmd). Built with
+//! The shipped Slurm scripts (`scripts/slurm/`), unchanged, under a real Slurm cluster of two
+//! nodes that `scripts/slurm/test-cluster.sh` starts on this machine (Debian's munge, slurmctld,
+//! a slurmd per node). Built with
 //! `--features slurm-tests` (which brings MPI, for the multi-node script); run as root, as CI
 //! does. The scripts run from a folder laid out as the repository (`configs/`, `scripts/`), with
 //! only what a site sets: `GNN4C_BIN`, `GNN4C_DEVICE=cpu`, `$SCRATCH`, and sbatch's options.
@@ -35,6 +36,8 @@ impl Drop for Cluster {
 struct Job {
     state: String,
     restarts: u32,
+    /// The nodes it ran on (`n[1-2]`).
+    nodes: String,
     out: String,
 }
 
@@ -138,6 +141,7 @@ impl Cluster {
                         .get("Restarts")
                         .and_then(|r| r.parse().ok())
                         .unwrap_or(0),
+                    nodes: info.get("NodeList").cloned().unwrap_or_default(),
                     out: self.output(id),
                 };
             }
@@ -205,28 +209,40 @@ fn slurm_time_limit_requeue_multi_node_mpi_preprocess_array_and_scancel() {
             "--no-progress".to_owned(),
         ]
     };
-    let script = |args: &[&str], script: &str, run: &str| {
-        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    // sbatch OPTIONS scripts/slurm/SCRIPT r.yaml --run RUN --no-progress MORE…
+    let script = |options: &[&str], script: &str, run: &str, more: &[&str]| {
+        let mut a: Vec<String> = options.iter().map(|s| s.to_string()).collect();
         a.push(format!("scripts/slurm/{script}"));
         a.extend(train(run));
+        a.extend(more.iter().map(|s| s.to_string()));
         c.sbatch(&a.iter().map(String::as_str).collect::<Vec<_>>())
     };
 
-    // All jobs at once (the node has room for them): the time limit (one minute, the warning
-    // 50 s before it: the scripts' 120 s would not fit), the multi-node script with 2 ranks on
-    // the one node, a job stopped by hand with USR1, a job cancelled, the preprocessing array.
+    // All jobs at once (the nodes have room for them): the time limit (one minute, the warning
+    // 50 s before it: the scripts' 120 s would not fit), the multi-node script on its 2 nodes
+    // with a rank on each, the one-node script with 2 ranks, a job stopped by hand with USR1, a
+    // job cancelled, the preprocessing array.
     let limited = script(
         &["--time=1", "--signal=B:USR1@50"],
         "single-gpu.sh",
         "runs/limited",
+        &[],
     );
-    let two_ranks = script(
-        &["--nodes=1", "--ntasks-per-node=2"],
+    let short = ["trainer.max_epochs=3"];
+    let two_nodes = script(
+        &["--ntasks-per-node=1"],
         "multi-node.sh",
-        "runs/two",
+        "runs/two_nodes",
+        &short,
     );
-    let by_hand = script(&[], "single-gpu.sh", "runs/by_hand");
-    let cancelled = script(&[], "single-gpu.sh", "runs/cancelled");
+    let one_node = script(
+        &["--ntasks-per-node=2"],
+        "one-node-4gpu.sh",
+        "runs/one_node",
+        &short,
+    );
+    let by_hand = script(&[], "single-gpu.sh", "runs/by_hand", &[]);
+    let cancelled = script(&[], "single-gpu.sh", "runs/cancelled", &[]);
     let array = c.sbatch(&[
         "--array=0-1",
         "--output=job-%A_%a.out",
@@ -320,31 +336,42 @@ fn slurm_time_limit_requeue_multi_node_mpi_preprocess_array_and_scancel() {
     assert_eq!(job.state, "COMPLETED", "{job:?}");
     same_as_straight("runs/cancelled");
 
-    // Two MPI ranks started by srun (Slurm's pmi2): the last epoch's validation metrics are what
-    // `evaluate` finds for the last checkpoint in one process.
-    let job = c.wait(&two_ranks, minutes(5));
-    assert_eq!(job.state, "COMPLETED", "{job:?}");
-    assert!(job.out.contains("2 MPI ranks"), "{}", job.out);
-    let last = history_without_times(&cwd.join("runs/two"))
-        .pop()
-        .expect("epochs");
-    assert_eq!(last["ranks"], 2, "{last}");
-    ok(c.direct(&[
-        "evaluate",
-        "runs/two",
-        "--checkpoint",
-        "last",
-        "--split",
-        "validation",
-    ]));
-    let evaluated = json(&cwd.join("runs/two/evaluation/demo_finetune_validation/metrics.json"));
-    for key in ["loss", "accuracy", "auc_macro"] {
-        let x = last["val"][key].as_f64().expect("metric");
-        let y = evaluated["metrics"][key].as_f64().unwrap_or(f64::NAN);
-        assert!(
-            (x - y).abs() <= 1e-6,
-            "val.{key}: {x} (2 ranks) vs {y} (evaluate)"
+    // Two MPI ranks started by srun (Slurm's pmi2), on two nodes and on one: the last epoch's
+    // validation metrics are what `evaluate` finds for the last checkpoint in one process.
+    for (id, run, nodes) in [
+        (&two_nodes, "runs/two_nodes", "n[1-2]"),
+        (&one_node, "runs/one_node", ""),
+    ] {
+        let job = c.wait(id, minutes(5));
+        assert_eq!(job.state, "COMPLETED", "{job:?}");
+        assert!(job.out.contains("2 MPI ranks"), "{}", job.out);
+        if nodes.is_empty() {
+            assert!(!job.nodes.contains('['), "one node: {job:?}");
+        } else {
+            assert_eq!(job.nodes, nodes, "{job:?}");
+        }
+        let last = history_without_times(&cwd.join(run)).pop().expect("epochs");
+        assert_eq!(last["ranks"], 2, "{last}");
+        ok(c.direct(&[
+            "evaluate",
+            run,
+            "--checkpoint",
+            "last",
+            "--split",
+            "validation",
+        ]));
+        let evaluated = json(
+            &cwd.join(run)
+                .join("evaluation/demo_finetune_validation/metrics.json"),
         );
+        for key in ["loss", "accuracy", "auc_macro"] {
+            let x = last["val"][key].as_f64().expect("metric");
+            let y = evaluated["metrics"][key].as_f64().unwrap_or(f64::NAN);
+            assert!(
+                (x - y).abs() <= 1e-6,
+                "{run}: val.{key}: {x} (2 ranks) vs {y} (evaluate)"
+            );
+        }
     }
 
     // The preprocessing array (2 tasks, `--part`) and its merge: one process's cache.
