@@ -1603,6 +1603,42 @@ fn shipped_experiments_end_to_end() {
     assert_eq!(friends, 2);
 }
 
+/// The last epoch of a 2-rank run (its history) has the validation metrics `evaluate` finds for
+/// its last checkpoint in one process (`cli` runs the binary with the run's environment).
+#[cfg(feature = "mpi")]
+fn two_ranks_validate_as_one_process(cwd: &Path, run_dir: &str, cli: impl Fn(&[&str]) -> Output) {
+    let last = history_without_times(&cwd.join(run_dir))
+        .pop()
+        .expect("epochs");
+    assert!(
+        last["train_loss"].as_f64().is_some_and(f64::is_finite),
+        "{last}"
+    );
+    assert_eq!(last["ranks"], 2, "{last}");
+    let args = [
+        "evaluate",
+        run_dir,
+        "--checkpoint",
+        "last",
+        "--split",
+        "validation",
+    ];
+    let o = cli(&args);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let evaluated = json(
+        &cwd.join(run_dir)
+            .join("evaluation/demo_finetune_validation/metrics.json"),
+    );
+    for key in ["loss", "accuracy", "auc_macro"] {
+        let x = last["val"][key].as_f64().expect("metric");
+        let y = evaluated["metrics"][key].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            (x - y).abs() <= 1e-6,
+            "{run_dir}: val.{key}: {x} (2 ranks) vs {y} (evaluate): {evaluated}"
+        );
+    }
+}
+
 /// Data-parallel training under `mpirun -np 2` (built with `--features mpi`; CI runs it with
 /// Debian's MPICH).
 #[cfg(feature = "mpi")]
@@ -1668,49 +1704,8 @@ mod mpi {
         // crate), so the global batches are not the single-process ones. The validation metrics
         // are still global and exact: those of the last epoch are the single-process evaluation
         // of the last checkpoint on the whole validation fold.
-        let history = |run: &str| -> Vec<serde_json::Value> {
-            std::fs::read_to_string(cwd.join(run).join("history.jsonl"))
-                .expect("history")
-                .lines()
-                .map(|l| serde_json::from_str(l).expect("JSON"))
-                .collect()
-        };
-        // The last epoch's validation metrics of a 2-rank run are those `evaluate` finds for its
-        // last checkpoint in one process.
         let global_metrics = |run_dir: &str| {
-            let last = history(run_dir).pop().expect("two epochs");
-            assert!(
-                last["train_loss"].as_f64().is_some_and(f64::is_finite),
-                "{last}"
-            );
-            assert_eq!(last["ranks"], 2, "{last}");
-            ok(run(
-                cwd,
-                &[
-                    "evaluate",
-                    run_dir,
-                    "--checkpoint",
-                    "last",
-                    "--split",
-                    "validation",
-                ],
-            ));
-            let evaluated: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(
-                    cwd.join(run_dir)
-                        .join("evaluation/demo_finetune_validation/metrics.json"),
-                )
-                .expect("metrics"),
-            )
-            .expect("json");
-            for key in ["loss", "accuracy", "auc_macro"] {
-                let x = last["val"][key].as_f64().expect("metric");
-                let y = evaluated["metrics"][key].as_f64().unwrap_or(f64::NAN);
-                assert!(
-                    (x - y).abs() <= 1e-6,
-                    "{run_dir}: val.{key}: {x} (2 ranks) vs {y} (evaluate): {evaluated}"
-                );
-            }
+            two_ranks_validate_as_one_process(cwd, run_dir, |args| run(cwd, args));
         };
         global_metrics("runs/two");
         let two = weights(&cwd.join("runs/two/last.ckpt"));

@@ -350,28 +350,7 @@ fn slurm_time_limit_requeue_multi_node_mpi_preprocess_array_and_scancel() {
         } else {
             assert_eq!(job.nodes, nodes, "{job:?}");
         }
-        let last = history_without_times(&cwd.join(run)).pop().expect("epochs");
-        assert_eq!(last["ranks"], 2, "{last}");
-        ok(c.direct(&[
-            "evaluate",
-            run,
-            "--checkpoint",
-            "last",
-            "--split",
-            "validation",
-        ]));
-        let evaluated = json(
-            &cwd.join(run)
-                .join("evaluation/demo_finetune_validation/metrics.json"),
-        );
-        for key in ["loss", "accuracy", "auc_macro"] {
-            let x = last["val"][key].as_f64().expect("metric");
-            let y = evaluated["metrics"][key].as_f64().unwrap_or(f64::NAN);
-            assert!(
-                (x - y).abs() <= 1e-6,
-                "{run}: val.{key}: {x} (2 ranks) vs {y} (evaluate)"
-            );
-        }
+        two_ranks_validate_as_one_process(&cwd, run, |args| c.direct(args));
     }
 
     // The preprocessing array (2 tasks, `--part`) and its merge: one process's cache.
