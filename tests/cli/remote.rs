@@ -569,3 +569,177 @@ fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
         "{err}"
     );
 }
+
+/// A TCP relay on a free local port to a server's `port`: bytes pass both ways until `cut_after`
+/// bytes have come back from the server, in the middle of a response; then every connection is
+/// dropped and, with `gone`, the port is closed too (the server went away mid-read). Without
+/// `gone` later connections pass untouched (a connection that broke once).
+struct Relay {
+    port: u16,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Relay {
+    fn start(port: u16, cut_after: usize, gone: bool) -> Relay {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpStream};
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::{Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let relay_port = listener.local_addr().expect("address").port();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let done = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicBool::new(false));
+        let passed = Arc::new(AtomicUsize::new(0));
+        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (stop, was_cut) = (done.clone(), cut.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) && (!gone || !cut.load(Ordering::SeqCst)) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                client.set_nonblocking(false).expect("blocking");
+                let Ok(server) = TcpStream::connect(("127.0.0.1", port)) else {
+                    continue;
+                };
+                let cutting = !cut.load(Ordering::SeqCst);
+                {
+                    let mut open = open.lock().expect("lock");
+                    open.push(client.try_clone().expect("clone"));
+                    open.push(server.try_clone().expect("clone"));
+                }
+                let pump = |mut from: TcpStream, mut to: TcpStream, counted: bool| {
+                    let (cut, passed, open) = (cut.clone(), passed.clone(), open.clone());
+                    let (cutting, cut_after) = (cutting, cut_after);
+                    std::thread::spawn(move || {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0 {
+                                break;
+                            }
+                            let mut n = n;
+                            if counted && cutting && !cut.load(Ordering::SeqCst) {
+                                let before = passed.fetch_add(n, Ordering::SeqCst);
+                                if before + n >= cut_after {
+                                    n = cut_after.saturating_sub(before);
+                                    let _ = to.write_all(&buf[..n]);
+                                    cut.store(true, Ordering::SeqCst);
+                                    for s in open.lock().expect("lock").drain(..) {
+                                        let _ = s.shutdown(Shutdown::Both);
+                                    }
+                                    break;
+                                }
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(Shutdown::Write);
+                    });
+                };
+                let (c2, s2) = (
+                    client.try_clone().expect("clone"),
+                    server.try_clone().expect("clone"),
+                );
+                pump(client, server, false);
+                pump(s2, c2, true);
+            }
+        });
+        Relay {
+            port: relay_port,
+            done,
+            cut: was_cut,
+        }
+    }
+
+    /// Whether it has cut the connections.
+    fn cut(&self) -> bool {
+        self.cut.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn a_server_that_breaks_or_goes_away_mid_read_is_retried_then_named_or_skipped() {
+    let export = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(shared("data/real"), export.path().join("real")).expect("link");
+    std::fs::set_permissions(export.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let server = Server::start(export.path(), false);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    // 682 kB, uncompressed: a read goes on well past the file's two ends (128 kB each), which
+    // the first request fetches.
+    let tree = "real/uproot-HZZ-uncompressed.root";
+    let hzz = |files: &str, extra: &str| {
+        format!(
+            "name: hzz\ntree: events\nschema: hzz\nclasses: [a]\n{extra}samples:\n  - {{name: a, files: [{files}], label: 0}}\n"
+        )
+    };
+    let local = shared(&format!("data/{tree}")).display().to_string();
+    let preprocess = |name: &str, config: &str| {
+        std::fs::write(cwd.join(format!("{name}.yaml")), config).expect("config");
+        bin()
+            .current_dir(cwd)
+            .env("GNN4C_NET_RETRIES", "1")
+            .args(["preprocess", &format!("{name}.yaml"), "--cache", name])
+            .output()
+            .expect("the binary runs")
+    };
+    let o = preprocess("local", &hzz(&format!("'{local}'"), ""));
+    assert!(o.status.success(), "{}", text_of(&o));
+    let url = |protocol: &str, port: u16| match protocol {
+        "http" => format!("http://127.0.0.1:{port}/{tree}"),
+        _ => format!("root://127.0.0.1:{port}//{tree}"),
+    };
+    for (protocol, port) in [("root", server.xrd), ("http", server.http)] {
+        // A connection that breaks in the middle of a response: the request is sent again on
+        // a new connection (the file opened again), and the cache is the local one.
+        let relay = Relay::start(port, 400_000, false);
+        let name = format!("broken_{protocol}");
+        let o = preprocess(&name, &hzz(&format!("'{}'", url(protocol, relay.port)), ""));
+        assert!(o.status.success(), "{protocol}: {}", text_of(&o));
+        assert!(relay.cut(), "{protocol}: the connection broke mid-read");
+        assert_eq!(
+            records(&cwd.join("local")),
+            records(&cwd.join(&name)),
+            "{protocol}: a read retried after a broken connection"
+        );
+
+        // A server that goes away mid-read: retried, then an error naming the URL; under
+        // `on_bad_file: skip` the file is named and left out, the other file cached.
+        let relay = Relay::start(port, 400_000, true);
+        let gone = url(protocol, relay.port);
+        let o = preprocess(&format!("gone_{protocol}"), &hzz(&format!("'{gone}'"), ""));
+        let err = text(&o).1;
+        assert!(!o.status.success(), "{protocol}: {}", text_of(&o));
+        assert!(
+            err.contains(&gone) && err.contains("after 2 tries"),
+            "{protocol}: {err}"
+        );
+        let relay = Relay::start(port, 400_000, true);
+        let gone = url(protocol, relay.port);
+        let name = format!("skipped_{protocol}");
+        let o = preprocess(
+            &name,
+            &hzz(&format!("'{local}', '{gone}'"), "on_bad_file: skip\n"),
+        );
+        let out = text(&o).0;
+        assert!(o.status.success(), "{protocol}: {}", text_of(&o));
+        assert!(
+            out.contains("1 input files could not be read") && out.contains(&gone),
+            "{protocol}: {out}"
+        );
+        assert_eq!(
+            records(&cwd.join("local")),
+            records(&cwd.join(&name)),
+            "{protocol}: the local file alone"
+        );
+    }
+}
