@@ -279,6 +279,33 @@ impl XrootdFile {
     }
 }
 
+/// `kXR_login`'s parameters: the process, the user (8 bytes), the client's capability.
+fn login_params(url: &XrdUrl) -> [u8; 16] {
+    let user = url
+        .user
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "gnn4c".to_owned());
+    let mut params = [0u8; 16];
+    params[..4].copy_from_slice(&std::process::id().to_be_bytes());
+    for (p, b) in params[4..12].iter_mut().zip(user.bytes()) {
+        *p = b;
+    }
+    params[14] = KXR_VER005;
+    params
+}
+
+/// The servers (`host:port`) that answered `kXR_protocol` without asking for TLS: a new
+/// connection to them sends its login with the handshake, one round trip fewer.
+fn plain_servers() -> std::sync::MutexGuard<'static, std::collections::HashSet<String>> {
+    static PLAIN: std::sync::OnceLock<Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    PLAIN
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
 /// `ranges` merged where they touch (or are closer than [`MERGE_GAP`]), in vector reads of at
 /// most [`READV_SEGMENTS`] segments and [`MAX_VECTOR`] bytes.
 fn vector_reads(ranges: &[(u64, usize)]) -> Vec<Vec<(u64, u64)>> {
@@ -444,8 +471,10 @@ impl Connection {
             timeout: net.timeout,
             token_found: net.token.is_some(),
         };
-        // The handshake (4, 2012 after three zeros), then `kXR_protocol` in the same write.
-        let mut first = Vec::with_capacity(44);
+        // The handshake (4, 2012 after three zeros), then `kXR_protocol` in the same write; and
+        // `kXR_login` too where this server said before that it does not want TLS (the login
+        // must otherwise wait for the protocol's answer: it may ask for TLS first).
+        let mut first = Vec::with_capacity(44 + 24);
         for word in [0u32, 0, 0, 4, 2012] {
             first.extend_from_slice(&word.to_be_bytes());
         }
@@ -454,6 +483,10 @@ impl Connection {
         params[4] = KXR_ABLE_TLS | if url.tls { KXR_WANT_TLS } else { 0 };
         params[5] = KXR_EXPECT_LOGIN;
         first.extend_from_slice(&header(KXR_PROTOCOL, params, 0));
+        let pipelined = !url.tls && plain_servers().contains(&c.server);
+        if pipelined {
+            first.extend_from_slice(&header(KXR_LOGIN, login_params(url), 0));
+        }
         c.write(&first)?;
         // The handshake's answer: a header with no stream, 8 bytes (the protocol, the kind).
         let (_, status, body) = c.read_frame()?;
@@ -467,6 +500,16 @@ impl Connection {
             _ => return Err(c.out_of_step("kXR_protocol")),
         };
         if flags & KXR_GOTO_TLS != 0 {
+            if pipelined {
+                // The server changed its mind: the login went out in the clear. Forget it, and
+                // let the retry log in the long way.
+                plain_servers().remove(&c.server);
+                c.broken = true;
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    format!("{} now asks for TLS", c.server),
+                ));
+            }
             c.start_tls(host)?;
         } else if url.tls {
             return Err(io::Error::new(
@@ -476,20 +519,21 @@ impl Connection {
                     c.server
                 ),
             ));
+        } else {
+            plain_servers().insert(c.server.clone());
         }
-        // `kXR_login`: the process, the user (8 bytes), the client's capability.
-        let user = url
-            .user
-            .clone()
-            .or_else(|| std::env::var("USER").ok())
-            .unwrap_or_else(|| "gnn4c".to_owned());
-        let mut params = [0u8; 16];
-        params[..4].copy_from_slice(&std::process::id().to_be_bytes());
-        for (p, b) in params[4..12].iter_mut().zip(user.bytes()) {
-            *p = b;
-        }
-        params[14] = KXR_VER005;
-        let body = match c.request(KXR_LOGIN, params, &[])? {
+        // `kXR_login`: its answer, or the request and its answer.
+        let login = match pipelined {
+            true => match c.reply_or_wait()? {
+                Ok(reply) => reply,
+                Err(wait) => {
+                    std::thread::sleep(wait);
+                    c.request(KXR_LOGIN, login_params(url), &[])?
+                }
+            },
+            false => c.request(KXR_LOGIN, login_params(url), &[])?,
+        };
+        let body = match login {
             Reply::Ok(body) if body.len() >= 16 => body,
             _ => return Err(c.out_of_step("kXR_login")),
         };
