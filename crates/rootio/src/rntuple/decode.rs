@@ -513,6 +513,31 @@ mod tests {
     }
 
     #[test]
+    fn split_values_gather_into_big_endian_ones() {
+        fn check<const W: usize>(n: usize) {
+            // Byte b of element i is (7·i + b) mod 251, stored at b·n + i.
+            let byte = |i: usize, b: usize| ((7 * i + b) % 251) as u8;
+            let mut split = vec![0u8; W * n];
+            for i in 0..n {
+                for b in 0..W {
+                    split[b * n + i] = byte(i, b);
+                }
+            }
+            let mut got = vec![0u8; W * n];
+            unsplit_be::<W>(&split, n, &mut got);
+            let want: Vec<u8> = (0..n)
+                .flat_map(|i| (0..W).rev().map(move |b| byte(i, b)))
+                .collect();
+            assert_eq!(got, want, "W = {W}, n = {n}");
+        }
+        for n in [0, 1, 15, 16, 17, 33, 100] {
+            check::<2>(n);
+            check::<4>(n);
+            check::<8>(n);
+        }
+    }
+
+    #[test]
     fn packed_items_cross_byte_boundaries() {
         // Three 5-bit items 0b10101, 0b00011, 0b11111, little-endian bit stream.
         let stream: u32 = 0b10101 | (0b00011 << 5) | (0b11111 << 10);
