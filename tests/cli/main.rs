@@ -571,16 +571,19 @@ fn bad_input_files_fail_the_build_or_are_skipped_named_and_read_again() {
     assert!(events("good") > 0);
     assert_eq!(events("skip"), events("good"));
 
-    // A rerun reads the skipped files again: still bad, still named.
+    // A rerun reads the skipped files again, and only them (the other files' shards are kept):
+    // still bad, still named.
     let o = pre("skip.yaml", "skip");
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
     assert!(
-        out.contains("left out 2 input files it could not read: reading them again")
-            && out.contains("2 input files could not be read"),
+        out.contains("left out 2 input files it could not read: reading them again (the other 2 input files' shards are kept)")
+            && out.contains("2 input files could not be read")
+            && out.contains("(0 of them by this run"),
         "{out}"
     );
-    // Once the files read, the rerun caches them and names none.
+    // Once the files read, the rerun caches them, and only them, and names none: the cache
+    // is the one a build from nothing writes.
     for f in ["broken.root", "missing.root"] {
         std::fs::copy(cwd.join(good), cwd.join(f)).expect("copy");
     }
@@ -588,12 +591,36 @@ fn bad_input_files_fail_the_build_or_are_skipped_named_and_read_again() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
     assert!(!out.contains("could not be read"), "{out}");
+    let even = json(&cwd.join("good/manifest.json"))["samples"]["even"]["cached"]
+        .as_u64()
+        .expect("cached");
+    assert!(
+        out.contains("(the other 2 input files' shards are kept)")
+            && out.contains(&format!("({} of them by this run", 2 * even)),
+        "{out}"
+    );
     assert!(
         json(&cwd.join("skip/manifest.json"))
             .get("skipped_files")
             .is_none()
     );
     assert!(events("skip") > events("good"));
+    let o = run(
+        cwd,
+        &[
+            "preprocess",
+            "skip.yaml",
+            "--cache",
+            "scratch",
+            "--mode",
+            "rebuild",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert!(
+        folder_files(&cwd.join("skip")) == folder_files(&cwd.join("scratch")),
+        "the cache completed by reruns is the one built from nothing"
+    );
 }
 
 fn folder_files(dir: &Path) -> Vec<(String, Vec<u8>)> {

@@ -198,7 +198,7 @@ fn main() -> anyhow::Result<()> {
             serde_json::json!({}),
             String::new(),
             Path::new("/"),
-            true,
+            gnn4c_run::pipeline::BuildFrom::Nothing,
         )
         .expect("build cache");
     });

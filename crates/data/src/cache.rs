@@ -472,43 +472,19 @@ impl CacheBuilder {
 
     /// Every unit marker in the folder (`None`: unreadable, from a write cut short).
     fn markers(&self) -> Result<BTreeMap<u32, Option<UnitDone>>, DataError> {
-        let mut out = BTreeMap::new();
-        for e in std::fs::read_dir(&self.dir)
-            .map_err(io_err(&self.dir))?
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(unit) = name
-                .strip_prefix("unit-")
-                .and_then(|n| n.strip_suffix(".json"))
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let done = std::fs::read_to_string(e.path())
-                .ok()
-                .and_then(|t| serde_json::from_str::<UnitDone>(&t).ok())
-                .filter(|d| d.unit == unit);
-            out.insert(unit, done);
-        }
-        Ok(out)
+        read_markers(&self.dir)
     }
 
     /// The units already finished for this fingerprint whose shards are all there.
     pub fn done(&self) -> Result<BTreeMap<u32, UnitDone>, DataError> {
-        let mut out = BTreeMap::new();
-        for (unit, done) in self.markers()? {
-            let Some(done) = done.filter(|d| d.fingerprint == self.fingerprint) else {
-                continue;
-            };
-            let intact = done.shards.iter().all(|s| {
-                std::fs::metadata(self.dir.join(&s.file)).is_ok_and(|m| m.len() == s.bytes)
-            });
-            if intact {
-                out.insert(unit, done);
-            }
-        }
-        Ok(out)
+        Ok(self
+            .markers()?
+            .into_iter()
+            .filter_map(|(unit, done)| {
+                done.filter(|d| d.fingerprint == self.fingerprint && shards_intact(&self.dir, d))
+                    .map(|d| (unit, d))
+            })
+            .collect())
     }
 
     /// Removes a unit's marker and shards.
@@ -539,6 +515,26 @@ impl CacheBuilder {
             pending: BTreeMap::new(),
             shards: Vec::new(),
         })
+    }
+
+    /// Takes unit `done` as it is in the finished cache `from` (its shards linked, or copied
+    /// where they cannot be): the same input file, read for a cache that differs only in other
+    /// files.
+    pub fn adopt_unit(&self, from: &Path, done: &UnitDone) -> Result<(), DataError> {
+        self.clear_unit(done.unit)?;
+        for shard in &done.shards {
+            let (src, dst) = (from.join(&shard.file), self.dir.join(&shard.file));
+            if std::fs::hard_link(&src, &dst).is_err() {
+                std::fs::copy(&src, &dst).map_err(io_err(&src))?;
+            }
+        }
+        write_marker(
+            &self.dir,
+            &UnitDone {
+                fingerprint: self.fingerprint.clone(),
+                ..done.clone()
+            },
+        )
     }
 
     /// Marks unit `unit` done without shards: its input file could not be read (`error`) and
@@ -591,15 +587,19 @@ impl CacheBuilder {
         // Shards in (fold, unit, index) order: a split's events come in input-file order.
         shards.sort_by(|a, b| (a.fold, &a.file).cmp(&(b.fold, &b.file)));
         manifest.shards = shards;
-        // Nothing but the manifest's shards goes into the cache.
+        // Nothing but the manifest's shards goes into the cache; and, where input files were
+        // left out, the units' markers, so that a rerun reads only those files again
+        // ([`kept_units`]).
         let keep: std::collections::BTreeSet<&str> =
             manifest.shards.iter().map(|s| s.file.as_str()).collect();
+        let keep_markers = !manifest.skipped_files.is_empty();
         for e in std::fs::read_dir(&self.dir)
             .map_err(io_err(&self.dir))?
             .flatten()
         {
             let name = e.file_name().to_string_lossy().into_owned();
-            if !keep.contains(name.as_str()) {
+            let marker = name.starts_with("unit-") && name.ends_with(".json");
+            if !keep.contains(name.as_str()) && (!keep_markers || !marker) {
                 std::fs::remove_file(e.path()).map_err(io_err(&e.path()))?;
             }
         }
@@ -722,6 +722,47 @@ fn write_marker(dir: &Path, done: &UnitDone) -> Result<(), DataError> {
     let path = dir.join(unit_marker(done.unit));
     let text = serde_json::to_string_pretty(done).map_err(|e| cache_err(&path, e.to_string()))?;
     write_atomically(&path, |tmp| std::fs::write(tmp, text).map_err(io_err(tmp)))
+}
+
+/// The units a finished cache that left out input files keeps markers of (see
+/// [`CacheBuilder::finish`]), those read whole: their shards all there at their sizes. Empty for
+/// a cache that left out nothing.
+pub fn kept_units(dir: &Path) -> Result<BTreeMap<u32, UnitDone>, DataError> {
+    Ok(read_markers(dir)?
+        .into_iter()
+        .filter_map(|(unit, done)| {
+            done.filter(|d| d.skipped.is_none() && shards_intact(dir, d))
+                .map(|d| (unit, d))
+        })
+        .collect())
+}
+
+/// The unit markers in `dir`, by unit (`None`: a marker that does not parse).
+fn read_markers(dir: &Path) -> Result<BTreeMap<u32, Option<UnitDone>>, DataError> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).map_err(io_err(dir))?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(unit) = name
+            .strip_prefix("unit-")
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let done = std::fs::read_to_string(e.path())
+            .ok()
+            .and_then(|t| serde_json::from_str::<UnitDone>(&t).ok())
+            .filter(|d| d.unit == unit);
+        out.insert(unit, done);
+    }
+    Ok(out)
+}
+
+/// Whether every shard of `done` is in `dir` at its size.
+fn shards_intact(dir: &Path, done: &UnitDone) -> bool {
+    done.shards
+        .iter()
+        .all(|s| std::fs::metadata(dir.join(&s.file)).is_ok_and(|m| m.len() == s.bytes))
 }
 
 /// One shard's file contents: `batch` as zstd Parquet.

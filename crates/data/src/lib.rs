@@ -30,8 +30,8 @@ pub use blocks::CachedSplit;
 pub use cache::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, EventRecord, FeatureNames,
     MANIFEST, ROW_GROUP_EVENTS, SampleCounts, ShardInfo, SkippedFile, UnitDone, UnitWriter,
-    building_dir, file_identity, fingerprint_of, first_difference, read_cache, read_manifest,
-    verify_cache,
+    building_dir, file_identity, fingerprint_of, first_difference, kept_units, read_cache,
+    read_manifest, verify_cache,
 };
 pub use config::{
     DatasetConfig, InputsRef, LabelSpec, OnBadFile, SampleConfig, SamplePlan, SampleReport,

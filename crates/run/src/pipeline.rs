@@ -186,6 +186,8 @@ pub fn preprocess_cache(
     let base = std::env::current_dir().context("reading the current folder")?;
     let inputs = fingerprint_inputs(cfg, folds.n_folds, &base)?;
     let fingerprint = fingerprint_of(&inputs);
+    // Units of a cache that left out input files, kept when those files are read again.
+    let mut kept = BTreeMap::new();
     if mode != CacheMode::Rebuild && dir.exists() {
         // A cache whose inputs match is only up to date if every shard is intact.
         let found = read_manifest(dir).and_then(|m| {
@@ -196,15 +198,25 @@ pub fn preprocess_cache(
         });
         match found {
             Ok(m)
-                if m.fingerprint == fingerprint
-                    && !m.skipped_files.is_empty()
-                    && mode == CacheMode::Auto =>
+                if !m.skipped_files.is_empty()
+                    && mode == CacheMode::Auto
+                    && let Some(same) =
+                        same_but_unreadable_files(&m.fingerprint_inputs, &inputs) =>
             {
+                if build.part.is_none() {
+                    kept = gnn4c_data::kept_units(dir)?;
+                    kept.retain(|u, _| same.get(*u as usize).copied().unwrap_or(false));
+                }
                 writeln!(
                     out,
-                    "cache {} left out {} input files it could not read: reading them again",
+                    "cache {} left out {} input files it could not read: reading them again{}",
                     dir.display(),
-                    m.skipped_files.len()
+                    m.skipped_files.len(),
+                    if kept.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (the other {} input files' shards are kept)", kept.len())
+                    }
                 )?;
             }
             Ok(m) if m.fingerprint == fingerprint => {
@@ -247,8 +259,47 @@ pub fn preprocess_cache(
         inputs,
         fingerprint,
         &base,
-        mode == CacheMode::Rebuild,
+        if mode == CacheMode::Rebuild {
+            BuildFrom::Nothing
+        } else {
+            BuildFrom::Keeping(kept)
+        },
     )
+}
+
+/// Where a cache build starts.
+pub enum BuildFrom {
+    /// From nothing.
+    Nothing,
+    /// From an interrupted build of the same inputs, if any, and these units of the cache in
+    /// place (read before from the same files).
+    Keeping(BTreeMap<u32, gnn4c_data::UnitDone>),
+}
+
+/// Per input file, whether a cache of `old` inputs holds it as `new` would: `None` unless the
+/// two differ at most in files `old` could not read (what a rerun under `on_bad_file: skip`
+/// reads again).
+fn same_but_unreadable_files(
+    old: &serde_json::Value,
+    new: &serde_json::Value,
+) -> Option<Vec<bool>> {
+    let (o, n) = (old.as_object()?, new.as_object()?);
+    let others_equal = o.len() == n.len()
+        && o.iter()
+            .all(|(k, v)| k == "files" || n.get(k).is_some_and(|w| w == v));
+    let (of, nf) = (o.get("files")?.as_array()?, n.get("files")?.as_array()?);
+    if !others_equal || of.len() != nf.len() {
+        return None;
+    }
+    let mut same = Vec::with_capacity(of.len());
+    for (a, b) in of.iter().zip(nf) {
+        let unreadable = a.get("unreadable").is_some();
+        if a != b && !unreadable {
+            return None;
+        }
+        same.push(a == b && !unreadable);
+    }
+    Some(same)
 }
 
 /// How a cache is built: events per shard, the threads that read input files, and which part
@@ -373,7 +424,8 @@ fn file_events(
 /// part's input files (then `None`).
 ///
 /// Each input file is a unit of the build ([`CacheBuilder`]): units finished by an earlier,
-/// interrupted run or by other parts are kept, the rest are read, `build.threads` files at a
+/// interrupted run or by other parts are kept (and, `from` [`BuildFrom::Keeping`], units of the
+/// cache in place), the rest are read, `build.threads` files at a
 /// time, each by one thread that also encodes and writes its shards. A unit's files depend only
 /// on its input, so the cache is the same for any thread count or split into parts; memory holds,
 /// per thread, a piece of at most 50,000 entries' records and the file's shards being filled.
@@ -387,12 +439,19 @@ pub fn build_cache(
     inputs: serde_json::Value,
     fingerprint: String,
     base: &Path,
-    fresh: bool,
+    from: BuildFrom,
 ) -> anyhow::Result<Option<CacheManifest>> {
     let start = Instant::now();
     let declaration = cfg.inputs()?;
+    let (fresh, kept) = match from {
+        BuildFrom::Nothing => (true, BTreeMap::new()),
+        BuildFrom::Keeping(units) => (false, units),
+    };
     let builder = CacheBuilder::open(dir, &fingerprint, build.shard_events, fresh)?
         .with_auto(gnn4c_features::AutoColumns::of(&declaration.spec));
+    for done in kept.values() {
+        builder.adopt_unit(dir, done)?;
+    }
     let plans = cfg
         .samples
         .iter()
@@ -845,6 +904,34 @@ impl EntryProgress {
 mod tests {
     use super::*;
     use gnn4c_data::CachedSplit;
+
+    #[test]
+    fn a_cache_keeps_its_units_only_where_nothing_but_unreadable_files_changed() {
+        let inputs = |files: serde_json::Value, n_folds: u32| serde_json::json!({"dataset": {"name": "d"}, "n_folds": n_folds, "files": files});
+        let a = serde_json::json!({"path": "a.root", "size": 1});
+        let b = serde_json::json!({"path": "b.root", "unreadable": true});
+        let b_now = serde_json::json!({"path": "b.root", "size": 2});
+        let old = inputs(serde_json::json!([a, b]), 5);
+        // The unreadable file reads now: the other is kept.
+        assert_eq!(
+            same_but_unreadable_files(&old, &inputs(serde_json::json!([a, b_now]), 5)),
+            Some(vec![true, false])
+        );
+        // Still unreadable: the same.
+        assert_eq!(
+            same_but_unreadable_files(&old, &old),
+            Some(vec![true, false])
+        );
+        // A readable file changed, a file added, or anything else: nothing is kept.
+        let a_changed = serde_json::json!({"path": "a.root", "size": 3});
+        for new in [
+            inputs(serde_json::json!([a_changed, b]), 5),
+            inputs(serde_json::json!([a, b, a]), 5),
+            inputs(serde_json::json!([a, b]), 4),
+        ] {
+            assert_eq!(same_but_unreadable_files(&old, &new), None, "{new}");
+        }
+    }
     use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
     use gnn4c_events::Label;
     use gnn4c_features::{EventFeatures, PairFeature, SelectionConfig};
