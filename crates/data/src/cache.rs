@@ -725,16 +725,28 @@ fn write_marker(dir: &Path, done: &UnitDone) -> Result<(), DataError> {
 }
 
 /// The units a finished cache that left out input files keeps markers of (see
-/// [`CacheBuilder::finish`]), those read whole: their shards all there at their sizes. Empty for
-/// a cache that left out nothing.
+/// [`CacheBuilder::finish`]), those read whole and intact: every shard there, at its size and
+/// SHA-256 (checked as [`verify_cache`] checks, on every core). Empty for a cache that left out
+/// nothing.
 pub fn kept_units(dir: &Path) -> Result<BTreeMap<u32, UnitDone>, DataError> {
-    Ok(read_markers(dir)?
-        .into_iter()
-        .filter_map(|(unit, done)| {
-            done.filter(|d| d.skipped.is_none() && shards_intact(dir, d))
-                .map(|d| (unit, d))
-        })
-        .collect())
+    let units: Vec<UnitDone> = read_markers(dir)?
+        .into_values()
+        .flatten()
+        .filter(|d| d.skipped.is_none())
+        .collect();
+    let shards: Vec<ShardInfo> = units.iter().flat_map(|d| d.shards.clone()).collect();
+    let bad: std::collections::BTreeSet<&str> = shards
+        .iter()
+        .zip(per_shard(&shards, &|s| check_shard(dir, s).is_ok()))
+        .filter(|(_, ok)| !ok)
+        .map(|(s, _)| s.file.as_str())
+        .collect();
+    let kept = units
+        .iter()
+        .filter(|d| d.shards.iter().all(|s| !bad.contains(s.file.as_str())))
+        .map(|d| (d.unit, d.clone()))
+        .collect();
+    Ok(kept)
 }
 
 /// The unit markers in `dir`, by unit (`None`: a marker that does not parse).

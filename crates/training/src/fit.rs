@@ -696,11 +696,9 @@ impl<B: Backend> EpochProgress<B> {
             p.events_before = p.events;
             p.batches = r.batches;
             if let Some(kept) = r.kept.get(rank) {
-                p.seen_logits = Pending::starting_with(kept.logits.clone());
-                p.seen = Predictions {
-                    logits: Vec::new(),
-                    ..kept.clone()
-                };
+                let mut kept = kept.clone();
+                p.seen_logits = Pending::starting_with(std::mem::take(&mut kept.logits));
+                p.seen = kept;
             }
         }
         p
@@ -739,7 +737,7 @@ impl<B: Backend> EpochProgress<B> {
             logits: self.seen_logits.values().to_vec(),
             ..self.seen.clone()
         };
-        let kept = own.per_rank(world);
+        let kept = own.into_per_rank(world);
         if kept.iter().all(|p| p.labels.is_empty()) {
             return Vec::new();
         }

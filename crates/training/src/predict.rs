@@ -77,9 +77,9 @@ impl Predictions {
 
     /// Every rank's predictions, each on its own, in rank order, on every rank (itself in a
     /// single process).
-    pub fn per_rank(&self, world: &World) -> Vec<Predictions> {
+    pub fn into_per_rank(self, world: &World) -> Vec<Predictions> {
         if !world.is_distributed() {
-            return vec![self.clone()];
+            return vec![self];
         }
         let own = [
             self.logits.len(),
@@ -89,7 +89,7 @@ impl Predictions {
         ]
         .map(|n| n as i64);
         let lengths = world.all_gather_i64(&own);
-        let all = self.clone().gathered(world);
+        let all = self.gathered(world);
         let mut at = [0usize; 4];
         lengths
             .chunks_exact(4)
