@@ -196,7 +196,7 @@ impl Encoding {
     }
 
     /// Checks `bytes` hold a page of `n` elements.
-    fn check_page(&self, bytes: &[u8], n: usize) -> Result<(), BufError> {
+    pub(crate) fn check_page(&self, bytes: &[u8], n: usize) -> Result<(), BufError> {
         let want = self.page_bytes(n);
         if bytes.len() < want {
             return Err(BufError::Short {
@@ -351,15 +351,8 @@ pub(crate) fn decode_page(
     Ok(())
 }
 
-/// Appends `v` as a big-endian `number` (the layout [`BranchData`] holds).
-pub(crate) fn push_be(out: &mut Vec<u8>, number: Number, v: Value) {
-    let at = out.len();
-    out.resize(at + number.size(), 0);
-    put_be(&mut out[at..], number, v);
-}
-
 /// `v` as a big-endian `number` into the first `number.size()` bytes of `dst`.
-fn put_be(dst: &mut [u8], number: Number, v: Value) {
+pub(crate) fn put_be(dst: &mut [u8], number: Number, v: Value) {
     let (i, u, r) = match v {
         Value::Int(i) => (i, i as u64, i as f64),
         Value::UInt(u) => (u as i64, u, u as f64),
@@ -381,9 +374,64 @@ fn put_be(dst: &mut [u8], number: Number, v: Value) {
     }
 }
 
+/// How a column's elements become big-endian `number`s without an intermediate value, where
+/// the pairing is a common one: elements can then be decoded from any range of a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direct {
+    /// Bytes as they are (one-byte numbers).
+    Copy,
+    /// Little-endian values reversed.
+    Reverse(usize),
+    /// Split values gathered.
+    Unsplit(usize),
+    /// Split zigzag integers gathered and unzigzagged.
+    UnsplitZigzag(usize),
+}
+
+impl Direct {
+    /// The direct decoding of `enc` into `number`s, if there is one.
+    pub(crate) fn of(enc: &Encoding, number: Number) -> Option<Direct> {
+        use ColumnType::*;
+        let w = number.size();
+        if enc.bits as usize != 8 * w || number == Number::Bool {
+            return None;
+        }
+        let real_number = matches!(number, Number::F32 | Number::F64);
+        let signed_number = matches!(number, Number::I16 | Number::I32 | Number::I64);
+        match enc.kind {
+            Real32 | Real64 if real_number => Some(Direct::Reverse(w)),
+            Byte | Char | Int8 | UInt8 if !real_number => Some(Direct::Copy),
+            Int16 | UInt16 | Int32 | UInt32 | Int64 | UInt64 if !real_number => {
+                Some(Direct::Reverse(w))
+            }
+            SplitReal32 | SplitReal64 if real_number => Some(Direct::Unsplit(w)),
+            SplitUInt16 | SplitUInt32 | SplitUInt64 if !real_number => Some(Direct::Unsplit(w)),
+            SplitInt16 | SplitInt32 | SplitInt64 if signed_number => Some(Direct::UnsplitZigzag(w)),
+            _ => None,
+        }
+    }
+
+    /// Elements `from..to` of a page of `n` elements (its bytes uncompressed, checked to hold
+    /// them) as big-endian numbers into the start of `dst` (at least `(to - from)` numbers).
+    pub(crate) fn decode(self, bytes: &[u8], n: usize, from: usize, to: usize, dst: &mut [u8]) {
+        match self {
+            Direct::Copy => dst[..to - from].copy_from_slice(&bytes[from..to]),
+            Direct::Reverse(2) => reverse_be::<2>(&bytes[2 * from..2 * to], dst),
+            Direct::Reverse(4) => reverse_be::<4>(&bytes[4 * from..4 * to], dst),
+            Direct::Reverse(_) => reverse_be::<8>(&bytes[8 * from..8 * to], dst),
+            Direct::Unsplit(2) => unsplit_be::<2, false>(bytes, n, from..to, dst),
+            Direct::Unsplit(4) => unsplit_be::<4, false>(bytes, n, from..to, dst),
+            Direct::Unsplit(_) => unsplit_be::<8, false>(bytes, n, from..to, dst),
+            Direct::UnsplitZigzag(2) => unsplit_be::<2, true>(bytes, n, from..to, dst),
+            Direct::UnsplitZigzag(4) => unsplit_be::<4, true>(bytes, n, from..to, dst),
+            Direct::UnsplitZigzag(_) => unsplit_be::<8, true>(bytes, n, from..to, dst),
+        }
+    }
+}
+
 /// Decodes a page of `n` elements straight into big-endian `number`s (what [`BranchData`]
-/// holds) at the start of `dst`: the common pairings without an intermediate value, the rest
-/// through [`Value`].
+/// holds) at the start of `dst`: the common pairings directly ([`Direct`]), the rest through
+/// [`Value`].
 ///
 /// [`BranchData`]: crate::read::BranchData
 pub(crate) fn decode_page_be(
@@ -393,7 +441,6 @@ pub(crate) fn decode_page_be(
     number: Number,
     dst: &mut [u8],
 ) -> Result<(), BufError> {
-    use ColumnType::*;
     enc.check_page(bytes, n)?;
     let w = number.size();
     let Some(dst) = n.checked_mul(w).and_then(|len| dst.get_mut(..len)) else {
@@ -402,40 +449,8 @@ pub(crate) fn decode_page_be(
             dst.len()
         )));
     };
-    // Same width, same bits: plain little-endian values reversed, split ones gathered.
-    let plain = matches!(
-        enc.kind,
-        Real32
-            | Real64
-            | Byte
-            | Char
-            | Int8
-            | UInt8
-            | Int16
-            | UInt16
-            | Int32
-            | UInt32
-            | Int64
-            | UInt64
-    );
-    let split = matches!(
-        enc.kind,
-        SplitReal32 | SplitReal64 | SplitUInt16 | SplitUInt32 | SplitUInt64
-    );
-    let reals = matches!(enc.kind, Real32 | Real64 | SplitReal32 | SplitReal64);
-    let same = (plain || split)
-        && reals == matches!(number, Number::F32 | Number::F64)
-        && number != Number::Bool;
-    if same && enc.bits as usize == 8 * w {
-        match (split, w) {
-            (true, 2) => unsplit_be::<2>(bytes, n, dst),
-            (true, 4) => unsplit_be::<4>(bytes, n, dst),
-            (true, 8) => unsplit_be::<8>(bytes, n, dst),
-            (false, 2) => reverse_be::<2>(bytes, n, dst),
-            (false, 4) => reverse_be::<4>(bytes, n, dst),
-            (false, 8) => reverse_be::<8>(bytes, n, dst),
-            _ => dst.copy_from_slice(&bytes[..n * w]),
-        }
+    if let Some(direct) = Direct::of(enc, number) {
+        direct.decode(bytes, n, 0, n, dst);
         return Ok(());
     }
     let mut values = Vec::with_capacity(n);
@@ -446,22 +461,118 @@ pub(crate) fn decode_page_be(
     Ok(())
 }
 
-/// Split values of `W` bytes (byte `b` of element `i` at `b·n + i`) into big-endian ones, one
-/// pass over the output.
-fn unsplit_be<const W: usize>(bytes: &[u8], n: usize, dst: &mut [u8]) {
-    let planes: [&[u8]; W] = std::array::from_fn(|b| &bytes[b * n..(b + 1) * n]);
-    for (i, d) in dst.chunks_exact_mut(W).take(n).enumerate() {
-        let mut v = [0u8; W];
-        for (b, plane) in planes.iter().enumerate() {
-            v[W - 1 - b] = plane[i];
+/// Decodes a page of `n` offsets (an index column: plain, or split and delta-encoded),
+/// appending them to `out`.
+pub(crate) fn decode_offsets(
+    enc: &Encoding,
+    bytes: &[u8],
+    n: usize,
+    out: &mut Vec<u64>,
+) -> Result<(), BufError> {
+    use ColumnType::*;
+    enc.check_page(bytes, n)?;
+    out.reserve(n);
+    match enc.kind {
+        SplitIndex32 | SplitIndex64 => {
+            // Split, then delta: the first element as it is, each next one the step to it.
+            let w = if enc.kind == SplitIndex32 { 4 } else { 8 };
+            let start = out.len();
+            out.resize(start + n, 0);
+            let steps = &mut out[start..];
+            for b in 0..w {
+                for (s, &x) in steps.iter_mut().zip(&bytes[b * n..(b + 1) * n]) {
+                    *s |= u64::from(x) << (8 * b);
+                }
+            }
+            let mut acc = 0u64;
+            for s in steps.iter_mut() {
+                acc = acc.wrapping_add(*s);
+                *s = acc;
+            }
         }
-        d.copy_from_slice(&v);
+        Index32 => out.extend(
+            bytes[..4 * n]
+                .chunks_exact(4)
+                .map(|c| u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
+        ),
+        Index64 => out.extend(bytes[..8 * n].chunks_exact(8).map(|c| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            u64::from_le_bytes(a)
+        })),
+        _ => {
+            let mut values = Vec::with_capacity(n);
+            decode_page(enc, bytes, n, &mut values)?;
+            for v in values {
+                let Value::UInt(u) = v else {
+                    return Err(BufError::Bad(format!(
+                        "not an offset column: a {} column",
+                        enc.kind.name()
+                    )));
+                };
+                out.push(u);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Elements `range` of `n` split values of `W` bytes (byte `b` of element `i` at `b·n + i`)
+/// into big-endian ones (zigzag integers decoded when `ZIGZAG`), one pass over the output.
+fn unsplit_be<const W: usize, const ZIGZAG: bool>(
+    bytes: &[u8],
+    n: usize,
+    range: std::ops::Range<usize>,
+    dst: &mut [u8],
+) {
+    let planes: [&[u8]; W] =
+        std::array::from_fn(|b| &bytes[b * n + range.start..b * n + range.end]);
+    let dst = &mut dst[..W * range.len()];
+    // Two- and four-byte values as zipped planes, which the compiler vectorises (2.2× the
+    // indexed loop below for four bytes; no gain for eight).
+    match (W, planes.as_slice()) {
+        (2, &[p0, p1]) => {
+            for ((d, &a), &b) in dst.chunks_exact_mut(2).zip(p0).zip(p1) {
+                if ZIGZAG {
+                    let v = u16::from_le_bytes([a, b]);
+                    d.copy_from_slice(&((v >> 1) ^ 0u16.wrapping_sub(v & 1)).to_be_bytes());
+                } else {
+                    d.copy_from_slice(&[b, a]);
+                }
+            }
+        }
+        (4, &[p0, p1, p2, p3]) => {
+            for ((((d, &a), &b), &c), &e) in dst.chunks_exact_mut(4).zip(p0).zip(p1).zip(p2).zip(p3)
+            {
+                if ZIGZAG {
+                    let v = u32::from_le_bytes([a, b, c, e]);
+                    d.copy_from_slice(&((v >> 1) ^ 0u32.wrapping_sub(v & 1)).to_be_bytes());
+                } else {
+                    d.copy_from_slice(&[e, c, b, a]);
+                }
+            }
+        }
+        _ => {
+            for (i, d) in dst.chunks_exact_mut(W).enumerate() {
+                let mut u = [0u8; 8];
+                for (b, plane) in planes.iter().enumerate() {
+                    u[b] = plane[i];
+                }
+                let v = u64::from_le_bytes(u);
+                let v = if ZIGZAG {
+                    (v >> 1) ^ 0u64.wrapping_sub(v & 1)
+                } else {
+                    v
+                };
+                d.copy_from_slice(&v.to_be_bytes()[8 - W..]);
+            }
+        }
     }
 }
 
 /// Little-endian values of `W` bytes into big-endian ones.
-fn reverse_be<const W: usize>(bytes: &[u8], n: usize, dst: &mut [u8]) {
-    for (d, s) in dst.chunks_exact_mut(W).zip(bytes[..n * W].chunks_exact(W)) {
+fn reverse_be<const W: usize>(bytes: &[u8], dst: &mut [u8]) {
+    for (d, s) in dst.chunks_exact_mut(W).zip(bytes.chunks_exact(W)) {
         let mut v = [0u8; W];
         v.copy_from_slice(s);
         v.reverse();
@@ -523,18 +634,78 @@ mod tests {
                     split[b * n + i] = byte(i, b);
                 }
             }
-            let mut got = vec![0u8; W * n];
-            unsplit_be::<W>(&split, n, &mut got);
-            let want: Vec<u8> = (0..n)
-                .flat_map(|i| (0..W).rev().map(move |b| byte(i, b)))
-                .collect();
-            assert_eq!(got, want, "W = {W}, n = {n}");
+            // The whole page, and a range inside it.
+            for range in [0..n, n / 3..n - n / 4] {
+                let mut got = vec![0u8; W * range.len()];
+                unsplit_be::<W, false>(&split, n, range.clone(), &mut got);
+                let want: Vec<u8> = range
+                    .clone()
+                    .flat_map(|i| (0..W).rev().map(move |b| byte(i, b)))
+                    .collect();
+                assert_eq!(got, want, "W = {W}, n = {n}, {range:?}");
+            }
         }
         for n in [0, 1, 15, 16, 17, 33, 100] {
             check::<2>(n);
             check::<4>(n);
             check::<8>(n);
         }
+    }
+
+    #[test]
+    fn direct_decoding_matches_decoding_through_values() {
+        // Every direct pairing, on a page whose bytes are all different, whole and by range:
+        // the same bytes as each value put as a big-endian number.
+        let n = 37;
+        let bytes: Vec<u8> = (0..8 * n).map(|i| (i * 131 % 256) as u8).collect();
+        for (kind, number) in [
+            (ColumnType::SplitInt16, Number::I16),
+            (ColumnType::SplitInt32, Number::I32),
+            (ColumnType::SplitInt64, Number::I64),
+            (ColumnType::SplitUInt32, Number::U32),
+            (ColumnType::SplitReal32, Number::F32),
+            (ColumnType::SplitReal64, Number::F64),
+            (ColumnType::Int32, Number::I32),
+            (ColumnType::Real64, Number::F64),
+            (ColumnType::UInt8, Number::U8),
+        ] {
+            let w = number.size();
+            let enc = Encoding::new(kind, 8 * w as u16, None).expect("valid");
+            let direct = Direct::of(&enc, number).expect("a direct pairing");
+            let mut values = Vec::new();
+            decode_page(&enc, &bytes, n, &mut values).expect("decode");
+            let mut want = vec![0u8; n * w];
+            for (v, d) in values.into_iter().zip(want.chunks_exact_mut(w)) {
+                put_be(d, number, v);
+            }
+            let mut got = vec![0u8; n * w];
+            direct.decode(&bytes, n, 0, n, &mut got);
+            assert_eq!(got, want, "{kind:?}");
+            let mut part = vec![0u8; 10 * w];
+            direct.decode(&bytes, n, 20, 30, &mut part);
+            assert_eq!(part, want[20 * w..30 * w], "{kind:?}, elements 20 to 30");
+        }
+        let enc = Encoding::new(ColumnType::SplitInt32, 32, None).expect("valid");
+        assert_eq!(Direct::of(&enc, Number::U32), None);
+        assert_eq!(Direct::of(&enc, Number::I64), None);
+    }
+
+    #[test]
+    fn offsets_decode_from_split_deltas_and_plain_indices() {
+        // Offsets 3, 3, 7 as SplitIndex32 (deltas 3, 0, 4) and as Index64.
+        let split = [3, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let mut out = Vec::new();
+        let enc = Encoding::new(ColumnType::SplitIndex32, 32, None).expect("valid");
+        decode_offsets(&enc, &split, 3, &mut out).expect("decode");
+        assert_eq!(out, vec![3, 3, 7]);
+        let plain: Vec<u8> = [3u64, 3, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let enc = Encoding::new(ColumnType::Index64, 64, None).expect("valid");
+        out.clear();
+        decode_offsets(&enc, &plain, 3, &mut out).expect("decode");
+        assert_eq!(out, vec![3, 3, 7]);
+        let enc = Encoding::new(ColumnType::Real32, 32, None).expect("valid");
+        let err = decode_offsets(&enc, &split, 3, &mut out).expect_err("not offsets");
+        assert!(err.to_string().contains("not an offset column"), "{err}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod decode;
 mod fields;
 mod meta;
 
-use decode::{ColumnType, Encoding, Value, decode_page, decode_page_be, push_be};
+use decode::{ColumnType, Direct, Encoding, Value, decode_offsets, decode_page_be, put_be};
 use meta::ClusterDesc;
 
 pub use fields::NtupleField;
@@ -268,17 +268,53 @@ impl RootFile {
     }
 }
 
-/// Decodes one page's bytes (uncompressed) holding a number of elements.
-type PageDecoder<'a> = dyn FnMut(&[u8], usize) -> Result<(), crate::error::BufError> + 'a;
+/// Takes one page's bytes (uncompressed) holding a number of elements.
+type PageDecoder<'a> = dyn FnMut(&Arc<Vec<u8>>, usize) -> Result<(), crate::error::BufError> + 'a;
 
-/// One cluster of a leaf, decoded: values (big-endian, as [`BranchData`] holds them) and where
-/// each entry's start.
+/// One cluster of a leaf: where each entry's values are, and the values.
 struct Loaded {
     first_entry: u64,
     /// `[entries + 1]`: entry i's values are values `bounds[i]..bounds[i + 1]` (shared by
     /// the leaves of one collection).
     bounds: Arc<Vec<usize>>,
-    bytes: Vec<u8>,
+    values: ClusterValues,
+}
+
+/// A leaf's values in one cluster, as its pages: zeros before a deferred column's first
+/// element, then each page from the element it starts at. A page of a [`Direct`] decoding is
+/// kept as stored (uncompressed) and decoded a chunk's range at a time into the chunk's
+/// big-endian numbers, one pass; any other is decoded into big-endian numbers as it is loaded.
+struct ClusterValues {
+    direct: Option<Direct>,
+    /// Each page's first element (counted from the cluster's first), elements and bytes.
+    pages: Vec<(usize, usize, Arc<Vec<u8>>)>,
+}
+
+impl ClusterValues {
+    /// Big-endian numbers already decoded, `n` of them.
+    fn decoded(bytes: Vec<u8>, n: usize) -> ClusterValues {
+        ClusterValues {
+            direct: None,
+            pages: vec![(0, n, Arc::new(bytes))],
+        }
+    }
+
+    /// Elements `lo..hi` as big-endian numbers of `size` bytes into `dst` (zeroed, exactly
+    /// their length): elements no page holds stay zeros.
+    fn write(&self, lo: usize, hi: usize, size: usize, dst: &mut [u8]) {
+        let first = self.pages.partition_point(|&(start, n, _)| start + n <= lo);
+        for (start, n, bytes) in &self.pages[first..] {
+            if *start >= hi {
+                break;
+            }
+            let (from, to) = (lo.max(*start), hi.min(start + n));
+            let d = &mut dst[(from - lo) * size..(to - lo) * size];
+            match self.direct {
+                Some(direct) => direct.decode(bytes, *n, from - start, to - start, d),
+                None => d.copy_from_slice(&bytes[(from - start) * size..(to - start) * size]),
+            }
+        }
+    }
 }
 
 /// Reads one leaf of an RNTuple forward, a cluster's pages of it at a time.
@@ -372,15 +408,16 @@ impl FieldCursor<'_> {
                 (self.next - loaded.first_entry) as usize,
                 (end_in - loaded.first_entry) as usize,
             );
-            let mut prev = loaded.bounds[a];
-            counts.extend(loaded.bounds[a + 1..=b].iter().map(|&x| {
-                let c = u32::try_from(x - prev).unwrap_or(u32::MAX);
-                prev = x;
-                c
-            }));
+            let (lo, hi) = (loaded.bounds[a], loaded.bounds[b]);
+            counts.extend(
+                loaded.bounds[a..=b]
+                    .windows(2)
+                    .map(|w| u32::try_from(w[1] - w[0]).unwrap_or(u32::MAX)),
+            );
             let size = self.number.size();
-            bytes
-                .extend_from_slice(&loaded.bytes[loaded.bounds[a] * size..loaded.bounds[b] * size]);
+            let at = bytes.len();
+            bytes.resize(at + (hi - lo) * size, 0);
+            loaded.values.write(lo, hi, size, &mut bytes[at..]);
             self.next = end_in;
         }
         Ok(BranchData {
@@ -401,26 +438,24 @@ impl FieldCursor<'_> {
             })?,
         };
         let total = *bounds.last().unwrap_or(&0);
-        let bytes = if self.field.plan.cardinality {
+        let values = if self.field.plan.cardinality {
             // Sizes from the offsets (each relative to the cluster's start).
             let offsets = self.column(k, &self.field.plan.values, total, store)?;
-            let mut out = Vec::with_capacity(total * self.number.size());
+            let size = self.number.size();
+            let mut out = vec![0u8; offsets.len() * size];
             let mut prev = 0u64;
-            for &v in offsets.iter() {
-                let Value::UInt(u) = v else {
-                    return Err(self.file.corrupt(&self.place(k), "not an offset column"));
-                };
-                push_be(&mut out, self.number, Value::UInt(u.wrapping_sub(prev)));
+            for (&u, d) in offsets.iter().zip(out.chunks_exact_mut(size)) {
+                put_be(d, self.number, Value::UInt(u.wrapping_sub(prev)));
                 prev = u;
             }
-            out
+            ClusterValues::decoded(out, offsets.len())
         } else {
-            self.column_bytes(k, &self.field.plan.values, total, store)?
+            self.column_values(k, &self.field.plan.values, total, store)?
         };
         Ok(Loaded {
             first_entry: cluster.first_entry,
             bounds,
-            bytes,
+            values,
         })
     }
 
@@ -448,11 +483,8 @@ impl FieldCursor<'_> {
                         if i == 0 {
                             return Ok(0);
                         }
-                        match offsets[i - 1] {
-                            Value::UInt(u) => usize::try_from(u)
-                                .map_err(|_| self.file.corrupt(&self.place(k), "offset too large")),
-                            _ => Err(self.file.corrupt(&self.place(k), "not an offset column")),
-                        }
+                        usize::try_from(offsets[i - 1])
+                            .map_err(|_| self.file.corrupt(&self.place(k), "offset too large"))
                     };
                     let mut next = Vec::with_capacity(bounds.len());
                     for &b in &bounds {
@@ -522,20 +554,16 @@ impl FieldCursor<'_> {
             }
             let elements = page.elements as usize;
             let at = format!("{place}, page {p} of column {chosen} ({})", enc.kind.name());
-            let read;
             let bytes = match stored.and_then(|s| s.get(p)) {
-                Some(b) => b,
-                None => {
-                    read = self.file.read_block(
-                        page.locator,
-                        enc.page_bytes(elements),
-                        self.ntuple.max_key_size,
-                        &at,
-                    )?;
-                    &read
-                }
+                Some(b) => Arc::clone(b),
+                None => Arc::new(self.file.read_block(
+                    page.locator,
+                    enc.page_bytes(elements),
+                    self.ntuple.max_key_size,
+                    &at,
+                )?),
             };
-            decode(bytes, elements).map_err(|e| self.file.corrupt(&at, e))?;
+            decode(&bytes, elements).map_err(|e| self.file.corrupt(&at, e))?;
             done += elements;
         }
         let deferred = self.ntuple.deferred.get(chosen as usize) == Some(&true);
@@ -554,7 +582,7 @@ impl FieldCursor<'_> {
         Ok(done)
     }
 
-    /// The first `n` elements of the leaf's column in cluster `k` as values: of the
+    /// The first `n` elements of the leaf's offset column in cluster `k`: of the
     /// representation not suppressed there (zeros before a deferred column's first element).
     fn column(
         &self,
@@ -562,34 +590,35 @@ impl FieldCursor<'_> {
         reprs: &[u32],
         n: usize,
         store: Option<&PageStore>,
-    ) -> Result<Arc<Vec<Value>>, RootError> {
+    ) -> Result<Arc<Vec<u64>>, RootError> {
         let column = self.chosen(k, reprs)?;
         match store {
-            None => self.decode_column(k, column, n, None).map(Arc::new),
+            None => self.decode_offsets(k, column, n, None).map(Arc::new),
             // Decoded once for every leaf of the same collection.
             Some(store) => shared(&store.decoded, (k, column.0, n), || {
-                self.decode_column(k, column, n, Some(store))
+                self.decode_offsets(k, column, n, Some(store))
             }),
         }
     }
 
-    /// The first `n` elements of column `chosen` in cluster `k`, decoded as values.
-    fn decode_column(
+    /// The first `n` elements of offset column `chosen` in cluster `k`.
+    fn decode_offsets(
         &self,
         k: usize,
         column: Chosen<'_>,
         n: usize,
         store: Option<&PageStore>,
-    ) -> Result<Vec<Value>, RootError> {
+    ) -> Result<Vec<u64>, RootError> {
         let enc = column.1;
         // Sized by what the pages hold: `n` comes from offsets a damaged page may have garbled.
         let stored: usize = column.2.iter().map(|p| p.elements as usize).sum();
         let mut out = Vec::with_capacity(n.min(stored));
-        let decode = &mut |bytes: &[u8], elements| decode_page(&enc, bytes, elements, &mut out);
+        let decode =
+            &mut |bytes: &Arc<Vec<u8>>, elements| decode_offsets(&enc, bytes, elements, &mut out);
         self.pages(k, column, n, decode, store)?;
         if out.len() < n {
             // A deferred column: zeros for the entries before its first element.
-            let mut zeros = vec![zero(enc.kind); n - out.len()];
+            let mut zeros = vec![0; n - out.len()];
             zeros.append(&mut out);
             out = zeros;
         }
@@ -597,54 +626,51 @@ impl FieldCursor<'_> {
         Ok(out)
     }
 
-    /// Like [`FieldCursor::column`], as the leaf's big-endian numbers.
-    fn column_bytes(
+    /// The first `n` elements of the leaf's value column in cluster `k`, as its pages (see
+    /// [`ClusterValues`]).
+    fn column_values(
         &self,
         k: usize,
         reprs: &[u32],
         n: usize,
         store: Option<&PageStore>,
-    ) -> Result<Vec<u8>, RootError> {
+    ) -> Result<ClusterValues, RootError> {
         let column = self.chosen(k, reprs)?;
-        let enc = column.1;
-        let size = self.number.size();
-        // Each page decodes into its place; zeroed by the allocator (fresh pages come
-        // zeroed), sized by the pages read: up to the one holding element `n`.
-        let mut read = 0usize;
-        for p in column.2 {
-            if read >= n {
-                break;
-            }
-            read = read.saturating_add(p.elements as usize);
-        }
-        let mut out = vec![0u8; read.saturating_mul(size)];
-        let mut filled = 0usize;
-        let decode = &mut |bytes: &[u8], elements: usize| {
-            let dst = out.get_mut(filled..).unwrap_or_default();
-            decode_page_be(&enc, bytes, elements, self.number, dst)?;
-            filled += elements * size;
+        let (enc, number) = (column.1, self.number);
+        let direct = Direct::of(&enc, number);
+        let mut pages = Vec::new();
+        let mut held = 0usize;
+        let decode = &mut |bytes: &Arc<Vec<u8>>, elements: usize| {
+            enc.check_page(bytes, elements)?;
+            let page = match direct {
+                Some(_) => Arc::clone(bytes),
+                None => {
+                    let mut be = vec![0u8; elements * number.size()];
+                    decode_page_be(&enc, bytes, elements, number, &mut be)?;
+                    Arc::new(be)
+                }
+            };
+            pages.push((held, elements, page));
+            held += elements;
             Ok(())
         };
         self.pages(k, column, n, decode, store)?;
-        out.truncate(filled);
-        if out.len() < n * size {
-            // A deferred column: zeros for the entries before its first element.
-            let mut zeros = vec![0u8; n * size - out.len()];
-            zeros.append(&mut out);
-            out = zeros;
+        // A deferred column: zeros for the entries before its first element.
+        let zeros = n.saturating_sub(held);
+        for page in &mut pages {
+            page.0 += zeros;
         }
-        out.truncate(n * size);
-        Ok(out)
+        Ok(ClusterValues { direct, pages })
     }
 }
 
 /// The pages several leaves need, read and decompressed ahead on several threads, each physical
 /// column once however many leaves name it; and the offset columns, decoded once.
 pub(crate) struct PageStore {
-    /// The pages of (cluster, column), in page order.
-    pages: HashMap<(usize, u32), Vec<Vec<u8>>>,
-    /// Decoded columns by (cluster, column, elements).
-    decoded: Shared<(usize, u32, usize), Vec<Value>>,
+    /// The pages of (cluster, column), in page order, uncompressed.
+    pages: HashMap<(usize, u32), Vec<Arc<Vec<u8>>>>,
+    /// Decoded offset columns by (cluster, column, elements).
+    decoded: Shared<(usize, u32, usize), Vec<u64>>,
     /// Each entry's value range by (cluster, steps from the entry down).
     bounds: Shared<(usize, Vec<fields::Step>), Vec<usize>>,
 }
@@ -751,7 +777,8 @@ impl PageStore {
             .into_iter()
             .filter_map(|(key, mut ps)| {
                 ps.sort_by_key(|(p, _)| *p);
-                let all: Option<Vec<Vec<u8>>> = ps.into_iter().map(|(_, b)| b).collect();
+                let all: Option<Vec<Arc<Vec<u8>>>> =
+                    ps.into_iter().map(|(_, b)| b.map(Arc::new)).collect();
                 all.map(|a| (key, a))
             })
             .collect();
@@ -765,12 +792,4 @@ impl PageStore {
 
 fn l_end(l: &Loaded) -> u64 {
     l.first_entry + (l.bounds.len() as u64 - 1)
-}
-
-fn zero(kind: ColumnType) -> Value {
-    if kind.is_real() {
-        Value::Real(0.0)
-    } else {
-        Value::UInt(0)
-    }
 }
