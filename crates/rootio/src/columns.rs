@@ -24,7 +24,9 @@ pub struct ColumnReader<'f> {
 
 enum Columns<'f> {
     Tree(Vec<BranchCursor<'f>>),
-    Ntuple(Vec<FieldCursor<'f>>),
+    /// The leaves, and for each whether it is the first of those whose entries split their
+    /// values alike (one collection's leaves, or the top-level ones).
+    Ntuple(Vec<FieldCursor<'f>>, Vec<bool>),
 }
 
 /// The distinct items of `items` by `same` (the first of each, in order) and, for each item,
@@ -81,8 +83,10 @@ impl<'f> ColumnReader<'f> {
             .iter()
             .map(|&i| file.field_cursor(ntuple, fields[i], start))
             .collect::<Result<Vec<_>, _>>()?;
+        let (leaders, _) = distinct(&cursors, |a, b| a.same_entries(b));
+        let leads = (0..cursors.len()).map(|i| leaders.contains(&i)).collect();
         Ok(ColumnReader {
-            columns: Columns::Ntuple(cursors),
+            columns: Columns::Ntuple(cursors, leads),
             of_request,
             threads: threads.max(1),
         })
@@ -98,13 +102,21 @@ impl<'f> ColumnReader<'f> {
                 prefetch_baskets(&mut refs, n, threads);
                 parallel::map(refs, threads, |c| c.take(n))
             }
-            Columns::Ntuple(cursors) => {
+            Columns::Ntuple(cursors, leads) => {
                 let store = {
                     let refs: Vec<&FieldCursor<'f>> = cursors.iter().collect();
                     PageStore::prefetch(&refs, n, threads)
                 };
-                let refs: Vec<&mut FieldCursor<'f>> = cursors.iter_mut().collect();
-                parallel::map(refs, threads, |c| c.take_with(n, Some(&store)))
+                // The first leaf of each collection first: it computes where the collection's
+                // entries start, which its other leaves wait for, so that different
+                // collections' are computed side by side.
+                let jobs: Vec<_> = leads.iter().zip(cursors.iter_mut()).collect();
+                parallel::map_largest_first(
+                    jobs,
+                    threads,
+                    |(lead, _)| usize::from(**lead),
+                    |(_, c)| c.take_with(n, Some(&store)),
+                )
             }
         };
         Ok(Taken {

@@ -475,19 +475,23 @@ pub(crate) fn decode_offsets(
     match enc.kind {
         SplitIndex32 | SplitIndex64 => {
             // Split, then delta: the first element as it is, each next one the step to it.
-            let w = if enc.kind == SplitIndex32 { 4 } else { 8 };
-            let start = out.len();
-            out.resize(start + n, 0);
-            let steps = &mut out[start..];
-            for b in 0..w {
-                for (s, &x) in steps.iter_mut().zip(&bytes[b * n..(b + 1) * n]) {
-                    *s |= u64::from(x) << (8 * b);
-                }
-            }
             let mut acc = 0u64;
-            for s in steps.iter_mut() {
-                acc = acc.wrapping_add(*s);
-                *s = acc;
+            if enc.kind == SplitIndex32 {
+                let p: [&[u8]; 4] = std::array::from_fn(|b| &bytes[b * n..(b + 1) * n]);
+                out.extend((0..n).map(|i| {
+                    acc = acc.wrapping_add(u64::from(u32::from_le_bytes([
+                        p[0][i], p[1][i], p[2][i], p[3][i],
+                    ])));
+                    acc
+                }));
+            } else {
+                let p: [&[u8]; 8] = std::array::from_fn(|b| &bytes[b * n..(b + 1) * n]);
+                out.extend((0..n).map(|i| {
+                    acc = acc.wrapping_add(u64::from_le_bytes([
+                        p[0][i], p[1][i], p[2][i], p[3][i], p[4][i], p[5][i], p[6][i], p[7][i],
+                    ]));
+                    acc
+                }));
             }
         }
         Index32 => out.extend(

@@ -341,6 +341,12 @@ impl FieldCursor<'_> {
         self.take_with(n, None)
     }
 
+    /// True when `other`'s entries split into values as this leaf's do (leaves of one
+    /// collection, or two top-level leaves): they share the entries' bounds.
+    pub(crate) fn same_entries(&self, other: &FieldCursor<'_>) -> bool {
+        self.field.plan.steps == other.field.plan.steps
+    }
+
     /// The clusters the next `n` entries need that are not decoded yet.
     pub(crate) fn clusters_for(&self, n: usize) -> Vec<usize> {
         let stop = (self.next + n as u64).min(self.ntuple.entries);
@@ -409,11 +415,13 @@ impl FieldCursor<'_> {
                 (end_in - loaded.first_entry) as usize,
             );
             let (lo, hi) = (loaded.bounds[a], loaded.bounds[b]);
-            counts.extend(
-                loaded.bounds[a..=b]
-                    .windows(2)
-                    .map(|w| u32::try_from(w[1] - w[0]).unwrap_or(u32::MAX)),
-            );
+            let steps = loaded.bounds[a..=b].windows(2).map(|w| w[1] - w[0]);
+            if u32::try_from(hi - lo).is_ok() {
+                // No entry's count can exceed the range's: each fits.
+                counts.extend(steps.map(|c| c as u32));
+            } else {
+                counts.extend(steps.map(|c| u32::try_from(c).unwrap_or(u32::MAX)));
+            }
             let size = self.number.size();
             let at = bytes.len();
             bytes.resize(at + (hi - lo) * size, 0);
