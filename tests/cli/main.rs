@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 mod families;
 mod inputs;
+#[cfg(feature = "pythia-tests")]
+mod pythia;
 #[cfg(feature = "remote-tests")]
 mod remote;
 mod rntuple;
