@@ -448,7 +448,7 @@ impl FieldCursor<'_> {
         let total = *bounds.last().unwrap_or(&0);
         let values = if self.field.plan.cardinality {
             // Sizes from the offsets (each relative to the cluster's start).
-            let offsets = self.column(k, &self.field.plan.values, total, store)?;
+            let offsets = self.offsets(k, &self.field.plan.values, total, store)?;
             let size = self.number.size();
             let mut out = vec![0u8; offsets.len() * size];
             let mut prev = 0u64;
@@ -486,7 +486,7 @@ impl FieldCursor<'_> {
                 }
                 fields::Step::Collection(columns) => {
                     let items = *bounds.last().unwrap_or(&0);
-                    let offsets = self.column(k, columns, items, store)?;
+                    let offsets = self.offsets(k, columns, items, store)?;
                     let off = |i: usize| -> Result<usize, RootError> {
                         if i == 0 {
                             return Ok(0);
@@ -592,7 +592,7 @@ impl FieldCursor<'_> {
 
     /// The first `n` elements of the leaf's offset column in cluster `k`: of the
     /// representation not suppressed there (zeros before a deferred column's first element).
-    fn column(
+    fn offsets(
         &self,
         k: usize,
         reprs: &[u32],
@@ -601,16 +601,16 @@ impl FieldCursor<'_> {
     ) -> Result<Arc<Vec<u64>>, RootError> {
         let column = self.chosen(k, reprs)?;
         match store {
-            None => self.decode_offsets(k, column, n, None).map(Arc::new),
+            None => self.read_offsets(k, column, n, None).map(Arc::new),
             // Decoded once for every leaf of the same collection.
             Some(store) => shared(&store.decoded, (k, column.0, n), || {
-                self.decode_offsets(k, column, n, Some(store))
+                self.read_offsets(k, column, n, Some(store))
             }),
         }
     }
 
     /// The first `n` elements of offset column `chosen` in cluster `k`.
-    fn decode_offsets(
+    fn read_offsets(
         &self,
         k: usize,
         column: Chosen<'_>,
