@@ -5,10 +5,11 @@ parametrised detector response, written as NanoAOD-like ROOT files by uproot.
                                          [--jobs J] [--seed S] [--only pretrain|cp]
 
 Writes OUT_DIR/pretrain/<process>_<k>.root (the pretraining classes, `PROCESSES`) and
-OUT_DIR/cp/ttH_CP{even,odd}_<k>.root (the downstream CP task), each file N/K (or the CP
-events/K) events of tree `Events`, and OUT_DIR/samples.json (settings, per-file seeds, cross
-sections, times). Every file's events follow from (--seed, process, file index) alone: a rerun
-with the same settings writes the same files again, and keeps those already there. Files are
+OUT_DIR/cp/ttH_CP{even,odd}_<k>.root (the downstream CP task, `CP_PROCESSES`), each file N/K
+(or the CP events/K) events of tree `Events`, and OUT_DIR/samples.json (settings, per-file
+seeds, cross sections, times). Every file's events follow from (--seed, process, file index)
+alone: a rerun keeps the files already there with the same settings, seed and event count, and
+writes the others as a run from nothing would. Files are
 written under a temporary name and renamed, so an interrupted run leaves no partial file.
 The detector response and where each number comes from: docs/pythia-benchmark.md.
 
@@ -45,14 +46,20 @@ PROCESSES = [
 ]
 
 # The downstream task: ttH with a CP-even Higgs (H1) against a CP-odd one (A3), both at
-# 125 GeV and both decaying to two photons, so that only the production differs.
+# 125 GeV and both decaying to Z Z* -> 4 leptons. Pythia's g g -> A3 t tbar uses the same matrix
+# element as the CP-even one (the two give the same events from the same seed), so the CP
+# difference lies in the decay: the angular correlations of A3 -> Z Z* -> 4 leptons as a pure
+# pseudoscalar (HiggsA3:parity = 2) against H1's as a scalar. The A3's couplings to W and Z,
+# zero by default, are set as the H1's so that it decays to Z Z* at all.
+FOUR_LEPTONS = ["23:onMode = off", "23:onIfAny = 11 13"]
 CP_PROCESSES = [
     ("ttH_CPeven", ["Higgs:useBSM = on", "HiggsBSM:gg2H1ttbar = on",
-                    "HiggsBSM:qqbar2H1ttbar = on", "25:m0 = 125.0",
-                    "25:onMode = off", "25:onIfMatch = 22 22"]),
+                    "HiggsBSM:qqbar2H1ttbar = on", "25:m0 = 125.0", "HiggsH1:parity = 1",
+                    "25:onMode = off", "25:onIfMatch = 23 23"] + FOUR_LEPTONS),
     ("ttH_CPodd", ["Higgs:useBSM = on", "HiggsBSM:gg2A3ttbar = on",
-                   "HiggsBSM:qqbar2A3ttbar = on", "36:m0 = 125.0",
-                   "36:onMode = off", "36:onIfMatch = 22 22"]),
+                   "HiggsBSM:qqbar2A3ttbar = on", "36:m0 = 125.0", "HiggsA3:parity = 2",
+                   "HiggsA3:coup2Z = 1.", "HiggsA3:coup2W = 1.",
+                   "36:onMode = off", "36:onIfMatch = 23 23"] + FOUR_LEPTONS),
 ]
 
 COMMON = [
@@ -346,7 +353,8 @@ def main():
     for t in tasks:
         rel = os.path.relpath(t[0], args.out)
         r = done.get(rel)
-        if r and os.path.exists(t[0]) and (r["events"], r["seed"]) == (t[5], t[6]):
+        same = r and (r["events"], r["seed"], r["settings"]) == (t[5], t[6], COMMON + t[3])
+        if same and os.path.exists(t[0]):
             continue
         todo.append(t)
     todo.sort(key=lambda t: -t[5])
