@@ -264,22 +264,32 @@ fn busy_graphs(n: usize) -> anyhow::Result<Vec<GraphSample>> {
     Ok(graphs)
 }
 
-/// Every sample of the dataset config at `path`, as graphs.
+/// Every sample of the dataset config at `path`, as graphs, the samples interleaved (one event
+/// of each in turn) so that any first `n` mix them as a training batch does.
 fn config_graphs(path: &Path) -> anyhow::Result<Vec<GraphSample>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let cfg: DatasetConfig =
         serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     cfg.validate()?;
-    let mut graphs = Vec::new();
+    let mut per_sample = Vec::new();
     for sample in &cfg.samples {
+        let mut graphs = Vec::new();
         cfg.read_sample(sample, Path::new("."), &mut |evs| {
             graphs_of(evs, &mut graphs);
             Ok(())
         })
         .with_context(|| format!("reading sample '{}' of {}", sample.name, path.display()))?;
+        per_sample.push(graphs.into_iter());
     }
-    Ok(graphs)
+    let mut graphs = Vec::new();
+    loop {
+        let before = graphs.len();
+        graphs.extend(per_sample.iter_mut().filter_map(Iterator::next));
+        if graphs.len() == before {
+            return Ok(graphs);
+        }
+    }
 }
 
 /// Mean nodes and edges per graph of `graphs`.
