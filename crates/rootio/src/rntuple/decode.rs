@@ -314,17 +314,9 @@ pub(crate) fn decode_page(
         SplitReal32 => split!(f32, |v| Value::Real(f64::from(v))),
         SplitReal64 => split!(f64, Value::Real),
         SplitIndex32 | SplitIndex64 => {
-            // Split, then delta: the first element as it is, each next one the step to it.
-            let mut acc = 0u64;
-            for i in 0..n {
-                let d = if enc.kind == SplitIndex32 {
-                    u64::from(u32::from_le_bytes(unsplit::<4>(bytes, n, i)))
-                } else {
-                    u64::from_le_bytes(unsplit::<8>(bytes, n, i))
-                };
-                acc = if i == 0 { d } else { acc.wrapping_add(d) };
-                out.push(Value::UInt(acc));
-            }
+            let mut offsets = Vec::with_capacity(n);
+            decode_offsets(enc, bytes, n, &mut offsets)?;
+            out.extend(offsets.into_iter().map(Value::UInt));
         }
         Real32Trunc => {
             let shift = 32 - enc.bits;
