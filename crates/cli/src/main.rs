@@ -45,7 +45,7 @@ enum Command {
     Predict(predict::Args),
     /// Score a labelled split and write metrics.json (plus the prediction outputs).
     Evaluate(predict::Args),
-    /// Write a run's weights as a PyTorch-named safetensors file.
+    /// Write a run's model as PyTorch-named safetensors weights, or as an ONNX model.
     Export(export::Args),
 }
 

@@ -20,7 +20,7 @@ use gnn4c_family::write_atomic;
 use gnn4c_inference::{Scored, score};
 use gnn4c_tasks::{Task, metrics_from_logits};
 use gnn4c_training::{
-    Checkpoint, MetricsRecord, StopFlag, TrainingError, progress_bar, progress_wanted,
+    Checkpoint, MetricsRecord, StopFlag, TrainingError, fmt_metric, progress_bar, progress_wanted,
     read_checkpoint,
 };
 use serde::{Deserialize, Serialize};
@@ -462,8 +462,8 @@ impl Target {
             "loss {:.4}  accuracy {:.4}  auc {} (weighted {}); wrote {}",
             m.loss,
             m.accuracy,
-            fmt_auc(m.auc_macro),
-            fmt_auc(m.auc_macro_weighted),
+            fmt_metric(m.auc_macro),
+            fmt_metric(m.auc_macro_weighted),
             path.display()
         )?;
         let split = self.split.name();
@@ -471,11 +471,6 @@ impl Target {
         writeln!(out, "wrote {}", pngs.join(", "))?;
         Ok(())
     }
-}
-
-/// An AUC as printed (`NaN` where it is undefined, as the metrics compute it).
-fn fmt_auc(auc: Option<f64>) -> String {
-    format!("{:.4}", auc.unwrap_or(f64::NAN))
 }
 
 /// Output branch names: `score`, or `score_<class>` per output.

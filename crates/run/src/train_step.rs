@@ -14,8 +14,8 @@ use gnn4c_data::{CONTRACT_VERSION, CacheManifest, Split, first_difference};
 use gnn4c_distributed::World;
 use gnn4c_family::write_atomic;
 use gnn4c_training::{
-    Checkpoint, FitOptions, FitReport, MetricsRecord, ProgressBar, Scoring, StopFlag, fit, predict,
-    progress_wanted, read_checkpoint,
+    Checkpoint, FitOptions, FitReport, MetricsRecord, ProgressBar, Scoring, StopFlag, fit,
+    fmt_metric, predict, progress_wanted, read_checkpoint,
 };
 use serde::{Deserialize, Serialize};
 
@@ -716,20 +716,12 @@ fn report_end(
         s.best_epoch,
         val.loss,
         val.accuracy,
-        fmt_auc(val.auc_macro),
+        fmt_metric(val.auc_macro.is_finite().then_some(val.auc_macro)),
         test.loss,
         test.accuracy,
-        fmt_auc(test.auc_macro),
+        fmt_metric(test.auc_macro.is_finite().then_some(test.auc_macro)),
     )?;
     Ok(())
-}
-
-fn fmt_auc(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.4}")
-    } else {
-        "n/a".into()
-    }
 }
 
 /// The model checkpoint `ck` holds, built from `config`, checked and loaded.

@@ -117,7 +117,9 @@ pub(crate) fn write_history(path: &Path, history: &[EpochRecord]) -> Result<(), 
     })
 }
 
-pub(crate) fn fmt_metric(x: Option<f64>) -> String {
+/// A metric as the console prints it: four decimals, or `n/a` where it is undefined (an AUC
+/// with one class only).
+pub fn fmt_metric(x: Option<f64>) -> String {
     x.map_or_else(|| "n/a".into(), |v| format!("{v:.4}"))
 }
 

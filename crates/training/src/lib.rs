@@ -35,7 +35,7 @@ pub use checkpoint::{
 pub use config::{FitOptions, RunFiles, TrainConfig};
 pub use error::TrainingError;
 pub use fit::{FitReport, fit};
-pub use history::{EpochRecord, MetricsRecord};
+pub use history::{EpochRecord, MetricsRecord, fmt_metric};
 pub use loader::Loader;
 pub use predict::{Predictions, Scoring, predict, predict_batches};
 pub use progress::{ProgressBar, progress_bar, progress_wanted};
