@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared run on a lent GPU machine (issue 10): every CUDA number of docs/performance.md.
+# One prepared run on a GPU machine: every CUDA number of docs/performance.md.
 #
 # Build here (CPU machine), then carry the stripped binaries (the device tool carries ignored
 # paths of ≤ 64 MiB in all):
