@@ -83,8 +83,12 @@ impl<'f> ColumnReader<'f> {
             .iter()
             .map(|&i| file.field_cursor(ntuple, fields[i], start))
             .collect::<Result<Vec<_>, _>>()?;
-        let (leaders, _) = distinct(&cursors, |a, b| a.same_entries(b));
-        let leads = (0..cursors.len()).map(|i| leaders.contains(&i)).collect();
+        let (leaders, of) = distinct(&cursors, |a, b| a.same_entries(b));
+        let leads = of
+            .iter()
+            .enumerate()
+            .map(|(i, &g)| leaders[g] == i)
+            .collect();
         Ok(ColumnReader {
             columns: Columns::Ntuple(cursors, leads),
             of_request,

@@ -530,8 +530,8 @@ fn unsplit_be<const W: usize, const ZIGZAG: bool>(
         (2, &[p0, p1]) => {
             for ((d, &a), &b) in dst.chunks_exact_mut(2).zip(p0).zip(p1) {
                 if ZIGZAG {
-                    let v = u16::from_le_bytes([a, b]);
-                    d.copy_from_slice(&((v >> 1) ^ 0u16.wrapping_sub(v & 1)).to_be_bytes());
+                    let v = zigzag(u64::from(u16::from_le_bytes([a, b])));
+                    d.copy_from_slice(&(v as u16).to_be_bytes());
                 } else {
                     d.copy_from_slice(&[b, a]);
                 }
@@ -541,8 +541,8 @@ fn unsplit_be<const W: usize, const ZIGZAG: bool>(
             for ((((d, &a), &b), &c), &e) in dst.chunks_exact_mut(4).zip(p0).zip(p1).zip(p2).zip(p3)
             {
                 if ZIGZAG {
-                    let v = u32::from_le_bytes([a, b, c, e]);
-                    d.copy_from_slice(&((v >> 1) ^ 0u32.wrapping_sub(v & 1)).to_be_bytes());
+                    let v = zigzag(u64::from(u32::from_le_bytes([a, b, c, e])));
+                    d.copy_from_slice(&(v as u32).to_be_bytes());
                 } else {
                     d.copy_from_slice(&[e, c, b, a]);
                 }
@@ -555,11 +555,7 @@ fn unsplit_be<const W: usize, const ZIGZAG: bool>(
                     u[b] = plane[i];
                 }
                 let v = u64::from_le_bytes(u);
-                let v = if ZIGZAG {
-                    (v >> 1) ^ 0u64.wrapping_sub(v & 1)
-                } else {
-                    v
-                };
+                let v = if ZIGZAG { zigzag(v) as u64 } else { v };
                 d.copy_from_slice(&v.to_be_bytes()[8 - W..]);
             }
         }
