@@ -14,12 +14,7 @@ fn backbone(bits: Vec<(String, Vec<u32>)>) -> Vec<(String, Vec<u32>)> {
 fn every_family_trains_resumes_finetunes_evaluates_and_predicts_from_one_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
-    let ok = |args: &[&str]| {
-        let o = run(cwd, args);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{args:?}\n{out}{err}");
-        out
-    };
+    let ok = |args: &[&str]| run_ok(cwd, args);
     ok(&["generate", "--out", "demo", "--events", "150"]);
     write_demo_configs(cwd);
     ok(&["preprocess", "pre_data.yaml"]);

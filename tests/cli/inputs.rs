@@ -73,12 +73,7 @@ fn a_declared_tau_collection_and_new_variables_train_both_families() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
     let nano = shared("data/real/nanoAOD_2015_CMS_Open_Data_ttbar.root");
-    let ok = |args: &[&str]| {
-        let o = run(cwd, args);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{args:?}\n{out}{err}");
-        out
-    };
+    let ok = |args: &[&str]| run_ok(cwd, args);
 
     // A misspelt branch: one line, exit 2, the closest branch named, before any event is read.
     std::fs::write(cwd.join("typo.yaml"), declaration(&nano, "Jet_qgll")).expect("write");

@@ -27,6 +27,16 @@ fn run(cwd: &Path, args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// The binary with `args` in `cwd`, which must succeed (else the failure with its outputs);
+/// its stdout.
+#[track_caller]
+fn run_ok(cwd: &Path, args: &[&str]) -> String {
+    let o = run(cwd, args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{args:?}\n{out}{err}");
+    out
+}
+
 /// The binary with `args` (a shell word list) on a pseudo-terminal (util-linux's `script`), so
 /// that it draws what it draws on a terminal; the terminal's output is the stdout.
 fn run_on_terminal(cwd: &Path, args: &str) -> Output {
@@ -1465,12 +1475,7 @@ fn shipped_experiments_end_to_end() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
     copy_configs(cwd);
-    let ok = |args: &[&str]| {
-        let o = run(cwd, args);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{args:?}\n{out}{err}");
-        out
-    };
+    let ok = |args: &[&str]| run_ok(cwd, args);
     ok(&["generate", "--events", "120"]);
     let out = ok(&["preprocess", "configs/data/demo_pretrain.yaml"]);
     assert!(cwd.join("cache/demo_pretrain").is_dir(), "{out}");
@@ -1864,12 +1869,7 @@ mod wgpu {
             "defaults:\n  - data: demo_finetune\n  - task: binary\nname: w\ntrainer: {batch_size: 32, max_epochs: 1, lr: 1.0e-3, seed: 5, loader_threads: 1}\nsubset: {train_events: 96, val_events: 64, test_events: 64}\n",
         )
         .expect("write");
-        let ok = |args: &[&str]| {
-            let o = run(cwd, args);
-            let (out, err) = text(&o);
-            assert!(o.status.success(), "{args:?}\n{out}{err}");
-            out
-        };
+        let ok = |args: &[&str]| run_ok(cwd, args);
         for family in ["root_gnn", "root_transformer", "pfn"] {
             let model = format!("model={family}");
             // Three steps on wgpu: a finite loss, a checkpoint, predictions.

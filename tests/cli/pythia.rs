@@ -116,12 +116,7 @@ fn a_pythia_sample_is_made_again_from_its_seeds_and_trains_with_the_shipped_conf
     assert!(same.success(), "the same seed gave other events");
 
     // The shipped configs, end to end on the sample.
-    let ok = |args: &[&str]| {
-        let o = run(cwd, args);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{args:?}\n{out}{err}");
-        out
-    };
+    let ok = |args: &[&str]| run_ok(cwd, args);
     ok(&["preprocess", "configs/data/pythia_pretrain.yaml"]);
     ok(&["preprocess", "configs/data/pythia_cp.yaml"]);
     let quick = ["trainer.max_epochs=1", "--no-progress"];

@@ -30,12 +30,7 @@ fn an_rntuple_trains_and_predicts_with_its_ttree_twins_features() {
     let cwd = dir.path();
     let ntuple = shared("data/rntuple/nano_rntuple_zstd.root");
     let tree = shared("data/generated/nano_zlib1.root");
-    let ok = |args: &[&str]| {
-        let o = run(cwd, args);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{args:?}\n{out}{err}");
-        out
-    };
+    let ok = |args: &[&str]| run_ok(cwd, args);
 
     let listed = ok(&[
         "inspect",
