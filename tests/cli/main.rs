@@ -14,6 +14,8 @@ mod remote;
 mod rntuple;
 #[cfg(feature = "slurm-tests")]
 mod slurm;
+#[cfg(feature = "tensorboard-tests")]
+mod tensorboard;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gnn4colliders"))

@@ -20,6 +20,7 @@ mod run_dir;
 mod score;
 mod settings;
 mod stop;
+mod tensorboard;
 mod trace;
 mod train_step;
 

@@ -1,7 +1,8 @@
 //! The run folder: which files a run writes there, and when an existing run may be continued or
 //! replaced.
 //!
-//! `config.json` (the [`ResolvedRun`]), `last.ckpt`, `best.ckpt`, `history.jsonl`, and once
+//! `config.json` (the [`ResolvedRun`]), `last.ckpt`, `best.ckpt`, `history.jsonl`,
+//! `tensorboard/` (event files; a resumed run adds one), and once
 //! training ends `best.safetensors` (PyTorch state-dict names), `metrics.json` and the training
 //! plots; `predictions/<dataset>_<split>/` and `evaluation/<dataset>_<split>/` hold what
 //! `predict` and `evaluate` write.
@@ -60,6 +61,11 @@ impl RunDir {
     /// `best.safetensors`: the best model's weights with PyTorch names.
     pub fn weights(&self) -> PathBuf {
         self.path.join("best.safetensors")
+    }
+
+    /// `tensorboard/`: the run's TensorBoard event files.
+    pub fn tensorboard(&self) -> PathBuf {
+        self.path.join("tensorboard")
     }
 
     /// `metrics.json`: the best model on validation and test.
@@ -130,6 +136,7 @@ impl RunDir {
             for f in [&files.best, &files.history] {
                 let _ = std::fs::remove_file(f);
             }
+            let _ = std::fs::remove_dir_all(self.tensorboard());
         }
         write_atomic(
             &self.config(),

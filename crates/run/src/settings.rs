@@ -231,8 +231,8 @@ impl ResolvedRun {
             .with_context(|| format!("{}: not a resolved run config", origin.display()))
     }
 
-    /// This run with what a resume may change (epochs, step checkpoints, loader and environment
-    /// settings, the composition) set aside, as JSON to compare.
+    /// This run with what a resume may change (epochs, step checkpoints, TensorBoard, loader
+    /// and environment settings, the composition) set aside, as JSON to compare.
     pub fn comparable(&self) -> anyhow::Result<serde_json::Value> {
         let mut r = self.clone();
         let t = &mut r.run.trainer;
@@ -241,6 +241,8 @@ impl ResolvedRun {
         t.prefetch = 0;
         t.eval_batch_size = 0;
         t.checkpoint_every_steps = None;
+        t.tensorboard = true;
+        t.log_every_steps = 1;
         r.run.environment = EnvironmentSection::default();
         r.composed_from.clear();
         Ok(serde_json::to_value(r)?)

@@ -14,8 +14,8 @@ use gnn4c_data::{CONTRACT_VERSION, CacheManifest, Split, first_difference};
 use gnn4c_distributed::World;
 use gnn4c_family::write_atomic;
 use gnn4c_training::{
-    Checkpoint, FitOptions, FitReport, MetricsRecord, ProgressBar, Scoring, StopFlag, fit,
-    fmt_metric, predict, progress_wanted, read_checkpoint,
+    Checkpoint, EventWriter, FitOptions, FitReport, MetricsRecord, ProgressBar, Scoring, StopFlag,
+    fit, fmt_metric, predict, progress_wanted, read_checkpoint,
 };
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +29,7 @@ use crate::settings::{
     FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, cache_dir, check_same_inputs,
     input_widths, load_dataset, resolve_data_group, standardization_of, task_of,
 };
+use crate::tensorboard::open_board;
 
 /// Fine-tuning's starting point.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -405,12 +406,13 @@ fn cache_of_run(
 }
 
 /// A resumed run's config may differ from its checkpoint's only in what does not change the
-/// result (max_epochs, checkpoint_every_steps, loader and environment settings).
+/// result (max_epochs, checkpoint_every_steps, the TensorBoard settings, loader and environment
+/// settings).
 fn check_resumable(ck: &Checkpoint, resolved: &ResolvedRun) -> anyhow::Result<()> {
     let stored = ResolvedRun::from_value(&ck.state.config, &ck.path)?;
     if let Some(what) = first_difference(&stored.comparable()?, &resolved.comparable()?) {
         return Err(ConfigError(format!(
-            "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, loader and environment settings may change on resume"
+            "--resume: the config differs from the checkpoint's ({what}); only max_epochs, checkpoint_every_steps, tensorboard, log_every_steps, loader and environment settings may change on resume"
         ))
         .into());
     }
@@ -441,6 +443,15 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
         drop(load_span);
         let model = self.model_to_train::<F>(config, (train.events(), val.events()))?;
         let cfg = &self.resolved.run;
+        let mut board = if self.world.is_root() && cfg.trainer.tensorboard {
+            Some(open_board(
+                &self.req.run_dir,
+                self.resolved,
+                self.resume.is_some(),
+            )?)
+        } else {
+            None
+        };
         let report = fit::<B, _, _, _>(
             model,
             &train,
@@ -458,6 +469,7 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
                 log: &mut *self.out,
                 world: self.world,
                 stop: self.req.stop.clone(),
+                tensorboard: board.as_mut(),
             },
             B::adam_kernel(),
             self.device,
@@ -466,7 +478,8 @@ impl<B: TrainingBackend> FamilyJob for TrainFamily<'_, B> {
         if !self.world.is_root() {
             return Ok(None);
         }
-        self.best_model::<F>(config, report, &val).map(Some)
+        self.best_model::<F>(config, report, &val, board.as_mut())
+            .map(Some)
     }
 }
 
@@ -541,12 +554,14 @@ impl<B: TrainingBackend> TrainFamily<'_, B> {
     }
 
     /// The best model: exported with PyTorch names, scored on the validation and test splits,
-    /// `metrics.json` and the training plots written, the summary printed.
+    /// `metrics.json`, the training plots and TensorBoard's test metrics written, the summary
+    /// printed.
     fn best_model<F: Registered>(
         &mut self,
         config: &F::Config,
         report: FitReport<B::Trained<F>>,
         val: &Arc<CachedEvents<F>>,
+        board: Option<&mut EventWriter>,
     ) -> anyhow::Result<RunSummary> {
         let (device, task) = (self.device, self.resolved.task);
         let (cfg, run_dir) = (&self.resolved.run, &self.req.run_dir);
@@ -584,12 +599,17 @@ impl<B: TrainingBackend> TrainFamily<'_, B> {
             serde_json::to_string_pretty(&summary)?.as_bytes(),
         )
         .with_context(|| format!("writing {}", run_dir.metrics().display()))?;
+        if let Some(board) = board {
+            let step = report.history.last().map_or(0, |r| r.global_step);
+            board.test(step, &summary.test)?;
+            board.hparams_end()?;
+        }
         let out = &mut *self.out;
         report_end(out, &summary, cfg.trainer.class_balance, &val_m, &test_m)?;
         let plots = crate::plots::training_plots(&files.history, run_dir.path())?;
         writeln!(
             out,
-            "wrote {} (checkpoints, history.jsonl, metrics.json, best.safetensors{})",
+            "wrote {} (checkpoints, history.jsonl, tensorboard/, metrics.json, best.safetensors{})",
             run_dir.path().display(),
             plots.iter().map(|p| format!(", {p}")).collect::<String>()
         )?;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::Checkpoint;
 use crate::error::TrainingError;
 use crate::stop::StopFlag;
+use crate::tensorboard::EventWriter;
 
 /// Training hyperparameters (defaults: contract §8).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,10 @@ pub struct TrainConfig {
     /// Also write `last.ckpt` every this many steps inside an epoch, with the loader position, so
     /// `--resume` continues from there (off when absent).
     pub checkpoint_every_steps: Option<u64>,
+    /// Write TensorBoard event files (`tensorboard/` in the run folder).
+    pub tensorboard: bool,
+    /// TensorBoard gets the training loss, learning rate and rate every this many steps.
+    pub log_every_steps: u64,
 }
 
 impl Default for TrainConfig {
@@ -69,6 +74,8 @@ impl Default for TrainConfig {
             train_metrics_events: 100_000,
             shuffle_buffer: 32_768,
             checkpoint_every_steps: None,
+            tensorboard: true,
+            log_every_steps: 50,
         }
     }
 }
@@ -96,6 +103,9 @@ impl TrainConfig {
             return bad(
                 "checkpoint_every_steps must be at least 1 (leave it out to turn it off)".into(),
             );
+        }
+        if self.log_every_steps == 0 {
+            return bad("log_every_steps must be at least 1".into());
         }
         Ok(())
     }
@@ -141,4 +151,7 @@ pub struct FitOptions<'a> {
     /// Set from outside (a signal handler) to stop the run after the step under way, with
     /// `files.last` holding the loader position.
     pub stop: StopFlag,
+    /// Where rank 0 writes the run's TensorBoard scalars (`None` elsewhere, or with
+    /// `config.tensorboard` off).
+    pub tensorboard: Option<&'a mut EventWriter>,
 }

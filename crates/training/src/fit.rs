@@ -34,6 +34,7 @@ use crate::schedule::{EarlyStopping, ExponentialLr, Verdict};
 use crate::stop::StopFlag;
 use crate::stream::{Pass, RankPlan, stream};
 use crate::sync::{all_reduce_gradients, broadcast_parameters};
+use crate::tensorboard::EventWriter;
 
 /// What a finished run leaves.
 #[derive(Debug)]
@@ -119,6 +120,10 @@ where
     history: Vec<EpochRecord>,
     /// The next epoch's batches, started while this one validates.
     prefetched: Option<(u64, EpochBatches<D::Input>)>,
+    /// Where rank 0 writes TensorBoard scalars.
+    board: Option<&'o mut EventWriter>,
+    /// When TensorBoard last got a step's line, and the rank's events trained since.
+    since_logged: (Instant, usize),
 }
 
 /// Batches as the loader yields them, with their real-row counts.
@@ -206,6 +211,7 @@ where
             log,
             world,
             stop,
+            tensorboard,
         } = opts;
         cfg.validate()?;
         if train.is_empty() || val.is_empty() {
@@ -263,9 +269,15 @@ where
             position: None,
             history: Vec::new(),
             prefetched: None,
+            board: tensorboard,
+            since_logged: (Instant::now(), 0),
         };
         if let Some(ck) = &resume {
             run.continue_from(ck)?;
+            // What the interrupted run logged past its checkpoint is dropped.
+            if let Some(board) = run.board.as_deref_mut() {
+                board.restart(run.step + 1)?;
+            }
         }
         if world.is_root() {
             write_history(&run.files.history, &run.history)?;
@@ -358,6 +370,7 @@ where
         );
         let bar = self.epoch_bar(epoch, plan.events);
         bar.inc(progress.events as u64);
+        self.since_logged = (Instant::now(), 0);
         let _epoch_span = tracing::info_span!("epoch", epoch).entered();
         // Time the training loop spends waiting for the loader (zero when prefetch keeps up).
         while let Some(item) = tracing::info_span!("wait_for_batch").in_scope(|| batches.next()) {
@@ -429,6 +442,9 @@ where
         let weights = Tensor::<B, 1>::from_data(TensorData::new(weights, [n_rows]), device);
         let loss = weighted_loss(per_event, weights); // [1]
         progress.add_loss(loss.clone().inner(), s_b, n_real);
+        let logged =
+            self.cfg.tensorboard && (self.step + 1).is_multiple_of(self.cfg.log_every_steps);
+        let step_loss = logged.then(|| loss.clone().inner());
         drop(forward_span);
         let grads = tracing::info_span!("backward")
             .in_scope(|| GradientsParams::from_grads(loss.backward(), &model));
@@ -443,7 +459,37 @@ where
         let _optimizer_span = tracing::info_span!("optimizer_step").entered();
         let model = self.optim.step(progress.lr, model, grads);
         self.step += 1;
+        self.since_logged.1 += n_real;
+        if let Some(loss) = step_loss {
+            self.log_step(loss, s_b, progress.lr)?;
+        }
         Ok(model)
+    }
+
+    /// TensorBoard's line of the step just taken: the global batch's loss from this rank's
+    /// `loss` over `s_b` = Σ|w|, and the events per second since the last line (every rank
+    /// takes part: one small all-reduce).
+    fn log_step(
+        &mut self,
+        loss: Tensor<B::InnerBackend, 1>,
+        s_b: f64,
+        lr: f64,
+    ) -> Result<(), TrainingError> {
+        let local = f64::from(loss_value(&Some(loss)));
+        let mut sums = [local * s_b, s_b, self.since_logged.1 as f64];
+        self.world.all_reduce_sum_f64(&mut sums);
+        let [loss_sum, abs_sum, events] = sums;
+        let secs = self.since_logged.0.elapsed().as_secs_f64();
+        self.since_logged = (Instant::now(), 0);
+        match self.board.as_deref_mut() {
+            Some(board) => board.step(
+                self.step,
+                loss_sum / abs_sum.max(f64::MIN_POSITIVE),
+                lr,
+                events / secs.max(1e-9),
+            ),
+            None => Ok(()),
+        }
     }
 
     /// The training weight of each row: the negative-weight policy, then the class factors;
@@ -635,6 +681,9 @@ where
                 "{}",
                 epoch_line(&record, self.cfg.max_epochs, balanced)
             );
+        }
+        if let Some(board) = self.board.as_deref_mut() {
+            board.epoch(&record)?;
         }
         self.history.push(record);
         if root {

@@ -23,6 +23,7 @@ mod schedule;
 mod stop;
 mod stream;
 mod sync;
+mod tensorboard;
 
 pub use adam::{
     ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON, AdamKernel, BurnAdam, ContractAdam, Optimiser,
@@ -42,3 +43,4 @@ pub use progress::{ProgressBar, progress_bar, progress_wanted};
 pub use schedule::{EarlyStopping, ExponentialLr, Verdict};
 pub use stop::StopFlag;
 pub use stream::{Pass, RankPlan, Segment, plan, stream};
+pub use tensorboard::{EventWriter, HParam};

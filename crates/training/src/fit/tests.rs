@@ -174,6 +174,7 @@ fn run_until(
         log: &mut sink,
         world: &world,
         stop,
+        tensorboard: None,
     };
     fit::<AD, _, _, _>(
         toy::<AD>(3, &device),
