@@ -182,6 +182,7 @@ fn every_family_trains_resumes_finetunes_evaluates_and_predicts_from_one_cache()
                 "{out}"
             );
             let bytes = std::fs::read(&onnx).expect("onnx");
+            check_recipe(&onnx, &bytes, &cwd.join(from));
             let names: &[&'static str] = match family {
                 "root_gnn" => &[
                     "node_features",
@@ -226,4 +227,51 @@ fn every_family_trains_resumes_finetunes_evaluates_and_predicts_from_one_cache()
         .map(|e| e.file_name())
         .collect();
     assert_eq!(caches.len(), 2, "pre and ft: {caches:?}");
+}
+
+/// The input recipe beside an ONNX export of run `run` and in its metadata: the same JSON, and
+/// from it alone every input's formula with its numbers (the run's `auto` scales included).
+fn check_recipe(onnx: &Path, bytes: &[u8], run: &Path) {
+    let recipe = json(&gnn4c_run::recipe_path(onnx));
+    let metadata = gnn4c_testkit::onnx_metadata(bytes);
+    let embedded: serde_json::Value =
+        serde_json::from_str(&metadata["gnn4colliders.inputs"]).expect("JSON");
+    assert_eq!(embedded, recipe);
+    assert_eq!(recipe["recipe_version"], gnn4c_run::RECIPE_VERSION);
+    let config = json(&run.join("config.json"));
+    let auto = &config["standardization"];
+    for (list, names) in [
+        ("node_features", "node_features"),
+        ("global_features", "global_features"),
+    ] {
+        let features = recipe[list].as_array().expect(list);
+        let want: serde_json::Value = serde_json::from_str(&metadata[names]).expect("names");
+        let got: Vec<&serde_json::Value> = features.iter().map(|f| &f["name"]).collect();
+        assert_eq!(serde_json::json!(got), want, "{list} in input order");
+        for f in features {
+            let input = f["input"].as_str().expect("input");
+            assert!(input.contains(f["expr"].as_str().expect("expr")), "{f}");
+            match f["standardize"].as_str().expect("kind") {
+                "none" => assert_eq!(input, f["expr"], "{f}"),
+                kind => {
+                    let (center, scale) = (&f["center"], &f["scale"]);
+                    assert!(center.is_f64() && scale.is_f64(), "{f}");
+                    if kind == "auto" {
+                        let name = f["name"].as_str().expect("name");
+                        assert_eq!(center, &auto[name]["center"], "{f}");
+                        assert_eq!(scale, &auto[name]["scale"], "{f}");
+                    }
+                }
+            }
+        }
+    }
+    for p in recipe["pair_features"].as_array().expect("pairs") {
+        assert!(p["formula"].as_str().is_some_and(|s| !s.is_empty()), "{p}");
+    }
+    let collections = recipe["collections"].as_array().expect("collections");
+    assert!(!collections.is_empty());
+    for (i, c) in collections.iter().enumerate() {
+        assert_eq!(c["type"], i, "{c}");
+        assert!(c["name"].is_string() && c["pt"].is_string(), "{c}");
+    }
 }

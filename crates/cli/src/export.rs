@@ -11,14 +11,14 @@ use gnn4c_run::ExportFormat;
 enum Format {
     /// The weights, with PyTorch state-dict names.
     Safetensors,
-    /// The model for ONNX Runtime (opset 17), and a sample batch beside it.
+    /// The model for ONNX Runtime (opset 17), with its input recipe and a sample batch beside it.
     Onnx,
 }
 
 /// Arguments of `export`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  gnn4colliders export runs/pretrain_multiclass --out pretrain.safetensors\n  gnn4colliders export runs/pretrain_multiclass/last.ckpt --out last.safetensors\n  gnn4colliders export runs/pretrain_multiclass --out tagger.onnx   (ONNX; also writes tagger.sample.npz)\n\nONNX inputs, outputs and metadata: docs/onnx.md."
+    after_help = "Examples:\n  gnn4colliders export runs/pretrain_multiclass --out pretrain.safetensors\n  gnn4colliders export runs/pretrain_multiclass/last.ckpt --out last.safetensors\n  gnn4colliders export runs/pretrain_multiclass --out tagger.onnx   (ONNX; also writes tagger.inputs.json and tagger.sample.npz)\n\nONNX inputs, outputs and metadata: docs/onnx.md."
 )]
 pub(crate) struct Args {
     /// Run folder (its best.ckpt) or a checkpoint file.
@@ -57,6 +57,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         e.checkpoint.display(),
         e.epoch
     )?;
+    if format == ExportFormat::Onnx {
+        writeln!(
+            out,
+            "wrote {} (the input recipe: collections, selections, every feature's formula and standardisation; also in the model's metadata)",
+            gnn4c_run::recipe_path(&args.out).display()
+        )?;
+    }
     match &e.sample {
         Some(Ok(path)) => writeln!(
             out,

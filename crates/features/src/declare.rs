@@ -250,6 +250,25 @@ impl PairFeature {
         }
     }
 
+    /// Its formula for the edge i → j, over the two nodes' kinematics before any
+    /// standardisation (computed in f64, stored as f32), as an analysis computes it.
+    pub fn formula(self) -> &'static str {
+        match self {
+            PairFeature::Deta => "eta_j - eta_i",
+            PairFeature::Dphi => "phi_j - phi_i, wrapped into [-pi, pi)",
+            PairFeature::Dr => "sqrt(deta^2 + dphi^2)",
+            PairFeature::Mass => {
+                "sqrt(max(0, (E_i + E_j)^2 - |p_i + p_j|^2)) in GeV, the four-vectors from pt, eta, phi and mass (MET: massless at eta = 0)"
+            }
+            PairFeature::Kt => "min(pt_i, pt_j) * dr in GeV",
+            PairFeature::Z => "min(pt_i, pt_j) / (pt_i + pt_j), 0 when both are 0",
+            PairFeature::LogDr => "ln(max(dr, 1e-8))",
+            PairFeature::LogKt => "ln(max(kt, 1e-8))",
+            PairFeature::LogZ => "ln(max(z, 1e-8))",
+            PairFeature::LogM2 => "ln(max(m2, 1e-8)), m2 = (E_i + E_j)^2 - |p_i + p_j|^2 in GeV^2",
+        }
+    }
+
     /// Whether it needs the nodes' pt and mass besides η and φ.
     pub fn needs_momenta(self) -> bool {
         !matches!(

@@ -1,5 +1,6 @@
 //! The export step: a run's (or a checkpoint's) model as a PyTorch-named safetensors file, or as
-//! an ONNX model (with a sample batch of the run's test events and their logits beside it).
+//! an ONNX model (with its input recipe and a sample batch of the run's test events and their
+//! logits beside it).
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,7 @@ use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::NpzWriter;
 
 use crate::family::{CachedEvents, FamilyJob, Registered};
+use crate::recipe::input_recipe;
 use crate::run_dir::RunDir;
 use crate::settings::{ResolvedRun, cache_dir, standardization_of};
 use crate::train_step::load_model;
@@ -59,6 +61,11 @@ pub fn sample_path(out: &Path) -> PathBuf {
     out.with_extension("sample.npz")
 }
 
+/// The input recipe's path beside the ONNX model `out`: `model.onnx` → `model.inputs.json`.
+pub fn recipe_path(out: &Path) -> PathBuf {
+    out.with_extension("inputs.json")
+}
+
 /// Writes the model of `run` (a run folder's `best.ckpt`, or a checkpoint file) to `out` in
 /// `format` (atomically; an existing file only with `overwrite`).
 pub fn export(
@@ -75,6 +82,7 @@ pub fn export(
     check_output_path(out, overwrite)?;
     if format == ExportFormat::Onnx {
         check_output_path(&sample_path(out), overwrite)?;
+        check_output_path(&recipe_path(out), overwrite)?;
     }
     let ck = read_checkpoint(&ck_path)?;
     let resolved = ResolvedRun::from_value(&ck.state.config, &ck_path)?;
@@ -123,14 +131,12 @@ impl FamilyJob for ExportJob<'_> {
                 Ok((parameters, None))
             }
             ExportFormat::Onnx => {
-                let metadata = onnx_metadata(self.resolved, self.ck)?;
+                let recipe = input_recipe(self.resolved, self.ck.state.epoch)?;
+                let metadata = onnx_metadata(self.resolved, self.ck, &recipe)?;
                 let bytes = F::to_onnx(config, &net, metadata);
-                gnn4c_data::write_atomically(self.out, |tmp| {
-                    std::fs::write(tmp, &bytes).map_err(|source| gnn4c_data::DataError::Io {
-                        path: self.out.to_path_buf(),
-                        source,
-                    })
-                })?;
+                write_file(self.out, &bytes)?;
+                let recipe_text = serde_json::to_string_pretty(&recipe)? + "\n";
+                write_file(&recipe_path(self.out), recipe_text.as_bytes())?;
                 let sample = write_sample::<F>(self.resolved, config, &net, self.out);
                 Ok((parameters, Some(sample)))
             }
@@ -138,8 +144,24 @@ impl FamilyJob for ExportJob<'_> {
     }
 }
 
-/// What the ONNX file says about the model: classes, task, inputs, standardisation, origin.
-fn onnx_metadata(r: &ResolvedRun, ck: &Checkpoint) -> anyhow::Result<Vec<(String, String)>> {
+/// `bytes` as the file `path`, atomically.
+fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    gnn4c_data::write_atomically(path, |tmp| {
+        std::fs::write(tmp, bytes).map_err(|source| gnn4c_data::DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
+    Ok(())
+}
+
+/// What the ONNX file says about the model: classes, task, inputs, standardisation, origin,
+/// and the whole input `recipe`.
+fn onnx_metadata(
+    r: &ResolvedRun,
+    ck: &Checkpoint,
+    recipe: &serde_json::Value,
+) -> anyhow::Result<Vec<(String, String)>> {
     let spec = r.dataset.inputs_spec()?;
     let features = gnn4c_data::FeatureNames::of(&spec);
     let json = |v: serde_json::Value| v.to_string();
@@ -175,6 +197,7 @@ fn onnx_metadata(r: &ResolvedRun, ck: &Checkpoint) -> anyhow::Result<Vec<(String
         ),
         ("gnn4colliders.contract".into(), r.contract_version.clone()),
         ("gnn4colliders.epoch".into(), ck.state.epoch.to_string()),
+        ("gnn4colliders.inputs".into(), recipe.to_string()),
     ])
 }
 

@@ -16,6 +16,7 @@ mod export;
 mod family;
 pub mod pipeline;
 mod plots;
+mod recipe;
 mod run_dir;
 mod score;
 mod settings;
@@ -25,10 +26,11 @@ mod trace;
 mod train_step;
 
 pub use config::ConfigError;
-pub use export::{ExportFormat, Exported, SAMPLE_EVENTS, export, sample_path};
+pub use export::{ExportFormat, Exported, SAMPLE_EVENTS, export, recipe_path, sample_path};
 pub use family::{
     CachedEvents, FAMILIES, FamilyJob, ModelConfig, ModelSection, Registered, graph_of_record,
 };
+pub use recipe::RECIPE_VERSION;
 pub use run_dir::{RunDir, Start};
 pub use score::{Evaluation, ScoreRequest, SplitChoice, evaluate, predict};
 pub use settings::{

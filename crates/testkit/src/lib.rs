@@ -166,6 +166,18 @@ pub fn tract_run(bytes: &[u8], inputs: &[gnn4c_family::NamedArray]) -> Vec<f32> 
         .collect()
 }
 
+/// The `metadata_props` of the ONNX model `bytes`, as tract's protocol-buffer reader finds them.
+pub fn onnx_metadata(bytes: &[u8]) -> std::collections::BTreeMap<String, String> {
+    use tract_onnx::prelude::Framework;
+    tract_onnx::onnx()
+        .proto_model_for_read(&mut &bytes[..])
+        .expect("tract reads the model")
+        .metadata_props
+        .into_iter()
+        .map(|p| (p.key, p.value))
+        .collect()
+}
+
 /// The arrays `names` of the NPZ file `path` (f32, i64 or bool, any shape), in that order: an
 /// ONNX export's sample batch as the model's inputs.
 pub fn npz_arrays(path: &std::path::Path, names: &[&'static str]) -> Vec<gnn4c_family::NamedArray> {
