@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 
 mod families;
 mod inputs;
+mod onnx_inputs;
 #[cfg(feature = "pythia-tests")]
 mod pythia;
 #[cfg(feature = "remote-tests")]
@@ -14,8 +15,30 @@ mod remote;
 mod rntuple;
 #[cfg(feature = "slurm-tests")]
 mod slurm;
-#[cfg(feature = "tensorboard-tests")]
+#[cfg(feature = "python-tests")]
 mod tensorboard;
+
+/// Runs `script` of `tests/cli/python/` with `args` in the test venv's Python
+/// (`GNN4C_TEST_PYTHON`; `.ci/run` makes it from `tests/cli/python/requirements.txt`); its
+/// standard output.
+#[cfg(feature = "python-tests")]
+fn test_python(script: &str, args: &[&Path]) -> String {
+    let python = std::env::var("GNN4C_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/cli/python")
+        .join(script);
+    let o = Command::new(&python)
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("the Python of GNN4C_TEST_PYTHON runs");
+    let (stdout, stderr) = text(&o);
+    assert!(
+        o.status.success(),
+        "{script} with {python} (GNN4C_TEST_PYTHON):\n{stderr}"
+    );
+    stdout
+}
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gnn4colliders"))

@@ -1,33 +1,15 @@
 //! A run's TensorBoard event files, read by TensorBoard's own reader (`EventAccumulator`, from
-//! PyPI's `tensorboard` in the Python `GNN4C_TENSORBOARD_PYTHON` names; CI makes the venv from
-//! `tests/cli/tensorboard/requirements.txt`): the per-epoch scalars equal `history.jsonl`, the
-//! test metrics `metrics.json`, the per-step lines come every `log_every_steps`, the hparams
-//! plugin holds the run's settings, and a run resumed from an earlier checkpoint leaves each
-//! step once. Built with `--features tensorboard-tests`.
+//! PyPI's `tensorboard` in the test venv, [`test_python`]): the per-epoch scalars equal
+//! `history.jsonl`, the test metrics `metrics.json`, the per-step lines come every
+//! `log_every_steps`, the hparams plugin holds the run's settings, and a run resumed from an
+//! earlier checkpoint leaves each step once. Built with `--features python-tests`.
 
 use super::*;
-
-fn python() -> String {
-    std::env::var("GNN4C_TENSORBOARD_PYTHON").unwrap_or_else(|_| "python3".into())
-}
 
 /// TensorBoard's view of the event files in `folder`: `{"scalars": {tag: [[step, value]…]},
 /// "hparams": {tag: HParamsPluginData as JSON}}`.
 fn read_events(folder: &Path) -> serde_json::Value {
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/cli/tensorboard/read_events.py");
-    let o = Command::new(python())
-        .arg(script)
-        .arg(folder)
-        .output()
-        .expect("the Python of GNN4C_TENSORBOARD_PYTHON runs");
-    let (stdout, stderr) = text(&o);
-    assert!(
-        o.status.success(),
-        "read_events.py with {} (GNN4C_TENSORBOARD_PYTHON):\n{stderr}",
-        python()
-    );
-    serde_json::from_str(&stdout).expect("JSON")
+    serde_json::from_str(&test_python("read_events.py", &[folder])).expect("JSON")
 }
 
 /// A tag's (step, value) pairs.

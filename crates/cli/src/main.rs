@@ -8,6 +8,7 @@
 
 mod declaration;
 mod export;
+mod features;
 mod generate;
 mod inspect;
 mod predict;
@@ -47,13 +48,18 @@ enum Command {
     Evaluate(predict::Args),
     /// Write a run's model as PyTorch-named safetensors weights, or as an ONNX model.
     Export(export::Args),
+    /// Write a run's model inputs for any ROOT files (the ONNX inputs, NPZ).
+    Features(features::Args),
 }
 
 impl Command {
     /// Whether the command stops cleanly on a signal (SIGTERM, SIGINT, SIGUSR1).
     fn stops_cleanly(&self) -> bool {
         match self {
-            Command::Preprocess(_) | Command::Predict(_) | Command::Evaluate(_) => true,
+            Command::Preprocess(_)
+            | Command::Predict(_)
+            | Command::Evaluate(_)
+            | Command::Features(_) => true,
             Command::Train(a) => !a.print_config,
             Command::Finetune(a) => !a.common.print_config,
             Command::Generate(_) | Command::Inspect(_) | Command::Scan(_) | Command::Export(_) => {
@@ -83,6 +89,7 @@ fn main() -> ExitCode {
         Command::Predict(args) => predict::run_predict(&args),
         Command::Evaluate(args) => predict::run_evaluate(&args),
         Command::Export(args) => export::run(&args),
+        Command::Features(args) => features::run(&args),
     };
     ExitCode::from(report(result, ""))
 }

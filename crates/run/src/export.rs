@@ -249,7 +249,7 @@ fn write_sample<F: Registered>(
 }
 
 /// `arrays` as an NPZ file, atomically.
-fn write_npz(path: &Path, arrays: &[NamedArray]) -> anyhow::Result<()> {
+pub(crate) fn write_npz(path: &Path, arrays: &[NamedArray]) -> anyhow::Result<()> {
     gnn4c_data::write_atomically(path, |tmp| {
         let write = || -> Result<(), Box<dyn std::error::Error>> {
             let mut z = NpzWriter::new(std::fs::File::create(tmp)?);

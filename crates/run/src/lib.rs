@@ -14,6 +14,7 @@ pub mod config;
 pub mod device;
 mod export;
 mod family;
+mod model_inputs;
 pub mod pipeline;
 mod plots;
 mod recipe;
@@ -30,6 +31,7 @@ pub use export::{ExportFormat, Exported, SAMPLE_EVENTS, export, recipe_path, sam
 pub use family::{
     CachedEvents, FAMILIES, FamilyJob, ModelConfig, ModelSection, Registered, graph_of_record,
 };
+pub use model_inputs::{InputsRequest, InputsWritten, model_inputs};
 pub use recipe::RECIPE_VERSION;
 pub use run_dir::{RunDir, Start};
 pub use score::{Evaluation, ScoreRequest, SplitChoice, evaluate, predict};
