@@ -15,6 +15,7 @@ mod remote;
 mod rntuple;
 #[cfg(feature = "slurm-tests")]
 mod slurm;
+mod sweep;
 #[cfg(feature = "python-tests")]
 mod tensorboard;
 

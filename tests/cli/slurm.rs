@@ -256,6 +256,26 @@ fn slurm_time_limit_requeue_multi_node_mpi_preprocess_array_and_scancel() {
         data,
         "cache/array",
     ]);
+    // A sweep of two points as the array job `--multirun --slurm` writes, submitted with its
+    // submit.sh (one task a point, through scripts/slurm/sweep-array.sh).
+    #[rustfmt::skip]
+    let out = ok(c.direct(&["train", "r.yaml", "--run", "runs/sweep", "trainer.lr=1e-3,1e-4",
+        "trainer.max_epochs=2", "--multirun", "--slurm"]));
+    assert!(out.contains("a Slurm array of 2 tasks"), "{out}");
+    let swept = {
+        let o = c
+            .slurm("bash")
+            .args([
+                "runs/sweep/multirun/submit.sh",
+                "--parsable",
+                "--output=job-%A_%a.out",
+            ])
+            .output()
+            .expect("submit.sh runs");
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "submit.sh: {out}{err}");
+        out.trim().split(';').next().expect("a job id").to_owned()
+    };
     // The same training in one process, not under Slurm: what every stopped job must equal.
     let straight = {
         let mut a = vec!["train".to_owned()];
@@ -352,6 +372,23 @@ fn slurm_time_limit_requeue_multi_node_mpi_preprocess_array_and_scancel() {
         }
         two_ranks_validate_as_one_process(&cwd, run, |args| c.direct(args));
     }
+
+    // The sweep's tasks: each point trained in its folder, the summary of both.
+    for k in 0..2 {
+        let id = format!("{swept}_{k}");
+        let job = c.wait(&id, minutes(5));
+        assert_eq!(job.state, "COMPLETED", "{id}: {job:?}");
+    }
+    for point in ["0-trainer.lr=1e-3", "1-trainer.lr=1e-4"] {
+        let metrics = cwd
+            .join("runs/sweep/multirun")
+            .join(point)
+            .join("metrics.json");
+        assert!(metrics.is_file(), "{}", metrics.display());
+    }
+    let summary =
+        std::fs::read_to_string(cwd.join("runs/sweep/multirun/summary.csv")).expect("summary.csv");
+    assert_eq!(summary.lines().count(), 3, "{summary}");
 
     // The preprocessing array (2 tasks, `--part`) and its merge: one process's cache.
     for id in [format!("{array}_0"), format!("{array}_1"), merge] {

@@ -54,6 +54,21 @@ pub(crate) struct Args {
     /// rank writes FILE.rank<N>. Pair it with a short run (--max-epochs 1, a subset).
     #[arg(long, value_name = "FILE")]
     profile_trace: Option<PathBuf>,
+    /// A sweep, as Hydra's multirun: every combination of the overrides given several
+    /// comma-separated values (`trainer.lr=1e-3,1e-4 model=root_gnn,pfn`), each in
+    /// <run>/multirun/<k>-<overrides>/, then summary.csv and summary.md there (best validation
+    /// objective first). Run again, it skips finished points and resumes the others.
+    /// --resume is implied (a requeued array task passes it).
+    #[arg(long, conflicts_with_all = ["print_config", "profile_trace"])]
+    multirun: bool,
+    /// With --multirun: run only point K of the sweep (from 0; a Slurm array task's), then
+    /// write the summary of the finished points.
+    #[arg(long, value_name = "K", requires = "multirun")]
+    point: Option<usize>,
+    /// With --multirun: write <run>/multirun/submit.sh, a Slurm array job of one point per task
+    /// (scripts/slurm/sweep-array.sh), instead of running.
+    #[arg(long, requires = "multirun", conflicts_with = "point")]
+    slurm: bool,
 }
 
 /// Arguments of `finetune`.
@@ -91,10 +106,15 @@ impl From<ModeArg> for FinetuneMode {
     }
 }
 
-/// The composed config and the request `args` make (fine-tuning from `finetune` when given).
+/// What `finetune` adds to a request: the pretrained checkpoint and the mode, where given.
+type FinetuneChoice<'a> = Option<(Option<&'a std::path::Path>, Option<FinetuneMode>)>;
+
+/// The composed config and the request `args` make with `overrides` (fine-tuning from
+/// `finetune` when given).
 fn request(
     args: &Args,
-    finetune: Option<(Option<&std::path::Path>, Option<FinetuneMode>)>,
+    overrides: &[String],
+    finetune: FinetuneChoice<'_>,
 ) -> anyhow::Result<TrainRequest> {
     let mut flags = Vec::new();
     if let Some(d) = args.device {
@@ -109,7 +129,7 @@ fn request(
     if let Some(n) = args.max_epochs {
         flags.push(("max-epochs", format!("trainer.max_epochs={n}")));
     }
-    let (mut cfg, sources) = load_run_config(&args.config, &args.overrides, &flags)?;
+    let (mut cfg, sources) = load_run_config(&args.config, overrides, &flags)?;
     let finetune = match finetune {
         Some((from, mode)) => Some(Finetune::resolve(&mut cfg, from, mode, &args.config)?),
         None => None,
@@ -134,6 +154,28 @@ fn request(
     Ok(req)
 }
 
+/// An array task's arguments for the sweep `args` describe (the config, the overrides, the
+/// flags that set keys, the command's `extra` ones, the run folder `run`): the device comes
+/// from the site (`scripts/slurm/site.sh`).
+fn task_args(args: &Args, extra: &[String], run: &std::path::Path) -> Vec<String> {
+    let mut a = vec![args.config.display().to_string()];
+    a.extend(args.overrides.iter().cloned());
+    let flags = [
+        ("--threads", args.threads.map(|t| t.to_string())),
+        ("--seed", args.seed.map(|s| s.to_string())),
+        ("--max-epochs", args.max_epochs.map(|n| n.to_string())),
+    ];
+    for (flag, value) in flags {
+        if let Some(v) = value {
+            a.extend([flag.to_owned(), v]);
+        }
+    }
+    a.extend(extra.iter().cloned());
+    // The parent of `<run>/multirun`: the tasks' sweep folder is this one.
+    a.extend(["--run".to_owned(), run.display().to_string()]);
+    a
+}
+
 /// Rank 0 speaks for the job; the other ranks train silently.
 fn console(world: &World) -> Box<dyn Write> {
     if world.is_root() {
@@ -144,10 +186,19 @@ fn console(world: &World) -> Box<dyn Write> {
 }
 
 pub(crate) fn run_train(args: &Args, world: &World) -> anyhow::Result<()> {
-    let mut req = request(args, None)?;
+    // The from-scratch baseline of a fine-tuning experiment uses the same config.
+    let from_scratch = |overrides: &[String]| {
+        let mut req = request(args, overrides, None)?;
+        let had = req.config.finetune.take().is_some();
+        Ok((req, had))
+    };
     let mut out = console(world);
-    if req.config.finetune.take().is_some() && !args.print_config {
-        // The from-scratch baseline of a fine-tuning experiment uses the same config.
+    if args.multirun {
+        let request = |o: &[String]| from_scratch(o).map(|(r, _)| r);
+        return sweep(args, "train", &[], &request, world, &mut out);
+    }
+    let (req, had_finetune) = from_scratch(&args.overrides)?;
+    if had_finetune && !args.print_config {
         writeln!(
             out,
             "note: `train` trains from scratch; the config's finetune section is used by `gnn4colliders finetune`"
@@ -158,10 +209,88 @@ pub(crate) fn run_train(args: &Args, world: &World) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run_finetune(args: &FinetuneArgs, world: &World) -> anyhow::Result<()> {
-    let req = request(
-        &args.common,
-        Some((args.from.as_deref(), args.mode.map(FinetuneMode::from))),
-    )?;
-    gnn4c_run::train(&req, world, &mut console(world))?;
+    let finetune = Some((args.from.as_deref(), args.mode.map(FinetuneMode::from)));
+    let common = &args.common;
+    let mut out = console(world);
+    if common.multirun {
+        let mut extra = Vec::new();
+        if let Some(from) = &args.from {
+            extra.extend(["--from".to_owned(), from.display().to_string()]);
+        }
+        if let Some(mode) = args.mode {
+            let mode = match mode {
+                ModeArg::FrozenBackbone => "frozen_backbone",
+                ModeArg::Full => "full",
+            };
+            extra.extend(["--mode".to_owned(), mode.to_owned()]);
+        }
+        let request = |o: &[String]| request(common, o, finetune);
+        return sweep(common, "finetune", &extra, &request, world, &mut out);
+    }
+    let req = request(common, &common.overrides, finetune)?;
+    gnn4c_run::train(&req, world, &mut out)?;
+    Ok(())
+}
+
+/// `--multirun`: the sweep's points in `<run>/multirun/` (all, or `--point K`), then its
+/// summary; or with `--slurm` the array job that runs them.
+fn sweep(
+    args: &Args,
+    command: &str,
+    extra: &[String],
+    request: &dyn Fn(&[String]) -> anyhow::Result<TrainRequest>,
+    world: &World,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let sweep = gnn4c_run::Sweep::parse(&args.overrides)?;
+    let points = sweep.points();
+    // Every point's run folder lies in the first point's folder's `multirun/`.
+    let first = {
+        let mut o = sweep.fixed.clone();
+        o.extend(points[0].overrides.iter().cloned());
+        request(&o)?
+    };
+    let root = first.run_dir.path().join("multirun");
+    if args.slurm {
+        let script = gnn4c_run::write_sweep_job(
+            &root,
+            command,
+            &task_args(args, extra, first.run_dir.path()),
+            points.len(),
+        )?;
+        writeln!(
+            out,
+            "wrote {}: a Slurm array of {} tasks, one point each (scripts/slurm/sweep-array.sh); submit it from the repository root with `bash {}` (sbatch options after it: -A, --qos, --time), then find the summary in {}",
+            script.display(),
+            points.len(),
+            script.display(),
+            root.join("summary.md").display()
+        )?;
+        return Ok(());
+    }
+    let only = args.point;
+    if let Some(k) = only
+        && k >= points.len()
+    {
+        return Err(gnn4c_run::ConfigError(format!(
+            "--point {k}: the sweep has {} points (0 to {})",
+            points.len(),
+            points.len() - 1
+        ))
+        .into());
+    }
+    let outcomes = gnn4c_run::run_sweep(&sweep, &root, args.overwrite, only, request, world, out)?;
+    if world.is_root() {
+        let done = outcomes.iter().filter(|o| o.summary.is_some()).count();
+        writeln!(
+            out,
+            "\nsweep: {done} of {} points finished; wrote {} and summary.csv (best validation objective first)",
+            points.len(),
+            root.join("summary.md").display()
+        )?;
+        if let Ok(table) = std::fs::read_to_string(root.join("summary.md")) {
+            write!(out, "{table}")?;
+        }
+    }
     Ok(())
 }

@@ -22,6 +22,7 @@ mod run_dir;
 mod score;
 mod settings;
 mod stop;
+mod sweep;
 mod tensorboard;
 mod trace;
 mod train_step;
@@ -40,4 +41,5 @@ pub use settings::{
     TaskKind, TaskSection, cache_dir, load_dataset, load_run_config,
 };
 pub use stop::{EXIT_STOPPED, Stopped, stop_on_signals};
+pub use sweep::{Point, PointOutcome, Sweep, run_sweep, write_sweep_job};
 pub use train_step::{Finetune, RunSummary, TrainRequest, train};
