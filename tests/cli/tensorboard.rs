@@ -127,13 +127,8 @@ fn tensorboard_reads_the_runs_scalars_and_hparams_equal_to_its_history() {
     assert_eq!(start["task"], "multiclass", "{start}");
     let names = start.as_object().expect("hparams");
     assert!(names.keys().any(|k| k.starts_with("model.")), "{start}");
-    let infos = hp["_hparams_/experiment"]["experiment"]["metricInfos"]
-        .as_array()
-        .expect("metric infos");
-    assert!(
-        infos.iter().any(|m| m["name"]["tag"] == "test/auc_macro"),
-        "{infos:?}"
-    );
+    // No experiment summary: TensorBoard makes it from the runs' sessions (a sweep's side by side).
+    assert!(hp.get("_hparams_/experiment").is_none(), "{hp}");
     assert_eq!(
         hp["_hparams_/session_end_info"]["sessionEndInfo"]["status"],
         "STATUS_SUCCESS"

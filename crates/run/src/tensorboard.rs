@@ -7,15 +7,6 @@ use gnn4c_training::{EventWriter, HParam};
 use crate::run_dir::RunDir;
 use crate::settings::ResolvedRun;
 
-/// The metrics the `hparams` plugin shows beside each run's hyperparameters.
-const HPARAM_METRICS: [&str; 5] = [
-    "epoch/val_loss",
-    "epoch/val_auc_macro",
-    "test/loss",
-    "test/accuracy",
-    "test/auc_macro",
-];
-
 /// A new event file in the run folder's `tensorboard/`; a run's first also holds its
 /// hyperparameters (TensorBoard keeps the first it reads: a resumed run's are the same, but
 /// for what a resume may change).
@@ -26,7 +17,7 @@ pub(crate) fn open_board(
 ) -> anyhow::Result<EventWriter> {
     let mut board = EventWriter::create(&run_dir.tensorboard(), output_names(r))?;
     if !resumed {
-        board.hparams_start(&hparams(r), &HPARAM_METRICS)?;
+        board.hparams_start(&hparams(r))?;
     }
     Ok(board)
 }

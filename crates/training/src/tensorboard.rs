@@ -5,7 +5,7 @@
 //! CRC-32C. An event holds a wall time, a step and one of: the file version (the first
 //! record), a `Summary` of scalars (`simple_value`, as PyTorch's `SummaryWriter` writes them),
 //! or a `SessionLog`. The hyperparameters go in summaries of the `hparams` plugin
-//! (`HParamsPluginData`: the experiment, the session's start and its end). The messages are
+//! (`HParamsPluginData`: the session's start and its end). The messages are
 //! encoded here, field by field, from TensorBoard's `.proto` files (`event.proto`,
 //! `summary.proto`, `plugins/hparams/{api,plugin_data}.proto`); nothing else is needed to read
 //! them back than TensorBoard itself.
@@ -196,37 +196,10 @@ impl EventWriter {
         self.event(step, &event)
     }
 
-    /// The `hparams` plugin's experiment (the hyperparameters and the metrics' tags) and this
-    /// session's start with its values.
-    pub fn hparams_start(
-        &mut self,
-        hparams: &[(String, HParam)],
-        metrics: &[&str],
-    ) -> Result<(), TrainingError> {
-        let mut experiment = Proto::default();
-        experiment.f64(3, now());
-        for (name, value) in hparams {
-            let mut info = Proto::default();
-            info.string(1, name);
-            // DataType: STRING 1, BOOL 2, FLOAT64 3.
-            info.varint(
-                4,
-                match value {
-                    HParam::Text(_) => 1,
-                    HParam::Flag(_) => 2,
-                    HParam::Number(_) => 3,
-                },
-            );
-            experiment.message(4, &info);
-        }
-        for tag in metrics {
-            let mut name = Proto::default();
-            name.string(2, tag);
-            let mut info = Proto::default();
-            info.message(1, &name);
-            experiment.message(5, &info);
-        }
-        self.hparams_summary("_hparams_/experiment", 2, &experiment)?;
+    /// The `hparams` plugin's start of this session, with the run's hyperparameters.
+    /// TensorBoard makes the experiment (the table's columns) from every run's session: a
+    /// sweep's runs show side by side, the settings that differ among them first.
+    pub fn hparams_start(&mut self, hparams: &[(String, HParam)]) -> Result<(), TrainingError> {
         let mut start = Proto::default();
         for (name, value) in hparams {
             let mut v = Proto::default();
