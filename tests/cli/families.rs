@@ -183,19 +183,7 @@ fn every_family_trains_resumes_finetunes_evaluates_and_predicts_from_one_cache()
             );
             let bytes = std::fs::read(&onnx).expect("onnx");
             check_recipe(&onnx, &bytes, &cwd.join(from));
-            let names: &[&'static str] = match family {
-                "root_gnn" => &[
-                    "node_features",
-                    "edge_features",
-                    "global_features",
-                    "edge_src",
-                    "edge_dst",
-                    "node_graph",
-                    "edge_graph",
-                ],
-                "root_transformer" => &["tokens", "padding", "globals", "pair"],
-                _ => &["objects", "object_event", "globals"],
-            };
+            let names = onnx_input_names(family);
             let sample = gnn4c_run::sample_path(&onnx);
             let inputs = gnn4c_testkit::npz_arrays(&sample, names);
             let got = gnn4c_testkit::tract_run(&bytes, &inputs);

@@ -41,6 +41,24 @@ fn test_python(script: &str, args: &[&Path]) -> String {
     stdout
 }
 
+/// A family's ONNX inputs, in the graph's order (`docs/onnx.md`).
+fn onnx_input_names(family: &str) -> &'static [&'static str] {
+    match family {
+        "root_gnn" => &[
+            "node_features",
+            "edge_features",
+            "global_features",
+            "edge_src",
+            "edge_dst",
+            "node_graph",
+            "edge_graph",
+        ],
+        "root_transformer" => &["tokens", "padding", "globals", "pair"],
+        "pfn" => &["objects", "object_event", "globals"],
+        other => panic!("no ONNX inputs listed for the family {other}: add them here"),
+    }
+}
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gnn4colliders"))
 }

@@ -70,21 +70,9 @@ fn onnx_on_the_features_of_a_nanoaod_file_gives_predicts_logits() {
 
         // The model's inputs by name, then each event's file, entry and event number.
         let bytes = std::fs::read(cwd.join(&onnx)).expect("onnx");
-        let names: Vec<&'static str> = match *family {
-            "root_gnn" => vec![
-                "node_features",
-                "edge_features",
-                "global_features",
-                "edge_src",
-                "edge_dst",
-                "node_graph",
-                "edge_graph",
-            ],
-            "root_transformer" => vec!["tokens", "padding", "globals", "pair"],
-            _ => vec!["objects", "object_event", "globals"],
-        };
+        let names = onnx_input_names(family);
         let npz = cwd.join(&inputs);
-        let model_inputs = gnn4c_testkit::npz_arrays(&npz, &names);
+        let model_inputs = gnn4c_testkit::npz_arrays(&npz, names);
         let ids = gnn4c_testkit::npz_arrays(&npz, &["file", "entry"]);
         let (gnn4c_family::ArrayValues::I64(files), gnn4c_family::ArrayValues::I64(entries)) =
             (&ids[0].values, &ids[1].values)

@@ -172,16 +172,10 @@ pub fn run_sweep(
         let run = RunDir::new(root.join(point.folder()));
         let ours = only.is_none_or(|k| k == point.index);
         let finished = run.metrics().is_file() && !(overwrite && ours);
-        if finished || !ours {
-            if ours {
-                writeln!(
-                    out,
-                    "\n[{}] {}: finished, skipped",
-                    point.index,
-                    point.overrides.join(" ")
-                )?;
-            }
-        } else {
+        let what = point.overrides.join(" ");
+        if ours && finished {
+            writeln!(out, "\n[{}] {what}: finished, skipped", point.index)?;
+        } else if ours {
             let mut overrides = sweep.fixed.clone();
             overrides.extend(point.overrides.iter().cloned());
             let mut req = request(&overrides)?;
@@ -193,24 +187,14 @@ pub fn run_sweep(
             } else {
                 Start::New
             };
-            writeln!(
-                out,
-                "\n[{}] {}: {}",
-                point.index,
-                point.overrides.join(" "),
-                if req.start == Start::Resume {
-                    "resumed"
-                } else {
-                    "started"
-                }
-            )?;
-            train(&req, world, out).with_context(|| {
-                format!(
-                    "sweep point {} ({})",
-                    point.index,
-                    point.overrides.join(" ")
-                )
-            })?;
+            let how = if req.start == Start::Resume {
+                "resumed"
+            } else {
+                "started"
+            };
+            writeln!(out, "\n[{}] {what}: {how}", point.index)?;
+            train(&req, world, out)
+                .with_context(|| format!("sweep point {} ({what})", point.index))?;
         }
         outcomes.push(PointOutcome {
             point,
@@ -220,23 +204,28 @@ pub fn run_sweep(
         });
     }
     if world.is_root() {
-        // Array tasks end side by side: each reads every point's results and writes the
-        // summary under a lock, so the last to write has seen every point finished before it.
-        let lock_path = root.join(".summary.lock");
-        let lock = std::fs::File::create(&lock_path)
-            .with_context(|| format!("creating {}", lock_path.display()))?;
-        lock.lock()
-            .with_context(|| format!("locking {}", lock_path.display()))?;
-        for o in &mut outcomes {
-            let run = RunDir::new(&o.run);
-            if run.metrics().is_file() {
-                o.summary = Some(read_summary(&run)?);
-            }
-        }
-        let keys: Vec<&str> = sweep.axes.iter().map(|(k, _)| k.as_str()).collect();
-        write_summaries(root, &keys, &outcomes)?;
+        summarise(root, sweep, &mut outcomes)?;
     }
     Ok(outcomes)
+}
+
+/// Reads every finished point's results into `outcomes` and writes `summary.csv` and
+/// `summary.md`. Array tasks end side by side: each does this under a lock on
+/// `<root>/.summary.lock`, so the last to write has seen every point finished before it.
+fn summarise(root: &Path, sweep: &Sweep, outcomes: &mut [PointOutcome]) -> anyhow::Result<()> {
+    let lock_path = root.join(".summary.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
+    for o in outcomes.iter_mut() {
+        let run = RunDir::new(&o.run);
+        if run.metrics().is_file() {
+            o.summary = Some(read_summary(&run)?);
+        }
+    }
+    let keys: Vec<&str> = sweep.axes.iter().map(|(k, _)| k.as_str()).collect();
+    write_summaries(root, &keys, outcomes)
 }
 
 /// A finished point's `metrics.json`.
