@@ -15,7 +15,7 @@ use gnn4c_features::ChunkFeatures;
 use gnn4c_run::load_dataset;
 
 use crate::declaration::{Shown, show_declaration, show_event, truncate};
-use gnn4c_run::pipeline::EntryProgress;
+use gnn4c_run::EntryProgress;
 use gnn4c_training::progress_wanted;
 
 /// Arguments of `scan`.

@@ -29,6 +29,8 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use serde::de::DeserializeOwned;
 
+use crate::error::ConfigError;
+
 /// The config groups and the run-config key each one fills.
 pub const GROUPS: [&str; 5] = ["data", "model", "task", "trainer", "environment"];
 
@@ -76,18 +78,6 @@ const BUILTIN: [(&str, &str, &str); 8] = [
         include_str!("../../../configs/environment/perlmutter.yaml"),
     ),
 ];
-
-/// A config problem the user must fix (exit code 2): names the key, the layer and a suggestion.
-#[derive(Debug)]
-pub struct ConfigError(pub String);
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// The text of the built-in group file `<group>/<option>.yaml`.
 pub fn builtin(group: &str, option: &str) -> Option<&'static str> {

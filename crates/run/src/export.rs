@@ -11,11 +11,11 @@ use gnn4c_training::{Checkpoint, read_checkpoint};
 use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::NpzWriter;
 
-use crate::family::{CachedEvents, FamilyJob, Registered};
+use crate::cached_events::CachedEvents;
+use crate::family::{FamilyJob, Registered, load_model};
 use crate::recipe::input_recipe;
 use crate::run_dir::RunDir;
 use crate::settings::{ResolvedRun, cache_dir, standardization_of};
-use crate::train_step::load_model;
 
 /// What `export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,11 +7,14 @@
 //! benchmarks call the steps directly; the binary parses arguments and prints.
 //!
 //! The only crate (with `benchmarks`) that chooses a Burn backend (`device`, `backend`) and knows
-//! the run-folder layout. Must not depend on clap. Start at `train_step.rs`.
+//! the run-folder layout. Must not depend on clap. Start at `train.rs`.
 
 pub mod backend;
+mod cached_events;
 pub mod config;
 pub mod device;
+mod entry_progress;
+mod error;
 mod export;
 mod family;
 mod model_inputs;
@@ -25,13 +28,13 @@ mod stop;
 mod sweep;
 mod tensorboard;
 mod trace;
-mod train_step;
+mod train;
 
-pub use config::ConfigError;
+pub use cached_events::{CachedEvents, graph_of_record};
+pub use entry_progress::EntryProgress;
+pub use error::ConfigError;
 pub use export::{ExportFormat, Exported, SAMPLE_EVENTS, export, recipe_path, sample_path};
-pub use family::{
-    CachedEvents, FAMILIES, FamilyJob, ModelConfig, ModelSection, Registered, graph_of_record,
-};
+pub use family::{FAMILIES, FamilyJob, ModelConfig, ModelSection, Registered};
 pub use model_inputs::{InputsRequest, InputsWritten, model_inputs};
 pub use recipe::RECIPE_VERSION;
 pub use run_dir::{RunDir, Start};
@@ -42,4 +45,4 @@ pub use settings::{
 };
 pub use stop::{EXIT_STOPPED, Stopped, stop_on_signals};
 pub use sweep::{Point, PointOutcome, Sweep, run_sweep, write_sweep_job};
-pub use train_step::{Finetune, RunSummary, TrainRequest, train};
+pub use train::{Finetune, RunSummary, TrainRequest, train};

@@ -12,8 +12,9 @@ use gnn4c_family::{ArrayValues, EventSource, NamedArray};
 use gnn4c_inference::Identified;
 use gnn4c_training::{StopFlag, read_checkpoint};
 
+use crate::cached_events::CachedEvents;
 use crate::export::write_npz;
-use crate::family::{CachedEvents, FamilyJob, Registered};
+use crate::family::{FamilyJob, Registered};
 use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
 use crate::run_dir::RunDir;
 use crate::settings::{ResolvedRun, cache_dir, standardization_of};

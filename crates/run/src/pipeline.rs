@@ -2,20 +2,20 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use gnn4c_data::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, DatasetConfig, EntryRange,
-    EventRecord, FeatureNames, Folds, OnBadFile, SampleConfig, SampleCounts, SkippedFile,
-    file_identity, fingerprint_of, first_difference, fold_of, open_tree, read_manifest,
-    verify_cache,
+    EventRecord, FeatureNames, Folds, OnBadFile, SampleCounts, SkippedFile, file_identity,
+    fingerprint_of, first_difference, fold_of, open_tree, read_manifest, verify_cache,
 };
-use gnn4c_events::EventSample;
 use gnn4c_features::{ChunkFeatures, Inputs};
-use gnn4c_training::{ProgressBar, StopFlag, progress_bar, progress_wanted};
+use gnn4c_training::{StopFlag, progress_wanted};
+
+use crate::entry_progress::EntryProgress;
 
 /// What to do with an existing cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,24 +61,6 @@ pub fn fingerprint_inputs(
         "n_folds": n_folds,
         "files": files,
     }))
-}
-
-/// Every file of sample `s` with the number of entries its tree holds (a file that does not
-/// open left out when the dataset skips bad files).
-fn sample_entries(
-    cfg: &DatasetConfig,
-    s: &SampleConfig,
-    base: &Path,
-) -> anyhow::Result<Vec<(PathBuf, u64)>> {
-    let mut out = Vec::new();
-    for path in cfg.sample_files(s, base)? {
-        match open_tree(&path, cfg.tree_of(s)) {
-            Ok(tree) => out.push((path, tree.entries())),
-            Err(_) if cfg.on_bad_file == OnBadFile::Skip => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(out)
 }
 
 /// The cached form of entry `i` of a chunk, kept by the declaration: its features and the raw
@@ -791,115 +773,6 @@ fn report_skipped_files(out: &mut dyn Write, manifest: &CacheManifest) -> anyhow
     Ok(())
 }
 
-/// A progress bar over the entries a dataset config reads (every sample's files, within the
-/// sample's entry range), advanced from the events handed on: their file and entry say how far
-/// reading has come.
-pub struct EntryProgress {
-    bar: ProgressBar,
-    /// Entries to read, per file.
-    entries: BTreeMap<PathBuf, u64>,
-    /// Entries of the files finished.
-    done: u64,
-    /// The file being read and the sample's first entry.
-    file: Option<Arc<Path>>,
-    entry_start: u64,
-    /// When the bar began, and the bytes received from remote files then.
-    network: (Instant, u64),
-}
-
-impl EntryProgress {
-    /// A bar for the `samples` of `cfg` (hidden, and no file opened, unless `show`).
-    pub fn new<'a>(
-        show: bool,
-        cfg: &DatasetConfig,
-        samples: impl Iterator<Item = &'a SampleConfig>,
-        base: &Path,
-        what: &str,
-    ) -> anyhow::Result<Self> {
-        let mut entries = BTreeMap::new();
-        if show {
-            for s in samples {
-                for (path, n) in sample_entries(cfg, s, base)? {
-                    let stop = s.entry_stop.unwrap_or(u64::MAX).min(n);
-                    entries.insert(path, stop.saturating_sub(s.entry_start));
-                }
-            }
-        }
-        let total = entries.values().sum();
-        let mut progress = EntryProgress::with_total(show, total, what);
-        progress.entries = entries;
-        Ok(progress)
-    }
-
-    /// A bar over `total` entries, advanced with [`EntryProgress::advance`].
-    pub fn with_total(show: bool, total: u64, what: &str) -> Self {
-        EntryProgress {
-            bar: progress_bar(show, total, what, "entries"),
-            entries: BTreeMap::new(),
-            done: 0,
-            file: None,
-            entry_start: 0,
-            network: (Instant::now(), gnn4c_data::network_bytes_received()),
-        }
-    }
-
-    /// Moves the bar to `position` entries, saying the rate of bytes received from remote
-    /// files since the bar began, when there are any.
-    fn show(&self, position: u64) {
-        let (start, bytes) = self.network;
-        let received = gnn4c_data::network_bytes_received().saturating_sub(bytes);
-        let secs = start.elapsed().as_secs_f64();
-        if received > 0 && secs > 0.0 {
-            self.bar.set_message(format!(
-                ", {:.1} MB/s from the network",
-                received as f64 / secs / 1e6
-            ));
-        }
-        self.bar.set_position(position);
-    }
-
-    /// Reading of `sample` begins.
-    pub fn start_sample(&mut self, sample: &SampleConfig) {
-        self.entry_start = sample.entry_start;
-    }
-
-    /// `events` were read (skipped entries in between count as read).
-    pub fn saw(&mut self, events: &[EventSample]) {
-        let Some(last) = events.last() else {
-            return;
-        };
-        if self.file.as_ref() != Some(&last.id.source_file) {
-            self.finish_file();
-            self.file = Some(last.id.source_file.clone());
-        }
-        let in_file = (last.id.entry + 1).saturating_sub(self.entry_start);
-        self.show(self.done + in_file);
-    }
-
-    /// The sample's files are all read.
-    pub fn end_sample(&mut self) {
-        self.finish_file();
-        self.show(self.done);
-    }
-
-    fn finish_file(&mut self) {
-        if let Some(f) = self.file.take() {
-            self.done += self.entries.get(f.as_ref()).copied().unwrap_or(0);
-        }
-    }
-
-    /// `entries` more were read (where files are read in parallel).
-    pub fn advance(&mut self, entries: u64) {
-        self.done += entries;
-        self.show(self.done);
-    }
-
-    /// Removes the bar.
-    pub fn finish(self) {
-        self.bar.finish_and_clear();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1084,7 +957,7 @@ mod tests {
                     d_global: 2,
                     d_pair: 3,
                 };
-                crate::family::graph_of_record(r, widths, &PairFeature::ALL, &mut topo)
+                crate::cached_events::graph_of_record(r, widths, &PairFeature::ALL, &mut topo)
                     .expect("graph")
             })
             .collect();

@@ -26,15 +26,15 @@ use gnn4c_training::{
 use serde::{Deserialize, Serialize};
 
 use crate::backend::InferenceBackend;
-use crate::config::ConfigError;
+use crate::cached_events::CachedEvents;
 use crate::device::{DeviceChoice, check_device};
-use crate::family::{CachedEvents, FamilyJob, Registered};
+use crate::error::ConfigError;
+use crate::family::{FamilyJob, Registered, load_model};
 use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
 use crate::run_dir::RunDir;
 use crate::settings::{
     ResolvedRun, cache_dir, check_same_inputs, load_dataset, standardization_of,
 };
-use crate::train_step::load_model;
 
 /// Which events to score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,8 +14,9 @@ use gnn4c_tasks::Task;
 use gnn4c_training::TrainConfig;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{self, ConfigError};
+use crate::config;
 use crate::device::DeviceChoice;
+use crate::error::ConfigError;
 use crate::family::{ModelConfig, ModelSection};
 
 /// How much of a pretrained model fine-tuning trains (contract §8).

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use gnn4c_distributed::World;
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use crate::run_dir::{RunDir, Start};
-use crate::train_step::{RunSummary, TrainRequest, train};
+use crate::train::{RunSummary, TrainRequest, train};
 
 /// The overrides of a sweep: those that hold one value, and the axes (a key and its values, in
 /// the order given).

@@ -20,9 +20,10 @@ use gnn4c_training::{
 use serde::{Deserialize, Serialize};
 
 use crate::backend::TrainingBackend;
-use crate::config::ConfigError;
+use crate::cached_events::CachedEvents;
 use crate::device::{DeviceChoice, check_device};
-use crate::family::{CachedEvents, FamilyJob, ModelConfig, Registered};
+use crate::error::ConfigError;
+use crate::family::{FamilyJob, ModelConfig, Registered, load_model};
 use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
 use crate::run_dir::{RunDir, Start};
 use crate::settings::{
@@ -742,17 +743,6 @@ fn report_end(
         fmt_metric(test.auc_macro.is_finite().then_some(test.auc_macro)),
     )?;
     Ok(())
-}
-
-/// The model checkpoint `ck` holds, built from `config`, checked and loaded.
-pub(crate) fn load_model<F: Registered, B: Backend>(
-    ck: &Checkpoint,
-    config: &F::Config,
-    device: &B::Device,
-) -> anyhow::Result<F::Model<B>> {
-    let net = F::init::<B>(config, device);
-    ck.check_compatible(&net, CONTRACT_VERSION)?;
-    Ok(ck.load_model(net, device)?)
 }
 
 #[cfg(test)]
