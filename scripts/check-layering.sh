@@ -92,5 +92,9 @@ fi
 if grep -rnE 'pub use (::)?gnn4c_' crates benchmarks --include='*.rs'; then
   echo "layering: the lines above re-export another workspace crate"; fail=1
 fi
+# No import circles between the files of a crate: each file's job leans on others below it.
+if ! python3 scripts/import-circles.py; then
+  echo "layering: the crates above have files that import each other in a circle"; fail=1
+fi
 [ $fail = 0 ] && echo "layering: ok"
 exit $fail

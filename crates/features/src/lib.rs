@@ -7,6 +7,7 @@
 //! functions over `gnn4c-events` types: no Burn, Arrow, Parquet or oxyroot may appear in its
 //! dependency tree (checked by `.ci/run`). Start at `build.rs`.
 
+mod auto_scales;
 mod build;
 mod declare;
 mod declared;
@@ -14,6 +15,7 @@ mod expr;
 mod selection;
 mod standardize;
 
+pub use auto_scales::{AutoColumns, Standardization};
 pub use build::{
     D_GLOBAL, D_NODE, EventFeatures, NODE_FEATURE_NAMES, SKIP_NON_FINITE, SKIP_TOO_FEW_NODES,
     build_features,
@@ -25,4 +27,4 @@ pub use declare::{
 pub use declared::{ChunkFeatures, ChunkInputs, ObjectColumns, Skip};
 pub use expr::{Aggregate, Bound, Expr, ExprError, FUNCTIONS, NameRef};
 pub use selection::{PerCollection, SelectionConfig};
-pub use standardize::{AutoColumns, Moments, Scale, Standardization, Standardize};
+pub use standardize::{Moments, Scale, Standardize};

@@ -164,22 +164,6 @@ impl RootFile {
             })
     }
 
-    /// The paths of the trees in the file (`TTree`, `TNtuple`, `TNtupleD`; current cycles, in
-    /// file order).
-    pub fn tree_paths(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for k in self
-            .keys
-            .iter()
-            .filter(|k| crate::tree::is_tree_class(&k.class))
-        {
-            if !out.contains(&k.path) {
-                out.push(k.path.clone());
-            }
-        }
-        out
-    }
-
     /// The streamer-info record's object bytes (a `TList` of `TStreamerInfo`), if the file has one.
     pub(crate) fn streamer_info_bytes(&self) -> Result<Option<ObjectBytes>, RootError> {
         let Some((seek, nbytes)) = self.info else {

@@ -209,6 +209,18 @@ pub(crate) fn is_tree_class(class: &str) -> bool {
 }
 
 impl RootFile {
+    /// The paths of the trees in the file (`TTree`, `TNtuple`, `TNtupleD`; current cycles, in
+    /// file order).
+    pub fn tree_paths(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for k in self.keys().iter().filter(|k| is_tree_class(&k.class)) {
+            if !out.contains(&k.path) {
+                out.push(k.path.clone());
+            }
+        }
+        out
+    }
+
     /// The metadata of the tree at `path`.
     pub fn tree(&self, path: &str) -> Result<TreeInfo, RootError> {
         let key: &Key = self.key(path)?;
