@@ -16,12 +16,12 @@ mod assemble;
 mod blocks;
 mod cache;
 mod config;
-mod declared;
 mod demo;
 mod error;
 mod folds;
 mod inspect;
 mod outputs;
+mod read_inputs;
 mod root;
 mod schema;
 
@@ -37,7 +37,6 @@ pub use config::{
     DatasetConfig, InputsRef, LabelSpec, OnBadFile, SampleConfig, SamplePlan, SampleReport,
     SchemaRef, builtin_inputs,
 };
-pub use declared::{InputChunk, entry_id, read_file_inputs};
 pub use demo::{
     DEMO_TREE, DEMO_VERSION, DemoFile, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, ToyColumns,
     ToyProcess, toy_events, write_demo,
@@ -49,6 +48,7 @@ pub use outputs::{
     FriendTree, PredictionTable, SAMPLE_NAME_CHARS, check_output_path, read_predictions_npz,
     write_friend_tree, write_predictions_npz,
 };
+pub use read_inputs::{InputChunk, entry_id, read_file_inputs};
 pub use root::{
     BranchInfo, BranchKind, Column, ColumnChunk, ColumnRequest, ColumnValues, ElemType, EntryRange,
     TreeReader, WriteColumn, list_trees, open_tree, write_tree,

@@ -1,16 +1,21 @@
-//! Shared features: `EventSample` → selected objects → node feature rows and global features
-//! (contract §2–§3).
+//! Input declarations and the features they make: a dataset config's `inputs:` (objects,
+//! node, global and pair features, standardisation) checked and parsed (`declare.rs`,
+//! [`Inputs`]), its expressions (`expr.rs`), and a chunk of entries' columns turned into
+//! selected, pt-ordered nodes, their features and the globals (`chunk_features.rs`,
+//! [`Inputs::build_chunk`]): what `preprocess` runs. Standardisation: `standardize.rs` (fixed
+//! scales, moments) and `auto_scales.rs` (a declaration's `auto` columns). The named skip
+//! reasons are here too. Start at `declare.rs`.
 //!
-//! Owns object selection ([`SelectionConfig`]: pt / |eta| thresholds, pt-descending stable sort,
-//! per-collection caps, `min_nodes`), the 7 node features and 2 global features
-//! ([`build_features`] into a reusable [`EventFeatures`]), and the named skip reasons. Pure
-//! functions over `gnn4c-events` types: no Burn, Arrow, Parquet or oxyroot may appear in its
-//! dependency tree (checked by `.ci/run`). Start at `build.rs`.
+//! `build.rs` and `selection.rs` are the contract written in code (§2–§3: the fixed 7 node and 2
+//! global features of [`build_features`], [`SelectionConfig`]): the reference the built-in
+//! declarations are tested against bit for bit, not a path `preprocess` takes. Pure functions
+//! over `gnn4c-events` types: no Burn, Arrow, Parquet or oxyroot may appear in its dependency
+//! tree (checked by `scripts/check-layering.sh`).
 
 mod auto_scales;
 mod build;
+mod chunk_features;
 mod declare;
-mod declared;
 mod expr;
 mod selection;
 mod standardize;
@@ -20,11 +25,11 @@ pub use build::{
     D_GLOBAL, D_NODE, EventFeatures, NODE_FEATURE_NAMES, SKIP_NON_FINITE, SKIP_TOO_FEW_NODES,
     build_features,
 };
+pub use chunk_features::{ChunkFeatures, ChunkInputs, ObjectColumns, Skip};
 pub use declare::{
     DeclError, EVENT_NAMES, FeatureDecl, Inputs, InputsSpec, Kinematics, OBJECT_FIELDS, ObjectDecl,
     ObjectInputs, PairFeature, closest_names,
 };
-pub use declared::{ChunkFeatures, ChunkInputs, ObjectColumns, Skip};
 pub use expr::{Aggregate, Bound, Expr, ExprError, FUNCTIONS, NameRef};
 pub use selection::{PerCollection, SelectionConfig};
 pub use standardize::{Moments, Scale, Standardize};
