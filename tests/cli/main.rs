@@ -1765,6 +1765,8 @@ mod mpi {
                 "train",
                 "r.yaml",
                 "trainer.batch_size=32",
+                // TensorBoard's step lines every 2 steps: an all-reduce every rank joins.
+                "trainer.log_every_steps=2",
                 "--run",
                 "runs/two",
             ],
@@ -1773,9 +1775,13 @@ mod mpi {
             out.contains("2 MPI ranks (global batch 64 = 32 × 2)"),
             "{out}"
         );
-        // Rank 0 alone writes: one history of two epochs.
+        // Rank 0 alone writes: one history of two epochs, one TensorBoard file.
         let lines = std::fs::read_to_string(cwd.join("runs/two/history.jsonl")).expect("history");
         assert_eq!(lines.lines().count(), 2, "{lines}");
+        let boards = std::fs::read_dir(cwd.join("runs/two/tensorboard"))
+            .expect("tensorboard/")
+            .count();
+        assert_eq!(boards, 1);
 
         // Each rank streams its own share of the split (a disjoint, contiguous run of the
         // epoch's block order, mixed in its own shuffle buffer: unit-tested in the training
