@@ -217,12 +217,11 @@ pub(crate) fn run_finetune(args: &FinetuneArgs, world: &World) -> anyhow::Result
         if let Some(from) = &args.from {
             extra.extend(["--from".to_owned(), from.display().to_string()]);
         }
-        if let Some(mode) = args.mode {
-            let mode = match mode {
-                ModeArg::FrozenBackbone => "frozen_backbone",
-                ModeArg::Full => "full",
-            };
-            extra.extend(["--mode".to_owned(), mode.to_owned()]);
+        if let Some(value) = args
+            .mode
+            .and_then(|m| clap::ValueEnum::to_possible_value(&m))
+        {
+            extra.extend(["--mode".to_owned(), value.get_name().to_owned()]);
         }
         let request = |o: &[String]| request(common, o, finetune);
         return sweep(common, "finetune", &extra, &request, world, &mut out);
@@ -268,18 +267,15 @@ fn sweep(
         )?;
         return Ok(());
     }
-    let only = args.point;
-    if let Some(k) = only
-        && k >= points.len()
-    {
-        return Err(gnn4c_run::ConfigError(format!(
-            "--point {k}: the sweep has {} points (0 to {})",
-            points.len(),
-            points.len() - 1
-        ))
-        .into());
-    }
-    let outcomes = gnn4c_run::run_sweep(&sweep, &root, args.overwrite, only, request, world, out)?;
+    let outcomes = gnn4c_run::run_sweep(
+        &sweep,
+        &root,
+        args.overwrite,
+        args.point,
+        request,
+        world,
+        out,
+    )?;
     if world.is_root() {
         let done = outcomes.iter().filter(|o| o.summary.is_some()).count();
         writeln!(

@@ -199,6 +199,25 @@ impl<F: Registered> CachedEvents<F> {
     }
 }
 
+/// An error unless the cache of `manifest` in `dir` holds the features `run`'s model reads
+/// (`reader` names the model).
+pub(crate) fn check_cache_features(
+    manifest: &CacheManifest,
+    dir: &Path,
+    run: &gnn4c_data::DatasetConfig,
+    reader: &str,
+) -> anyhow::Result<()> {
+    let trained = gnn4c_data::FeatureNames::of(&run.inputs_spec()?);
+    anyhow::ensure!(
+        manifest.features == trained,
+        "cache {} holds the features {:?} but {reader} reads {:?}: rebuild the cache from the run's dataset config",
+        dir.display(),
+        manifest.features,
+        trained
+    );
+    Ok(())
+}
+
 fn data_err(e: impl std::fmt::Display) -> SourceError {
     SourceError(e.to_string())
 }

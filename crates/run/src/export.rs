@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use burn::backend::Flex;
 use gnn4c_data::{Split, check_output_path};
-use gnn4c_family::{ArrayValues, Classifier, EventSource, NamedArray};
+use gnn4c_family::{ArrayValues, Classifier, EventSource, NamedArray, write_atomic};
 use gnn4c_training::{Checkpoint, read_checkpoint};
 use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::NpzWriter;
@@ -134,25 +135,19 @@ impl FamilyJob for ExportJob<'_> {
                 let recipe = input_recipe(self.resolved, self.ck.state.epoch)?;
                 let metadata = onnx_metadata(self.resolved, self.ck, &recipe)?;
                 let bytes = F::to_onnx(config, &net, metadata);
-                write_file(self.out, &bytes)?;
                 let recipe_text = serde_json::to_string_pretty(&recipe)? + "\n";
-                write_file(&recipe_path(self.out), recipe_text.as_bytes())?;
+                for (path, bytes) in [
+                    (self.out.to_path_buf(), bytes),
+                    (recipe_path(self.out), recipe_text.into_bytes()),
+                ] {
+                    write_atomic(&path, &bytes)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                }
                 let sample = write_sample::<F>(self.resolved, config, &net, self.out);
                 Ok((parameters, Some(sample)))
             }
         }
     }
-}
-
-/// `bytes` as the file `path`, atomically.
-fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    gnn4c_data::write_atomically(path, |tmp| {
-        std::fs::write(tmp, bytes).map_err(|source| gnn4c_data::DataError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
-    })?;
-    Ok(())
 }
 
 /// What the ONNX file says about the model: classes, task, inputs, standardisation, origin,

@@ -12,7 +12,7 @@ use gnn4c_family::{ArrayValues, EventSource, NamedArray};
 use gnn4c_inference::Identified;
 use gnn4c_training::{StopFlag, read_checkpoint};
 
-use crate::cached_events::CachedEvents;
+use crate::cached_events::{CachedEvents, check_cache_features};
 use crate::export::write_npz;
 use crate::family::{FamilyJob, Registered};
 use crate::pipeline::{CacheBuild, CacheMode, ensure_cache};
@@ -126,14 +126,12 @@ impl FamilyJob for InputsJob<'_> {
     type Output = anyhow::Result<(usize, Vec<String>)>;
 
     fn run<F: Registered>(self, config: &F::Config) -> Self::Output {
-        let trained = gnn4c_data::FeatureNames::of(&self.resolved.dataset.inputs_spec()?);
-        anyhow::ensure!(
-            self.manifest.features == trained,
-            "cache {} holds the features {:?} but the model reads {:?}: remove it and run again",
-            self.cache.display(),
-            self.manifest.features,
-            trained
-        );
+        check_cache_features(
+            self.manifest,
+            self.cache,
+            &self.resolved.dataset,
+            "the model",
+        )?;
         let (_, data) = CachedEvents::<F>::open(
             self.cache,
             &self.resolved.run.folds,
@@ -151,11 +149,9 @@ impl FamilyJob for InputsJob<'_> {
             .map(|i| (format!("file{i}"), i as i64))
             .collect();
         let file = |id: &gnn4c_events::EventId| file_of.get(&*id.sample).copied().unwrap_or(-1);
-        events.sort_by_cached_key(|e| {
-            let id = data.identity(e);
-            (file(&id), id.entry)
-        });
-        let ids: Vec<_> = events.iter().map(|e| data.identity(e)).collect();
+        let mut keyed: Vec<_> = events.into_iter().map(|e| (data.identity(&e), e)).collect();
+        keyed.sort_by_key(|(id, _)| (file(id), id.entry));
+        let (ids, events): (Vec<_>, Vec<_>) = keyed.into_iter().unzip();
         let n = events.len();
         anyhow::ensure!(
             n > 0,

@@ -26,7 +26,7 @@ use gnn4c_training::{
 use serde::{Deserialize, Serialize};
 
 use crate::backend::InferenceBackend;
-use crate::cached_events::CachedEvents;
+use crate::cached_events::{CachedEvents, check_cache_features};
 use crate::device::{DeviceChoice, check_device};
 use crate::error::ConfigError;
 use crate::family::{FamilyJob, Registered, load_model};
@@ -405,16 +405,12 @@ impl Target {
             &resolved.run.folds,
             &CacheBuild::stopped_by(&req.stop),
         )?;
-        let trained = gnn4c_data::FeatureNames::of(&resolved.dataset.inputs_spec()?);
-        if manifest.features != trained {
-            bail!(
-                "cache {} holds the features {:?} but {} reads {:?}: rebuild the cache from the run's dataset config",
-                self.cache.display(),
-                manifest.features,
-                ck_path.display(),
-                trained
-            );
-        }
+        check_cache_features(
+            &manifest,
+            &self.cache,
+            &resolved.dataset,
+            &ck_path.display().to_string(),
+        )?;
         Ok(manifest)
     }
 

@@ -155,6 +155,16 @@ pub fn run_sweep(
     out: &mut dyn Write,
 ) -> anyhow::Result<Vec<PointOutcome>> {
     let points = sweep.points();
+    if let Some(k) = only
+        && k >= points.len()
+    {
+        return Err(ConfigError(format!(
+            "--point {k}: the sweep has {} points (0 to {})",
+            points.len(),
+            points.len() - 1
+        ))
+        .into());
+    }
     writeln!(
         out,
         "sweep of {} points ({}) in {}",
