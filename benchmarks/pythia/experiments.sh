@@ -9,7 +9,8 @@
 # A run whose metrics.json exists is kept, so an interrupted table resumes where it stopped.
 set -euo pipefail
 runs=${1:-runs/pythia}
-families=${FAMILIES:-root_gnn root_transformer pfn}
+# Every registered family (each has configs/model/<name>.yaml), unless FAMILIES names some.
+families=${FAMILIES:-$(basename -s .yaml "$(dirname "$0")"/../../configs/model/*.yaml)}
 sizes=${SIZES:-300 1000 3000 10000}
 seeds=${SEEDS:-7 8 9}
 here=$(cd "$(dirname "$0")" && pwd)

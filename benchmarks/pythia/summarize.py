@@ -13,7 +13,14 @@ import statistics
 import sys
 
 MODES = [("scratch", "from scratch"), ("frozen", "frozen backbone"), ("full", "fine-tuned fully")]
-FAMILIES = [("root_gnn", "Edge_Network"), ("root_transformer", "ROOT-Transformer"), ("pfn", "PFN")]
+# Every registered family (each has configs/model/<name>.yaml), with the paper's names where a
+# family has one, in this order first.
+LABELS = {"root_gnn": "Edge_Network", "root_transformer": "ROOT-Transformer", "pfn": "PFN"}
+_MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "model")
+_NAMES = sorted(f[: -len(".yaml")] for f in os.listdir(_MODELS) if f.endswith(".yaml"))
+FAMILIES = [(n, LABELS[n]) for n in LABELS if n in _NAMES] + [
+    (n, n) for n in _NAMES if n not in LABELS
+]
 
 
 def metrics(path):

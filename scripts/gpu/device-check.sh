@@ -49,7 +49,8 @@ echo "rc=$?" >> "$OUT/summary.txt"; cat "$OUT/inference_${DEVICE%%:*}.md" >> "$O
 WORK=$(mktemp -d)
 cp -r configs "$WORK/"
 (cd "$WORK" && timeout 60 "$BIN/gnn4colliders" generate --out data/demo --events 6000 > "$OUT/generate.log" 2>&1)
-for family in root_gnn root_transformer pfn; do
+# Every registered family: each has its settings in configs/model/<name>.yaml.
+for family in $(basename -s .yaml configs/model/*.yaml); do
   log "end to end, $family: 2 epochs of pretraining on $DEVICE with a trace, predict on $DEVICE, ONNX export"
   (
     cd "$WORK" || exit 1

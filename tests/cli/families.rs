@@ -24,7 +24,7 @@ fn every_family_trains_resumes_finetunes_evaluates_and_predicts_from_one_cache()
     let o = run(cwd, &["train", "pre.yaml", "model.name=transformer"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
     assert!(
-        text(&o).1.contains("root_gnn, root_transformer, pfn"),
+        text(&o).1.contains(&gnn4c_run::FAMILIES.join(", ")),
         "{}",
         text(&o).1
     );
@@ -50,8 +50,7 @@ fn every_family_trains_resumes_finetunes_evaluates_and_predicts_from_one_cache()
         text(&o).1
     );
 
-    let families = ["root_gnn", "root_transformer", "pfn"];
-    for (k, family) in families.into_iter().enumerate() {
+    for (k, &family) in gnn4c_run::FAMILIES.iter().enumerate() {
         let model = format!("model={family}");
         let pre = format!("runs/{family}_pre");
         let small = [
@@ -128,7 +127,7 @@ fn every_family_trains_resumes_finetunes_evaluates_and_predicts_from_one_cache()
             "the head is there"
         );
         // Another family's checkpoint is refused, naming what to select.
-        let other = families[(k + 1) % families.len()];
+        let other = gnn4c_run::FAMILIES[(k + 1) % gnn4c_run::FAMILIES.len()];
         let o = run(
             cwd,
             &[

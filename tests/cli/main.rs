@@ -1794,14 +1794,13 @@ mod mpi {
         global_metrics("runs/two");
         let two = weights(&cwd.join("runs/two/last.ckpt"));
 
-        // The other families through the same command under 2 ranks: global metrics too.
-        for (family, extra) in [
-            (
-                "root_transformer",
-                &["model.n_layers=1", "trainer.batch_size=32"][..],
-            ),
-            ("pfn", &[][..]),
-        ] {
+        // The other families (the first is the default, run above) through the same command
+        // under 2 ranks: global metrics too.
+        for &family in &gnn4c_run::FAMILIES[1..] {
+            let extra: &[&str] = match family {
+                "root_transformer" => &["model.n_layers=1", "trainer.batch_size=32"],
+                _ => &[],
+            };
             let model = format!("model={family}");
             let run_dir = format!("runs/two_{family}");
             let mut args = vec!["-np", "2", bin, "train", "r.yaml", &model];
@@ -1920,7 +1919,7 @@ mod wgpu {
         )
         .expect("write");
         let ok = |args: &[&str]| run_ok(cwd, args);
-        for family in ["root_gnn", "root_transformer", "pfn"] {
+        for family in gnn4c_run::FAMILIES {
             let model = format!("model={family}");
             // Three steps on wgpu: a finite loss, a checkpoint, predictions.
             let gpu_run = format!("runs/{family}_wgpu");

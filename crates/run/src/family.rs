@@ -269,4 +269,20 @@ mod tests {
         assert!(ModelConfig::resolve(&section(0), 12).is_err());
         assert!(ModelConfig::resolve(&section(8), 12).is_ok());
     }
+
+    #[test]
+    fn every_model_group_file_is_a_registered_family() {
+        // The scripts that run every family (scripts/gpu/device-check.sh, the Pythia
+        // benchmark) take the list from configs/model/*.yaml.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/model");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .expect("configs/model")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter_map(|f| f.strip_suffix(".yaml").map(str::to_owned))
+            .collect();
+        files.sort();
+        let mut registered: Vec<String> = FAMILIES.iter().map(|f| f.to_string()).collect();
+        registered.sort();
+        assert_eq!(files, registered);
+    }
 }
