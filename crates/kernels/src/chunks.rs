@@ -1,5 +1,6 @@
-//! The skeleton every ROOT-Transformer backward shares: row blocks grouped into a fixed number of
-//! chunks, one task each; per chunk, partial weight gradients (sums of products `aᵀ·b`, f32,
+//! The skeleton every blocked backward shares (the Edge_Network's MLP block, the
+//! ROOT-Transformer's linear layers, feed-forward and attention): row blocks grouped into a fixed
+//! number of chunks, one task each; per chunk, partial weight gradients (sums of products `aᵀ·b`, f32,
 //! written by the chunk's first product) and f64 sums (bias and LayerNorm gradients); then the
 //! chunks added in order, in f64. The chunks are a function of the row count alone, so no value
 //! depends on the number of threads.

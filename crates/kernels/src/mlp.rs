@@ -14,16 +14,13 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use crate::mat::{MatRef, gemm_into, row_blocks};
+use crate::chunks::{ChunkSums, backward_chunks, narrow};
+use crate::mat::{MatRef, gemm_into, gemm_write, row_blocks};
 use crate::norm::{layer_norm_backward_rows, layer_norm_rows};
 use crate::rows::{RowsOut, as_slots, zeroed};
 
 /// Rows per block (and per task): a block's activations (256 × 64 f32 = 64 kB) stay in L2.
 const ROWS: usize = 256;
-
-/// Tasks of the backward (at most): each takes a fixed run of blocks and keeps one partial sum
-/// of every parameter gradient (see [`mlp_backward`]).
-const CHUNKS: usize = 16;
 
 /// Which row of a gathered term each output row takes.
 #[derive(Debug, Clone, Copy)]
@@ -421,9 +418,9 @@ fn starts(sizes: &[usize]) -> Vec<usize> {
 /// The same blocks of rows as the forward, one thread each, take the rows' gradient back
 /// through the LayerNorm, then through every layer (ReLU's mask; `dW += Aᵀ·dZ`, `db += Σ dZ`
 /// and `dA = dZ·Wᵀ`) while the rows are in cache. Parameter gradients are summed per fixed run
-/// of blocks (up to [`CHUNKS`] runs, one task each; weight products accumulated in f32 as one
-/// long product, bias, γ and β sums in f64), then the runs' sums added in order in f64: the
-/// result does not depend on the number of threads. A gathered term's gradient is the rows'
+/// of blocks (`chunks::backward_chunks`: up to 16 runs, one task each; weight products
+/// accumulated in f32 as one long product, bias, γ and β sums in f64), then the runs' sums
+/// added in order in f64: the result does not depend on the number of threads. A gathered term's gradient is the rows'
 /// gradients added into their source rows in row order. Panics on inconsistent shapes.
 pub fn mlp_backward(
     block: &MlpBlock<'_>,
@@ -459,8 +456,9 @@ pub fn mlp_backward(
         .zip(want_inputs)
         .any(|(t, &w)| w && matches!(t, MlpTerm::Rows { .. }));
 
-    // Per chunk, the parameters' partial gradients: f32 weight products (each product term's,
-    // then each further layer's), f64 sums (the first bias, each further bias, dγ, dβ).
+    // The parameters' gradients: each product term's weight, then each further layer's
+    // (partial products per chunk, summed in f64); f64 sums: the first bias, each further
+    // bias, dγ, dβ.
     let weight_sizes: Vec<usize> = block
         .terms
         .iter()
@@ -471,22 +469,11 @@ pub fn mlp_backward(
         .chain(ws.iter().map(|w| w.rows() * w.cols()))
         .collect();
     let n_products = weight_sizes.len() - ws.len();
-    let weight_at = starts(&weight_sizes);
     let bias_at = starts(&widths);
-    let f32_len: usize = weight_sizes.iter().sum();
-    let f64_len: usize = widths.iter().sum::<usize>() + 2 * d_out;
+    let sums_len: usize = widths.iter().sum::<usize>() + 2 * d_out;
     let blocks = row_blocks(n, ROWS);
-    // Fixed chunks of consecutive blocks (one task each) share partial sums: a chunk's blocks
-    // accumulate their weight products onto one f32 partial (as one long product would), the
-    // chunks' partials are added in f64 in chunk order. The chunks depend on the rows only.
-    let n_chunks = blocks.len().min(CHUNKS);
-    let chunk_len = |c: usize| (c + 1) * blocks.len() / n_chunks - c * blocks.len() / n_chunks;
-    // One stride per chunk of at least one value, so that every chunk has its partials.
-    let (f32_stride, f64_stride) = (f32_len.max(1), f64_len.max(1));
-    let mut part32 = vec![0.0f32; n_chunks * f32_stride];
-    let mut part64 = vec![0.0f64; n_chunks * f64_stride];
     // Full-size outputs: each wanted product term's dx, and the first layer's dZ (for gathered
-    // terms), written by rows (each block zeroes its rows of them first, while in cache).
+    // terms), written by rows.
     let dx_cols: Vec<usize> = block
         .terms
         .iter()
@@ -499,21 +486,40 @@ pub fn mlp_backward(
     let mut dxs: Vec<RowsOut> = dx_cols.iter().map(|&d| RowsOut::new(n * d)).collect();
     let mut dz1 = RowsOut::new(if wants_rows { n * d_first } else { 0 });
     let widest = widths.iter().copied().fold(0, usize::max);
+    let last = widths.len() - 1;
 
-    let run_block = |first: usize,
+    // Every block's disjoint rows of the full-size outputs.
+    let mut parts = Vec::with_capacity(blocks.len());
+    let mut rdz = dz1.parts();
+    let mut rdx: Vec<&mut [MaybeUninit<f32>]> = dxs.iter_mut().map(RowsOut::parts).collect();
+    for &(first, m) in &blocks {
+        let (dz_rows, rest) =
+            std::mem::take(&mut rdz).split_at_mut(if wants_rows { m * d_first } else { 0 });
+        rdz = rest;
+        let dx_rows: Vec<&mut [MaybeUninit<f32>]> = rdx
+            .iter_mut()
+            .zip(&dx_cols)
+            .map(|(slot, &cols)| {
+                let (mine, rest) = std::mem::take(slot).split_at_mut(m * cols);
+                *slot = rest;
+                mine
+            })
+            .collect();
+        parts.push((first, m, (dx_rows, dz_rows)));
+    }
+    type BlockRows<'p> = (Vec<&'p mut [MaybeUninit<f32>]>, &'p mut [MaybeUninit<f32>]);
+    let run_block = |chunk: &mut ChunkSums<'_>,
+                     sc: &mut Scratch,
+                     first: usize,
                      m: usize,
-                     accumulate: bool,
-                     p32: &mut [f32],
-                     p64: &mut [f64],
-                     dx_rows: &mut [&mut [f32]],
-                     dz1_rows: &mut [f32]| {
+                     (dx_rows, dz1_rows): BlockRows<'_>| {
         let rows = |k: usize| &saved[k][first * widths[k]..(first + m) * widths[k]];
-        let mut cur = vec![0.0f32; m * widest];
-        let mut prev = vec![0.0f32; m * widest];
-        let (p_bias, p_norm) = p64.split_at_mut(widths.iter().sum());
+        sc.cur.resize(m * widest, 0.0);
+        sc.prev.resize(m * widest, 0.0);
+        let (mut cur, mut prev) = (&mut sc.cur, &mut sc.prev);
+        let (p_bias, p_norm) = chunk.sums.split_at_mut(widths.iter().sum());
         let (pg, pb) = p_norm.split_at_mut(d_out);
         // LayerNorm: its input is the last layer's output.
-        let last = widths.len() - 1;
         layer_norm_backward_rows(
             rows(last),
             &grad[first * d_out..(first + m) * d_out],
@@ -531,8 +537,7 @@ pub fn mlp_backward(
             let dz = MatRef::row_major(dz, m, d_k);
             // dW += A_{k−1}ᵀ · dZ.
             let a_prev = MatRef::row_major(rows(k - 1), m, d_in).t();
-            let off = weight_at[n_products + k - 1];
-            gemm_into(a_prev, dz, &mut p32[off..off + d_in * d_k], accumulate);
+            chunk.weights[n_products + k - 1].add(a_prev, dz);
             // dA_{k−1} = dZ · Wᵀ.
             gemm_into(dz, ws[k - 1].t(), &mut prev[..m * d_in], false);
             std::mem::swap(&mut cur, &mut prev);
@@ -542,65 +547,22 @@ pub fn mlp_backward(
         relu_grad_and_bias(dz, rows(0), &mut p_bias[..d_first]);
         let dz_m = MatRef::row_major(dz, m, d_first);
         let mut product = 0;
-        for (t, term) in block.terms.iter().enumerate() {
+        for (term, dx) in block.terms.iter().zip(dx_rows) {
             if let MlpTerm::Product { x, weight } = term {
-                let off = weight_at[product];
-                let dw = &mut p32[off..off + weight_sizes[product]];
-                gemm_into(x.row_range(first, m).t(), dz_m, dw, accumulate);
+                chunk.weights[product].add(x.row_range(first, m).t(), dz_m);
                 product += 1;
-                if !dx_rows[t].is_empty() {
-                    gemm_into(dz_m, weight.t(), dx_rows[t], false);
+                if !dx.is_empty() {
+                    gemm_write(dz_m, weight.t(), dx);
                 }
             }
         }
-        if !dz1_rows.is_empty() {
-            dz1_rows.copy_from_slice(dz);
+        for (slot, &v) in dz1_rows.iter_mut().zip(dz.iter()) {
+            slot.write(v);
         }
     };
-
-    if n > 0 {
-        // Every block's disjoint rows of the full-size outputs, grouped into the chunks of
-        // blocks that share partial sums.
-        type Rows<'p> = &'p mut [MaybeUninit<f32>];
-        type Part<'p> = (usize, usize, Vec<Rows<'p>>, Rows<'p>);
-        let mut parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
-        let mut rdz = dz1.parts();
-        let mut rdx: Vec<Rows<'_>> = dxs.iter_mut().map(RowsOut::parts).collect();
-        for &(first, m) in &blocks {
-            let dz_part = if wants_rows {
-                let (p, t) = rdz.split_at_mut(m * d_first);
-                rdz = t;
-                p
-            } else {
-                &mut []
-            };
-            let dx_parts = rdx
-                .iter_mut()
-                .zip(&dx_cols)
-                .map(|(slot, &cols)| {
-                    let (p, t) = std::mem::take(slot).split_at_mut(m * cols);
-                    *slot = t;
-                    p
-                })
-                .collect();
-            parts.push((first, m, dx_parts, dz_part));
-        }
-        let mut parts = parts.into_iter();
-        let chunk_parts: Vec<(Vec<Part<'_>>, &mut [f32], &mut [f64])> = part32
-            .chunks_exact_mut(f32_stride)
-            .zip(part64.chunks_exact_mut(f64_stride))
-            .enumerate()
-            .map(|(c, (a, b))| (parts.by_ref().take(chunk_len(c)).collect(), a, b))
-            .collect();
-        chunk_parts.into_par_iter().for_each(|(blocks, a, b)| {
-            for (k, (first, m, dx, dz)) in blocks.into_iter().enumerate() {
-                let mut dx: Vec<&mut [f32]> = dx.into_iter().map(zeroed).collect();
-                run_block(first, m, k > 0, a, b, &mut dx, zeroed(dz));
-            }
-        });
-    }
-    // SAFETY: the blocks cover all `n` rows and each zeroed its rows of these buffers before
-    // writing them (with no rows, every buffer is empty).
+    let (weights, sums) = backward_chunks(parts, &weight_sizes, sums_len, run_block);
+    // SAFETY: the blocks cover all `n` rows and each wrote its rows of these buffers (with no
+    // rows, every buffer is empty).
     let (dxs, dz1): (Vec<Vec<f32>>, Vec<f32>) = unsafe {
         (
             dxs.into_iter().map(|b| b.into_vec()).collect(),
@@ -608,28 +570,12 @@ pub fn mlp_backward(
         )
     };
 
-    // The chunks' partial sums, added in chunk order.
-    let mut sum32 = vec![0.0f64; f32_len];
-    for part in part32.chunks_exact(f32_stride) {
-        for (s, v) in sum32.iter_mut().zip(part) {
-            *s += f64::from(*v);
-        }
-    }
-    let mut sum64 = vec![0.0f64; f64_len];
-    for part in part64.chunks_exact(f64_stride) {
-        for (s, v) in sum64.iter_mut().zip(part) {
-            *s += *v;
-        }
-    }
-    let narrow = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-    let weight = |p: usize| narrow(&sum32[weight_at[p]..weight_at[p] + weight_sizes[p]]);
-    let mut product = 0;
+    let mut weights = weights.into_iter();
     let mut term_grads = Vec::with_capacity(block.terms.len());
     for ((term, dx), &want) in block.terms.iter().zip(dxs).zip(want_inputs) {
         match term {
             MlpTerm::Product { .. } => {
-                term_grads.push((want.then_some(dx), Some(weight(product))));
-                product += 1;
+                term_grads.push((want.then_some(dx), weights.next()));
             }
             MlpTerm::Rows { y, index } => {
                 let dy = want.then(|| match index {
@@ -640,23 +586,26 @@ pub fn mlp_backward(
             }
         }
     }
-    let layers = (0..ws.len())
-        .map(|k| {
-            let at = bias_at[k + 1];
-            (
-                weight(n_products + k),
-                narrow(&sum64[at..at + widths[k + 1]]),
-            )
-        })
+    let layers = weights
+        .zip(&bias_at[1..])
+        .zip(&widths[1..])
+        .map(|((w, &at), &d)| (w, narrow(&sums[at..at + d])))
         .collect();
     let norm_at = widths.iter().sum::<usize>();
     MlpGrads {
         terms: term_grads,
-        first_bias: narrow(&sum64[..d_first]),
+        first_bias: narrow(&sums[..d_first]),
         layers,
-        gamma: narrow(&sum64[norm_at..norm_at + d_out]),
-        beta: narrow(&sum64[norm_at + d_out..norm_at + 2 * d_out]),
+        gamma: narrow(&sums[norm_at..norm_at + d_out]),
+        beta: narrow(&sums[norm_at + d_out..norm_at + 2 * d_out]),
     }
+}
+
+/// An MLP backward's scratch, per chunk: the current layer's gradient and the one below.
+#[derive(Default)]
+struct Scratch {
+    cur: Vec<f32>,
+    prev: Vec<f32>,
 }
 
 multiversioned! {
