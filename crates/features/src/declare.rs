@@ -187,68 +187,59 @@ pub struct FeatureDecl {
     pub standardize: Option<Standardize>,
 }
 
-/// The pair-feature menu: computed for every ordered pair of nodes (i → j) when the cache is
-/// read, from the nodes' raw η and φ (contract §4; MET's η is 0) and, for the momentum-based
-/// ones, their pt and mass (MET: massless at η = 0). The logarithms are ParT's, of the value
-/// clamped below at 1e-8.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PairFeature {
+/// Defines [`PairFeature`], its [`PairFeature::MENU`] and [`PairFeature::name`] from one list:
+/// a variant added here is on the menu and has a name.
+macro_rules! pair_features {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal,)+) => {
+        /// The pair-feature menu: computed for every ordered pair of nodes (i → j) when the
+        /// cache is read, from the nodes' raw η and φ (contract §4; MET's η is 0) and, for the
+        /// momentum-based ones, their pt and mass (MET: massless at η = 0). The logarithms are
+        /// ParT's, of the value clamped below at 1e-8.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum PairFeature {
+            $($(#[$doc])* #[serde(rename = $name)] $variant,)+
+        }
+
+        impl PairFeature {
+            /// The whole menu, in its order: for messages, docs and the cache's columns.
+            pub const MENU: &[PairFeature] = &[$(PairFeature::$variant),+];
+
+            /// Its name in a declaration.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(PairFeature::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+pair_features! {
     /// η_j − η_i.
-    Deta,
+    Deta = "deta",
     /// φ_j − φ_i wrapped into [−π, π).
-    Dphi,
+    Dphi = "dphi",
     /// ΔR = sqrt(Δη² + Δφ²).
-    Dr,
+    Dr = "dr",
     /// The pair's invariant mass (GeV), sqrt(max(0, (E_i + E_j)² − |p_i + p_j|²)).
-    Mass,
+    Mass = "mass",
     /// min(pt_i, pt_j) · ΔR (GeV).
-    Kt,
+    Kt = "kt",
     /// min(pt_i, pt_j) / (pt_i + pt_j).
-    Z,
+    Z = "z",
     /// ln ΔR.
-    LogDr,
+    LogDr = "log_dr",
     /// ln kt.
-    LogKt,
+    LogKt = "log_kt",
     /// ln z.
-    LogZ,
+    LogZ = "log_z",
     /// ln m² (m² of the pair in GeV²).
-    LogM2,
+    LogM2 = "log_m2",
 }
 
 impl PairFeature {
     /// The contract's pair features (§4), in its order.
     pub const ALL: [PairFeature; 3] = [PairFeature::Deta, PairFeature::Dphi, PairFeature::Dr];
-
-    /// The whole menu, for messages and docs.
-    pub const MENU: [PairFeature; 10] = [
-        PairFeature::Deta,
-        PairFeature::Dphi,
-        PairFeature::Dr,
-        PairFeature::Mass,
-        PairFeature::Kt,
-        PairFeature::Z,
-        PairFeature::LogDr,
-        PairFeature::LogKt,
-        PairFeature::LogZ,
-        PairFeature::LogM2,
-    ];
-
-    /// Its name in a declaration.
-    pub fn name(self) -> &'static str {
-        match self {
-            PairFeature::Deta => "deta",
-            PairFeature::Dphi => "dphi",
-            PairFeature::Dr => "dr",
-            PairFeature::Mass => "mass",
-            PairFeature::Kt => "kt",
-            PairFeature::Z => "z",
-            PairFeature::LogDr => "log_dr",
-            PairFeature::LogKt => "log_kt",
-            PairFeature::LogZ => "log_z",
-            PairFeature::LogM2 => "log_m2",
-        }
-    }
 
     /// Its formula for the edge i → j, over the two nodes' kinematics before any
     /// standardisation (computed in f64, stored as f32), as an analysis computes it.

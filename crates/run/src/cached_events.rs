@@ -172,7 +172,8 @@ impl<F: Registered> CachedEvents<F> {
             .iter()
             .map(|p| {
                 PairFeature::MENU
-                    .into_iter()
+                    .iter()
+                    .copied()
                     .find(|m| m.name() == p)
                     .with_context(|| {
                         format!(
