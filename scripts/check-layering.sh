@@ -75,6 +75,9 @@ params='"(classify|node_encoder|edge_encoder|global_encoder|edge_update|node_upd
 if grep -rnE "$params" crates/*/src benchmarks/src --include='*.rs' | grep -v '^crates/models/'; then
   echo "layering: the lines above name a model's parameters outside its family's crate"; fail=1
 fi
+# The contract's reference path is for tests and benchmarks: the binary's tree, every product
+# crate, does not hold it.
+forbid gnn4c-cli "the contract's reference path (tests and benchmarks only)" '^gnn4c-reference$'
 # Third-party code only from the registry: no [patch] but the xz2 shim, no vendored folder.
 patched=$(awk '/^\[patch\./{p=1;next} /^\[/{p=0} p && /=/ {print $1}' Cargo.toml | tr '\n' ' ')
 if [ "$patched" != "xz2 " ]; then
@@ -98,7 +101,7 @@ if ! python3 scripts/import-circles.py; then
 fi
 # No source file over 800 lines outside the kernels. The files listed are over it today, to be
 # split; the list only shrinks (a listed file under the limit must leave it).
-over_800="crates/data/src/cache.rs crates/rootio/src/tree.rs crates/rootio/src/source/xrootd.rs
+over_800="crates/rootio/src/tree.rs crates/rootio/src/source/xrootd.rs
 crates/features/src/declare.rs crates/run/src/pipeline.rs crates/features/src/expr.rs
 crates/training/src/fit.rs crates/models/root_transformer/src/cpu/flex.rs crates/run/src/train.rs
 crates/rootio/src/rntuple/mod.rs"
@@ -112,5 +115,9 @@ while read -r lines file; do
   fi
 done < <(find crates benchmarks -path '*/src/*' -name '*.rs' -not -path 'crates/kernels/*' \
   -exec wc -l {} + | grep -v ' total$')
+# No function over 100 lines outside the kernels (the listed ones only shrink).
+if ! python3 scripts/long-functions.py; then
+  echo "layering: the functions above are over 100 lines"; fail=1
+fi
 [ $fail = 0 ] && echo "layering: ok"
 exit $fail

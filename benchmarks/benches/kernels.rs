@@ -10,8 +10,9 @@ use std::hint::black_box;
 use burn::backend::Flex;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gnn4c_benchmarks::{demo_graphs, read_events};
-use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
-use gnn4c_graphs::{GraphSample, Padding, TopologyCache, Widths, build_graph, collate};
+use gnn4c_features::SelectionConfig;
+use gnn4c_graphs::{GraphSample, Padding, TopologyCache, collate};
+use gnn4c_reference::{CONTRACT_WIDTHS, EventFeatures, build_features, build_graph};
 use gnn4c_root_gnn::EdgeNetworkConfig;
 
 fn kernels(c: &mut Criterion) {
@@ -65,11 +66,11 @@ fn kernels(c: &mut Criterion) {
 
     g.throughput(Throughput::Elements(batch.len() as u64));
     g.bench_function("collate 512 graphs", |b| {
-        b.iter(|| collate(black_box(&batch), Padding::None, Widths::CONTRACT).expect("collate"));
+        b.iter(|| collate(black_box(&batch), Padding::None, CONTRACT_WIDTHS).expect("collate"));
     });
 
     let device = Default::default();
-    let host = collate(&batch, Padding::None, Widths::CONTRACT).expect("collate");
+    let host = collate(&batch, Padding::None, CONTRACT_WIDTHS).expect("collate");
     let on_device = host.to_device::<Flex>(&device);
     let one_step = EdgeNetworkConfig::new(12)
         .with_n_steps(1)

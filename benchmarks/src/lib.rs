@@ -13,12 +13,15 @@ use std::time::Instant;
 
 use anyhow::Context;
 use gnn4c_data::{
-    DEMO_TREE, DatasetConfig, EntryRange, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec, ToyProcess,
-    read_file_events, toy_events, write_demo, write_tree,
+    DEMO_TREE, DatasetConfig, EntryRange, PRETRAIN_PROCESSES, SampleMeta, ToyProcess, toy_events,
+    write_demo, write_tree,
 };
 use gnn4c_events::{EventSample, Label};
-use gnn4c_features::{EventFeatures, SelectionConfig};
-use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate, graph_of_event};
+use gnn4c_features::SelectionConfig;
+use gnn4c_graphs::{GraphSample, HostBatch, Padding, TopologyCache, collate};
+use gnn4c_reference::{
+    CONTRACT_WIDTHS, EventFeatures, builtin_schema, graph_of_event, read_file_events, read_sample,
+};
 use gnn4c_run::device::DeviceChoice;
 
 /// Summary statistics of repeated timings, in seconds.
@@ -105,8 +108,8 @@ pub fn read_events(
     sample: &str,
     label: u32,
 ) -> anyhow::Result<Vec<EventSample>> {
-    let spec = SchemaSpec::builtin(schema)
-        .ok_or_else(|| anyhow::anyhow!("no built-in schema '{schema}'"))?;
+    let spec =
+        builtin_schema(schema).ok_or_else(|| anyhow::anyhow!("no built-in schema '{schema}'"))?;
     let meta = SampleMeta {
         name: sample.into(),
         label: Label::Class(label),
@@ -233,7 +236,7 @@ impl Events {
     pub fn batch(&self, batch: usize, cores: usize) -> anyhow::Result<HostBatch> {
         let graphs = self.graphs(batch, cores)?;
         let refs: Vec<&GraphSample> = graphs.iter().collect();
-        collate(&refs, Padding::None, gnn4c_graphs::Widths::CONTRACT).map_err(anyhow::Error::msg)
+        collate(&refs, Padding::None, CONTRACT_WIDTHS).map_err(anyhow::Error::msg)
     }
 }
 
@@ -275,7 +278,7 @@ fn config_graphs(path: &Path) -> anyhow::Result<Vec<GraphSample>> {
     let mut per_sample = Vec::new();
     for sample in &cfg.samples {
         let mut graphs = Vec::new();
-        cfg.read_sample(sample, Path::new("."), &mut |evs| {
+        read_sample(&cfg, sample, Path::new("."), &mut |evs| {
             graphs_of(evs, &mut graphs);
             Ok(())
         })

@@ -63,7 +63,7 @@ fn bench<B: InferenceBackend + EdgeNetworkKernel>(
         for chunk in graphs.chunks(batch) {
             let t0 = Instant::now();
             let refs: Vec<&GraphSample> = chunk.iter().collect();
-            let host = collate(&refs, Padding::None, gnn4c_graphs::Widths::CONTRACT)
+            let host = collate(&refs, Padding::None, gnn4c_reference::CONTRACT_WIDTHS)
                 .map_err(anyhow::Error::msg)?;
             let t1 = Instant::now();
             let gb = host.to_device::<B>(device);

@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use gnn4c_benchmarks::{Meta, Stats, read_events, time_reps};
 use gnn4c_events::EventSample;
-use gnn4c_features::{EventFeatures, SelectionConfig, build_features};
-use gnn4c_graphs::{TopologyCache, build_graph};
+use gnn4c_features::SelectionConfig;
+use gnn4c_graphs::TopologyCache;
+use gnn4c_reference::{EventFeatures, build_features, build_graph};
 use gnn4c_run::device::DeviceChoice;
 
 struct Counting;

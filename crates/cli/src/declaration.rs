@@ -4,33 +4,7 @@
 use std::io::Write;
 
 use gnn4c_features::Inputs;
-
-/// A kept event's features, to print.
-pub(crate) struct Shown {
-    pub(crate) id: gnn4c_events::EventId,
-    pub(crate) weight: f32,
-    pub(crate) node_features: Vec<f32>,
-    pub(crate) global_features: Vec<f32>,
-}
-
-impl Shown {
-    /// Entry `i` of a chunk the reader handed over and the declaration computed `features` of.
-    pub(crate) fn of(
-        meta: &gnn4c_data::SampleMeta,
-        source: &std::sync::Arc<std::path::Path>,
-        tree: &std::sync::Arc<str>,
-        chunk: &gnn4c_data::InputChunk,
-        features: &gnn4c_features::ChunkFeatures,
-        i: usize,
-    ) -> Shown {
-        Shown {
-            id: gnn4c_data::entry_id(meta, source, tree, chunk, i),
-            weight: chunk.weights[i],
-            node_features: features.node_features_of(i).to_vec(),
-            global_features: features.global_features_of(i).to_vec(),
-        }
-    }
-}
+use gnn4c_run::ShownEvent;
 
 pub(crate) fn truncate(s: &str, n: usize) -> &str {
     s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
@@ -100,7 +74,11 @@ pub(crate) fn show_declaration(out: &mut impl Write, inputs: &Inputs) -> anyhow:
 }
 
 /// One event's identity, weight, globals and node features, a row per node.
-pub(crate) fn show_event(out: &mut impl Write, e: &Shown, inputs: &Inputs) -> anyhow::Result<()> {
+pub(crate) fn show_event(
+    out: &mut impl Write,
+    e: &ShownEvent,
+    inputs: &Inputs,
+) -> anyhow::Result<()> {
     let names: Vec<&str> = inputs
         .spec
         .node_features

@@ -4,16 +4,12 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use gnn4c_data::{
-    BranchKind, EntryRange, SampleMeta, TreeInspection, builtin_inputs, inspect_file,
-    read_file_inputs,
-};
-use gnn4c_features::{ChunkFeatures, Inputs, InputsSpec};
-use gnn4c_run::{ConfigError, load_dataset};
+use gnn4c_data::{BranchKind, TreeInspection, inspect_file};
+use gnn4c_features::Inputs;
+use gnn4c_run::{ConfigError, load_declaration, scan_tree_start};
 
-use crate::declaration::{Shown, show_declaration, show_event};
+use crate::declaration::{show_declaration, show_event};
 
 /// Arguments of `inspect`.
 #[derive(Debug, clap::Args)]
@@ -44,34 +40,6 @@ pub(crate) struct Args {
 /// The entries `--inputs` reads at most, looking for kept events.
 const INSPECT_ENTRIES: u64 = 10_000;
 
-/// The declaration `--inputs` names: a built-in, a dataset config (a YAML file with `samples`)
-/// or a YAML file holding a declaration.
-fn load_declaration(arg: &str) -> anyhow::Result<Inputs> {
-    let path = Path::new(arg);
-    let (spec, origin) = if path.is_file() {
-        let text = std::fs::read_to_string(path)?;
-        let value: serde_yaml::Value = serde_yaml::from_str(&text)
-            .map_err(|e| ConfigError(format!("{}: not YAML: {e}", path.display())))?;
-        let spec = if value.get("samples").is_some() {
-            load_dataset(path)?.inputs_spec()?
-        } else {
-            serde_yaml::from_value::<InputsSpec>(value).map_err(|e| {
-                ConfigError(format!("{}: not an input declaration: {e}", path.display()))
-            })?
-        };
-        (spec, format!("{}: ", path.display()))
-    } else {
-        let spec = builtin_inputs(arg).unwrap_or_else(|| {
-            Err(gnn4c_data::DataError::Config(format!(
-                "--inputs {arg}: no such file and no built-in declaration of that name (built-ins: {})",
-                gnn4c_data::BUILTIN_SCHEMAS.join(", ")
-            )))
-        })?;
-        (spec, format!("built-in declaration {arg}: "))
-    };
-    Inputs::new(&spec).map_err(|e| ConfigError(format!("{origin}{e}")).into())
-}
-
 /// The declaration's features for the first kept events of `path` (at most [`INSPECT_ENTRIES`]
 /// entries read), from `tree`, else from the first tree, by entries, it can read.
 fn inspect_inputs(
@@ -96,48 +64,17 @@ fn inspect_inputs(
         .into());
     }
     candidates.sort_by_key(|t| std::cmp::Reverse(t.entries));
-    let meta = SampleMeta {
-        name: Arc::from(
-            path.file_stem()
-                .map_or_else(String::new, |s| s.to_string_lossy().into_owned()),
-        ),
-        label: gnn4c_events::Label::Class(0),
-        weight_branch: None,
-        scale: 1.0,
-    };
-    let source: Arc<Path> = Arc::from(path);
     let mut first_error = None;
     for t in candidates {
-        let range = EntryRange {
-            entry_start: 0,
-            entry_stop: t.entries.min(INSPECT_ENTRIES),
-            step_size: 1000,
-            threads: 0,
-        };
-        let tree: Arc<str> = Arc::from(t.name.as_str());
-        let (mut shown, mut kept) = (Vec::new(), 0u64);
-        let mut features = ChunkFeatures::default();
-        let read = read_file_inputs(path, &t.name, inputs, &meta, range, "", &mut |chunk| {
-            inputs.build_chunk(&chunk.inputs, &mut features);
-            for (i, k) in features.kept.iter().enumerate() {
-                if k.is_err() {
-                    continue;
-                }
-                kept += 1;
-                if shown.len() < args.show {
-                    shown.push(Shown::of(&meta, &source, &tree, chunk, &features, i));
-                }
-            }
-            Ok(())
-        });
-        match read {
-            Ok(n) => {
+        let entries = t.entries.min(INSPECT_ENTRIES);
+        match scan_tree_start(path, &t.name, entries, inputs, args.show) {
+            Ok(scan) => {
                 writeln!(
                     out,
-                    "  tree '{}': {kept} of the first {n} entries kept",
-                    t.name
+                    "  tree '{}': {} of the first {} entries kept",
+                    t.name, scan.kept, scan.read
                 )?;
-                for e in &shown {
+                for e in &scan.shown {
                     show_event(out, e, inputs)?;
                 }
                 return Ok(());

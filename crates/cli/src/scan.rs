@@ -6,17 +6,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use std::path::Path;
-use std::sync::Arc;
-
-use gnn4c_data::read_file_inputs;
-use gnn4c_events::SkipCounts;
-use gnn4c_features::ChunkFeatures;
-use gnn4c_run::load_dataset;
-
-use crate::declaration::{Shown, show_declaration, show_event, truncate};
-use gnn4c_run::EntryProgress;
+use gnn4c_run::{EntryProgress, load_dataset, samples_to_scan, scan_sample};
 use gnn4c_training::progress_wanted;
+
+use crate::declaration::{show_declaration, show_event, truncate};
 
 /// Arguments of `scan`.
 #[derive(Debug, clap::Args)]
@@ -34,34 +27,11 @@ pub(crate) struct Args {
     show: usize,
 }
 
-/// Per-sample running totals.
-#[derive(Default)]
-struct Totals {
-    read: u64,
-    kept: u64,
-    nodes: u64,
-    edges: u64,
-    /// Objects per collection, before selection.
-    objects: Vec<u64>,
-    weight: f64,
-    skipped: SkipCounts,
-    shown: Vec<Shown>,
-}
-
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let cfg = load_dataset(&args.config)?;
     let base = std::env::current_dir().context("reading the current folder")?;
-    if let Some(name) = &args.sample
-        && !cfg.samples.iter().any(|s| &s.name == name)
-    {
-        let names: Vec<&str> = cfg.samples.iter().map(|s| s.name.as_str()).collect();
-        anyhow::bail!(
-            "no sample '{name}' in {}; samples: {}",
-            args.config.display(),
-            names.join(", ")
-        );
-    }
+    let samples = samples_to_scan(&cfg, &args.config, args.sample.as_deref())?;
     let inputs = cfg.inputs()?;
     writeln!(
         out,
@@ -93,66 +63,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let start = Instant::now();
     let mut grand = 0u64;
     let mut all_shown = Vec::new();
-    let chosen = || {
-        cfg.samples
-            .iter()
-            .filter(|s| args.sample.as_ref().is_none_or(|n| n == &s.name))
-    };
-    let mut progress = EntryProgress::new(progress_wanted(), &cfg, chosen(), &base, "scanning")?;
-    for s in chosen() {
-        let mut t = Totals {
-            objects: vec![0; inputs.objects.len()],
-            ..Totals::default()
-        };
-        progress.start_sample(s);
-        let plan = cfg.sample_plan(s, &base)?;
-        let mut features = ChunkFeatures::default();
-        for path in &plan.files {
-            let source: Arc<Path> = Arc::from(path.as_path());
-            let tree: Arc<str> = Arc::from(plan.tree.as_str());
-            read_file_inputs(
-                path,
-                &plan.tree,
-                &inputs,
-                &plan.meta,
-                plan.range,
-                &cfg.source_prefix(),
-                &mut |chunk| {
-                    inputs.build_chunk(&chunk.inputs, &mut features);
-                    progress.advance(chunk.inputs.n_entries as u64);
-                    t.read += chunk.inputs.n_entries as u64;
-                    for (c, cols) in chunk.inputs.objects.iter().enumerate() {
-                        t.objects[c] += cols.offsets.last().copied().unwrap_or(0) as u64;
-                    }
-                    for (i, kept) in features.kept.iter().enumerate() {
-                        if let Err(skip) = kept {
-                            t.skipped.add(&inputs.skip_name(*skip));
-                            continue;
-                        }
-                        let nodes = features.nodes(i);
-                        let n = nodes.len() as u64;
-                        t.kept += 1;
-                        t.nodes += n;
-                        t.edges += n * n.saturating_sub(1);
-                        t.weight += f64::from(chunk.weights[i]);
-                        if t.shown.len() < args.show {
-                            t.shown
-                                .push(Shown::of(&plan.meta, &source, &tree, chunk, &features, i));
-                        }
-                    }
-                    Ok(())
-                },
-            )
-            .with_context(|| {
-                let hint = if cfg.name.starts_with("demo") {
-                    " (the demo dataset is written by `gnn4colliders generate`)"
-                } else {
-                    ""
-                };
-                format!("reading sample '{}'{hint}", s.name)
-            })?;
-        }
-        progress.end_sample();
+    let mut progress = EntryProgress::new(
+        progress_wanted(),
+        &cfg,
+        samples.iter().copied(),
+        &base,
+        "scanning",
+    )?;
+    for s in samples {
+        let t = scan_sample(&cfg, s, &inputs, &base, args.show, &mut progress)?;
         let per = |n: u64| n as f64 / t.kept.max(1) as f64;
         let objects: Vec<String> = t
             .objects
@@ -163,7 +82,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             out,
             "  {:<14} {:>5} {:>9} {:>9} {} {:>6.2} {:>7.1} {:>12.4}  {}",
             s.name,
-            plan.files.len(),
+            t.files,
             t.read,
             t.kept,
             objects.join(" "),

@@ -17,7 +17,8 @@ use parquet::arrow::arrow_reader::{
 };
 
 use crate::DataError;
-use crate::cache::{CacheManifest, EventRecord, ShardInfo, cache_err, column, decode};
+use crate::manifest::{CacheManifest, ShardInfo, cache_err};
+use crate::records::{EventRecord, column, decode};
 
 /// One row group of one shard, and which of its rows a subset keeps.
 #[derive(Debug, Clone)]

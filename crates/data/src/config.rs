@@ -3,13 +3,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gnn4c_events::{EventSample, Label, SkipCounts};
+use gnn4c_events::Label;
 use serde::{Deserialize, Serialize};
 
 use gnn4c_features::{Inputs, InputsSpec};
 
 use crate::root::EntryRange;
-use crate::{DataError, FileReport, SampleMeta, SchemaSpec, read_file_events};
+use crate::{DataError, SchemaSpec};
+
+/// The names of the built-in input declarations, in the order `inspect` tries them.
+pub const BUILTIN_DECLARATIONS: [&str; 5] = ["delphes", "delphes_flat", "nanoaod", "hzz", "vector"];
 
 /// The built-in input declarations (`configs/inputs/<name>.yaml`, built into the binary): what
 /// `schema: <name>` and `inputs: <name>` read.
@@ -65,24 +68,6 @@ pub enum SchemaRef {
     Builtin(String),
     /// A schema written out in the config.
     Custom(Box<SchemaSpec>),
-}
-
-impl SchemaRef {
-    /// The schema this names.
-    pub fn resolve(&self) -> Result<SchemaSpec, DataError> {
-        match self {
-            SchemaRef::Builtin(name) => SchemaSpec::builtin(name).ok_or_else(|| {
-                DataError::Config(format!(
-                    "unknown schema '{name}'; built-in schemas: {}",
-                    crate::BUILTIN_SCHEMAS.join(", ")
-                ))
-            }),
-            SchemaRef::Custom(spec) => {
-                spec.validate()?;
-                Ok(spec.as_ref().clone())
-            }
-        }
-    }
 }
 
 impl<'de> Deserialize<'de> for InputsRef {
@@ -210,6 +195,19 @@ impl OnBadFile {
     }
 }
 
+/// What the events of one sample get from its config entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleMeta {
+    /// Sample name.
+    pub name: Arc<str>,
+    /// Label of every event of the sample.
+    pub label: Label,
+    /// Weight branch (overrides the declaration's); `None` uses the declaration's, if any.
+    pub weight_branch: Option<String>,
+    /// Multiplies the weight branch (1.0 when there is none: weight = scale).
+    pub scale: f64,
+}
+
 /// How one sample is read: its tree, metadata, entry range and files.
 #[derive(Debug, Clone)]
 pub struct SamplePlan {
@@ -223,29 +221,6 @@ pub struct SamplePlan {
     pub files: Vec<PathBuf>,
 }
 
-/// What reading a whole sample did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SampleReport {
-    /// One report per file, in read order.
-    pub files: Vec<(PathBuf, FileReport)>,
-}
-
-impl SampleReport {
-    /// Events kept over all files.
-    pub fn kept(&self) -> u64 {
-        self.files.iter().map(|(_, r)| r.kept).sum()
-    }
-
-    /// Skip counts over all files.
-    pub fn skipped(&self) -> SkipCounts {
-        let mut s = SkipCounts::default();
-        for (_, r) in &self.files {
-            s.merge(&r.skipped);
-        }
-        s
-    }
-}
-
 impl DatasetConfig {
     /// The input declaration as written: `inputs`, or `schema`'s (a built-in name is the
     /// shipped declaration of that name; a written-out schema is translated).
@@ -254,7 +229,7 @@ impl DatasetConfig {
             builtin_inputs(name).unwrap_or_else(|| {
                 Err(DataError::Config(format!(
                     "unknown schema '{name}'; built-in declarations: {}",
-                    crate::BUILTIN_SCHEMAS.join(", ")
+                    BUILTIN_DECLARATIONS.join(", ")
                 )))
             })
         };
@@ -407,33 +382,6 @@ impl DatasetConfig {
             files: self.sample_files(sample, base_dir)?,
         })
     }
-
-    /// Reads every file of `sample`, handing events on in chunks of at most `step_size`.
-    pub fn read_sample(
-        &self,
-        sample: &SampleConfig,
-        base_dir: &Path,
-        on_events: &mut dyn FnMut(&[EventSample]) -> Result<(), DataError>,
-    ) -> Result<SampleReport, DataError> {
-        let plan = self.sample_plan(sample, base_dir)?;
-        let schema = match &self.schema {
-            Some(s) => s.resolve()?,
-            None => {
-                return Err(DataError::Config(format!(
-                    "dataset '{}' declares `inputs`: read it through its declaration (gnn4c_data::read_file_inputs)",
-                    self.name
-                )));
-            }
-        };
-        let mut report = SampleReport::default();
-        for path in plan.files {
-            let r = read_file_events(
-                &path, &plan.tree, &schema, &plan.meta, plan.range, on_events,
-            )?;
-            report.files.push((path, r));
-        }
-        Ok(report)
-    }
 }
 
 /// `patterns` (paths, globs relative to `base_dir`, URLs) as the files they name.
@@ -485,4 +433,20 @@ fn expand_files(
         out.extend(matched);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_name_is_a_declaration_that_parses() {
+        let names: Vec<&str> = BUILTIN_INPUTS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, BUILTIN_DECLARATIONS);
+        for name in BUILTIN_DECLARATIONS {
+            let spec = builtin_inputs(name).expect("listed").expect("parses");
+            Inputs::new(&spec).expect("valid");
+        }
+        assert!(builtin_inputs("nope").is_none());
+    }
 }

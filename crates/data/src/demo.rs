@@ -344,35 +344,16 @@ pub fn write_demo(
                 .map(|(i, p)| ("finetune", 100 + i as u32, i as u32, *p)),
         )
         .collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, jobs.len()) {
-            scope.spawn(|| {
-                loop {
-                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&(group, id, label, process)) = jobs.get(k) else {
-                        break;
-                    };
-                    let path = out_dir.join(group).join(format!("{}.root", process.name));
-                    let columns = toy_events(&process, id, n_events, seed).into_write_columns();
-                    let r = write_tree(&path, DEMO_TREE, columns).map(|()| DemoFile {
-                        sample: process.name,
-                        label,
-                        path,
-                        events: n_events,
-                    });
-                    results
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push((k, r));
-                }
-            });
-        }
-    });
-    let mut results = results
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    results.sort_by_key(|(k, _)| *k);
-    results.into_iter().map(|(_, r)| r).collect()
+    gnn4c_rootio::map_on_threads(jobs, threads, |(group, id, label, process)| {
+        let path = out_dir.join(group).join(format!("{}.root", process.name));
+        let columns = toy_events(&process, id, n_events, seed).into_write_columns();
+        write_tree(&path, DEMO_TREE, columns).map(|()| DemoFile {
+            sample: process.name,
+            label,
+            path,
+            events: n_events,
+        })
+    })
+    .into_iter()
+    .collect()
 }

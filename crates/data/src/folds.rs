@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::DataError;
 use crate::blocks::CachedSplit;
-use crate::cache::{CacheManifest, EventRecord, cache_err, read_cache, read_manifest};
+use crate::cache::read_cache;
+use crate::manifest::{CacheManifest, cache_err, read_manifest};
+use crate::records::EventRecord;
 
 /// The fold of an event: `event_number mod n_folds` (contract §7).
 pub fn fold_of(event_number: u64, n_folds: u32) -> u8 {

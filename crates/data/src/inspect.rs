@@ -1,9 +1,12 @@
-//! `inspect`: the trees and RNTuples a ROOT file holds, and which built-in schema would read them.
+//! `inspect`: the trees and RNTuples a ROOT file holds, and which built-in declaration would read
+//! them.
 
 use std::path::Path;
 
 use crate::root::{BranchInfo, list_trees, open_tree};
-use crate::{BUILTIN_SCHEMAS, DataError, SchemaSpec};
+use gnn4c_features::Inputs;
+
+use crate::{BUILTIN_DECLARATIONS, DataError, builtin_inputs};
 
 /// One tree of an inspected file.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,30 +19,37 @@ pub struct TreeInspection {
     pub clusters: Option<usize>,
     /// Branches, nested ones included.
     pub branches: Vec<BranchInfo>,
-    /// Built-in schemas whose every required branch is present.
+    /// Built-in declarations whose every required branch is present.
     pub matching_schemas: Vec<&'static str>,
-    /// When none matches: the built-in schema missing the fewest branches, and those branches.
+    /// When none matches: the built-in declaration missing the fewest branches, and those
+    /// branches.
     pub closest_schema: Option<(&'static str, Vec<String>)>,
 }
 
 /// Lists the trees and RNTuples of `path` with their branches (an RNTuple's leaves), types,
 /// entries, clusters and matching schemas.
 pub fn inspect_file(path: &Path) -> Result<Vec<TreeInspection>, DataError> {
+    let mut required = Vec::new();
+    for name in BUILTIN_DECLARATIONS {
+        let spec = builtin_inputs(name)
+            .unwrap_or_else(|| Err(DataError::Config(format!("no built-in declaration {name}"))))?;
+        let inputs = Inputs::new(&spec)
+            .map_err(|e| DataError::Config(format!("the built-in declaration {name}: {e}")))?;
+        required.push((name, inputs.required_branches()));
+    }
     let mut out = Vec::new();
     for (name, entries) in list_trees(path)? {
         let reader = open_tree(path, &name)?;
         let branches = reader.branches().to_vec();
-        let missing: Vec<(&'static str, Vec<String>)> = BUILTIN_SCHEMAS
-            .into_iter()
-            .filter_map(|s| SchemaSpec::builtin(s).map(|spec| (s, spec)))
-            .map(|(s, spec)| {
-                let gone = spec
-                    .required_branches()
-                    .into_iter()
-                    .filter(|b| !branches.iter().any(|x| x.name == *b))
-                    .map(str::to_owned)
+        let missing: Vec<(&'static str, Vec<String>)> = required
+            .iter()
+            .map(|(s, wanted)| {
+                let gone = wanted
+                    .iter()
+                    .filter(|b| !branches.iter().any(|x| x.name == **b))
+                    .cloned()
                     .collect::<Vec<_>>();
-                (s, gone)
+                (*s, gone)
             })
             .collect();
         let matching_schemas = missing

@@ -1,5 +1,5 @@
-//! Schemas: which branches hold which collection fields, in what units; the built-in ones
-//! (`delphes`, `delphes_flat`, `nanoaod`, `hzz`, `vector`) and user-written ones from a config.
+//! Schemas: which branches hold which collection fields, in what units, written out in a dataset
+//! config (`schema:`) and translated into an input declaration ([`SchemaSpec::to_inputs`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -126,190 +126,7 @@ fn unit_scale() -> f64 {
     1.0
 }
 
-/// The names of the built-in schemas.
-pub const BUILTIN_SCHEMAS: [&str; 5] = ["delphes", "delphes_flat", "nanoaod", "hzz", "vector"];
-
-/// DeepCSV medium working point (CMS 2016), used by the built-in `nanoaod` schema.
-pub const NANOAOD_DEEPCSV_MEDIUM: f64 = 0.6321;
-
-/// `Jet_btag` threshold of the CMS open-data H→ZZ tutorial files (the `hzz` schema).
-pub const HZZ_BTAG_THRESHOLD: f64 = 1.74;
-
-fn s(x: &str) -> Option<String> {
-    Some(x.to_owned())
-}
-
-fn polar(prefix: &str, sep: &str, names: [&str; 3]) -> ObjectSpec {
-    ObjectSpec {
-        pt: s(&format!("{prefix}{sep}{}", names[0])),
-        eta: s(&format!("{prefix}{sep}{}", names[1])),
-        phi: s(&format!("{prefix}{sep}{}", names[2])),
-        ..ObjectSpec::default()
-    }
-}
-
-fn cartesian(prefix: &str) -> ObjectSpec {
-    ObjectSpec {
-        px: s(&format!("{prefix}_Px")),
-        py: s(&format!("{prefix}_Py")),
-        pz: s(&format!("{prefix}_Pz")),
-        e: s(&format!("{prefix}_E")),
-        ..ObjectSpec::default()
-    }
-}
-
 impl SchemaSpec {
-    /// A built-in schema by name, or `None`.
-    pub fn builtin(name: &str) -> Option<SchemaSpec> {
-        let base = SchemaSpec {
-            name: name.to_owned(),
-            energy_scale: 1.0,
-            event_number: None,
-            weight: None,
-            jets: None,
-            electrons: None,
-            muons: None,
-            photons: None,
-            met: None,
-        };
-        Some(match name {
-            // Real Delphes output: each collection a split TClonesArray whose count is the
-            // collection's own branch (`Jet`); the members are `Jet.PT`, … as in `delphes_flat`.
-            "delphes" => {
-                let flat = SchemaSpec::builtin("delphes_flat")?;
-                let counted = |o: Option<ObjectSpec>, collection: &str| {
-                    o.map(|o| ObjectSpec {
-                        counter: s(collection),
-                        ..o
-                    })
-                };
-                SchemaSpec {
-                    name: name.to_owned(),
-                    jets: counted(flat.jets, "Jet"),
-                    electrons: counted(flat.electrons, "Electron"),
-                    muons: counted(flat.muons, "Muon"),
-                    photons: counted(flat.photons, "Photon"),
-                    met: flat.met.map(|m| MetSpec {
-                        counter: s("MissingET"),
-                        ..m
-                    }),
-                    ..flat
-                }
-            }
-            // Delphes branch names as flat leaf-count arrays (uproot-flattened Delphes output).
-            "delphes_flat" => {
-                let delphes = ["PT", "Eta", "Phi"];
-                SchemaSpec {
-                    weight: s("Event.Weight"),
-                    jets: Some(ObjectSpec {
-                        mass: s("Jet.Mass"),
-                        btag: s("Jet.BTag"),
-                        ..polar("Jet", ".", delphes)
-                    }),
-                    electrons: Some(ObjectSpec {
-                        charge: s("Electron.Charge"),
-                        ..polar("Electron", ".", delphes)
-                    }),
-                    muons: Some(ObjectSpec {
-                        charge: s("Muon.Charge"),
-                        ..polar("Muon", ".", delphes)
-                    }),
-                    photons: Some(ObjectSpec {
-                        optional: true,
-                        ..polar("Photon", ".", delphes)
-                    }),
-                    met: Some(MetSpec {
-                        pt: s("MissingET.MET"),
-                        phi: s("MissingET.Phi"),
-                        ..MetSpec::default()
-                    }),
-                    ..base
-                }
-            }
-            "nanoaod" => {
-                let nano = ["pt", "eta", "phi"];
-                SchemaSpec {
-                    event_number: s("event"),
-                    weight: s("genWeight"),
-                    jets: Some(ObjectSpec {
-                        mass: s("Jet_mass"),
-                        btag: s("Jet_btagDeepB"),
-                        btag_threshold: Some(NANOAOD_DEEPCSV_MEDIUM),
-                        ..polar("Jet", "_", nano)
-                    }),
-                    electrons: Some(ObjectSpec {
-                        charge: s("Electron_charge"),
-                        ..polar("Electron", "_", nano)
-                    }),
-                    muons: Some(ObjectSpec {
-                        charge: s("Muon_charge"),
-                        ..polar("Muon", "_", nano)
-                    }),
-                    photons: Some(polar("Photon", "_", nano)),
-                    met: Some(MetSpec {
-                        pt: s("MET_pt"),
-                        phi: s("MET_phi"),
-                        ..MetSpec::default()
-                    }),
-                    ..base
-                }
-            }
-            // CMS open-data H→ZZ tutorial ntuples: cartesian four-vectors.
-            "hzz" => SchemaSpec {
-                weight: s("EventWeight"),
-                jets: Some(ObjectSpec {
-                    btag: s("Jet_btag"),
-                    btag_threshold: Some(HZZ_BTAG_THRESHOLD),
-                    ..cartesian("Jet")
-                }),
-                electrons: Some(ObjectSpec {
-                    charge: s("Electron_Charge"),
-                    ..cartesian("Electron")
-                }),
-                muons: Some(ObjectSpec {
-                    charge: s("Muon_Charge"),
-                    ..cartesian("Muon")
-                }),
-                photons: Some(cartesian("Photon")),
-                met: Some(MetSpec {
-                    px: s("MET_px"),
-                    py: s("MET_py"),
-                    ..MetSpec::default()
-                }),
-                ..base
-            },
-            // Legacy-style flat `std::vector` ntuple (tree `output`); the demo dataset's layout.
-            "vector" => {
-                let v = ["pt", "eta", "phi"];
-                SchemaSpec {
-                    event_number: s("event_number"),
-                    weight: s("weight"),
-                    jets: Some(ObjectSpec {
-                        e: s("jet_e"),
-                        btag: s("jet_btag"),
-                        ..polar("jet", "_", v)
-                    }),
-                    electrons: Some(ObjectSpec {
-                        charge: s("el_charge"),
-                        ..polar("el", "_", v)
-                    }),
-                    muons: Some(ObjectSpec {
-                        charge: s("mu_charge"),
-                        ..polar("mu", "_", v)
-                    }),
-                    photons: Some(polar("ph", "_", v)),
-                    met: Some(MetSpec {
-                        pt: s("met"),
-                        phi: s("met_phi"),
-                        ..MetSpec::default()
-                    }),
-                    ..base
-                }
-            }
-            _ => return None,
-        })
-    }
-
     /// Checks the spec is complete and unambiguous (before any file is opened).
     pub fn validate(&self) -> Result<(), DataError> {
         if !(self.energy_scale.is_finite() && self.energy_scale > 0.0) {
@@ -454,46 +271,6 @@ impl SchemaSpec {
             ("photons", self.photons.as_ref()),
         ]
     }
-
-    /// Every branch the schema names (for `inspect`'s "which schema would read it").
-    pub fn required_branches(&self) -> Vec<&str> {
-        let mut out = Vec::new();
-        for (_, spec) in self.collections() {
-            let Some(spec) = spec else { continue };
-            if spec.optional {
-                continue;
-            }
-            for b in [
-                &spec.pt,
-                &spec.eta,
-                &spec.phi,
-                &spec.mass,
-                &spec.e,
-                &spec.px,
-                &spec.py,
-                &spec.pz,
-                &spec.btag,
-                &spec.charge,
-                &spec.counter,
-            ]
-            .into_iter()
-            .flatten()
-            {
-                out.push(b.as_str());
-            }
-        }
-        if let Some(met) = &self.met {
-            out.extend(
-                [&met.pt, &met.phi, &met.px, &met.py, &met.counter]
-                    .into_iter()
-                    .flatten()
-                    .map(String::as_str),
-            );
-        }
-        out.extend(self.event_number.as_deref());
-        out.extend(self.weight.as_deref());
-        out
-    }
 }
 
 #[cfg(test)]
@@ -501,23 +278,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn builtins_are_valid() {
-        for name in BUILTIN_SCHEMAS {
-            let spec = SchemaSpec::builtin(name).expect("built-in exists");
-            spec.validate().expect("built-in validates");
-            assert!(!spec.required_branches().is_empty());
-        }
-        assert!(SchemaSpec::builtin("nope").is_none());
-    }
-
-    #[test]
     fn ambiguous_kinematics_are_rejected() {
-        let mut spec = SchemaSpec::builtin("nanoaod").expect("exists");
-        if let Some(j) = spec.jets.as_mut() {
-            j.px = Some("Jet_px".into());
-            j.py = Some("Jet_py".into());
-            j.pz = Some("Jet_pz".into());
-        }
+        let name = |n: &str| Some(n.to_owned());
+        let spec = SchemaSpec {
+            name: "ambiguous".into(),
+            energy_scale: 1.0,
+            event_number: None,
+            weight: None,
+            jets: Some(ObjectSpec {
+                pt: name("Jet_pt"),
+                eta: name("Jet_eta"),
+                phi: name("Jet_phi"),
+                px: name("Jet_px"),
+                py: name("Jet_py"),
+                pz: name("Jet_pz"),
+                ..ObjectSpec::default()
+            }),
+            electrons: None,
+            muons: None,
+            photons: None,
+            met: None,
+        };
         let err = spec.validate().expect_err("both polar and cartesian");
         assert!(err.to_string().contains("jets"), "{err}");
     }

@@ -3,7 +3,11 @@
 use crate::declare::{FeatureSource, Inputs};
 use crate::expr::Aggregate;
 use crate::standardize::Scale;
-use crate::{SKIP_NON_FINITE, SKIP_TOO_FEW_NODES};
+
+/// Skip reason: fewer than `min_nodes` nodes after selection.
+pub const SKIP_TOO_FEW_NODES: &str = "too_few_nodes";
+/// Skip reason: a NaN or infinite input value.
+pub const SKIP_NON_FINITE: &str = "non_finite";
 
 /// One collection's objects over a chunk of entries, flat: kinematics (GeV, rad) and declared
 /// fields, as the reader evaluated them.

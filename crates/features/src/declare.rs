@@ -713,6 +713,45 @@ impl Inputs {
             })
             .sum()
     }
+
+    /// The branches every tree must hold for this declaration, each once, in order of first
+    /// use: each collection's kinematics, fields and counter (a collection declared `optional`
+    /// is left out), the globals' branches, the event number and the weight. `inspect` checks
+    /// a file against it.
+    pub fn required_branches(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut add = |name: &str| {
+            if !out.iter().any(|o| o == name) {
+                out.push(name.to_owned());
+            }
+        };
+        let plain = |e: &Expr| -> Vec<String> {
+            e.names()
+                .into_iter()
+                .filter_map(|(r, _)| match r {
+                    NameRef::Plain(n) => Some(n),
+                    NameRef::Aggregate { .. } => None,
+                })
+                .collect()
+        };
+        for o in self.objects.iter().filter(|o| !o.decl.optional) {
+            let sources = o.kinematics.sources().into_iter().map(|(_, e)| e);
+            for e in sources.chain(o.fields.iter().map(|(_, e)| e)) {
+                plain(e).iter().for_each(|n| add(n));
+            }
+            o.decl.counter.as_deref().into_iter().for_each(&mut add);
+        }
+        self.event_branches.iter().for_each(|b| add(b));
+        self.spec
+            .event_number
+            .as_deref()
+            .into_iter()
+            .for_each(&mut add);
+        for n in self.weight.iter().flat_map(plain) {
+            add(&n);
+        }
+        out
+    }
 }
 
 /// The event-level column of a name in a global feature: `n_nodes` (0), an aggregate (1 + its

@@ -6,14 +6,13 @@
 //! scales, moments) and `auto_scales.rs` (a declaration's `auto` columns). The named skip
 //! reasons are here too. Start at `declare.rs`.
 //!
-//! `build.rs` and `selection.rs` are the contract written in code (§2–§3: the fixed 7 node and 2
-//! global features of [`build_features`], [`SelectionConfig`]): the reference the built-in
-//! declarations are tested against bit for bit, not a path `preprocess` takes. Pure functions
-//! over `gnn4c-events` types: no Burn, Arrow, Parquet or oxyroot may appear in its dependency
-//! tree (checked by `scripts/check-layering.sh`).
+//! `selection.rs` is the contract's default selection (§2, [`SelectionConfig`]): what a
+//! written-out `schema:` is translated with. The contract's fixed features, the reference the
+//! built-in declarations are tested against, are the `gnn4c-reference` crate's. Pure functions:
+//! no Burn, Arrow, Parquet or oxyroot may appear in this crate's dependency tree (checked by
+//! `scripts/check-layering.sh`).
 
 mod auto_scales;
-mod build;
 mod chunk_features;
 mod declare;
 mod expr;
@@ -21,11 +20,9 @@ mod selection;
 mod standardize;
 
 pub use auto_scales::{AutoColumns, Standardization};
-pub use build::{
-    D_GLOBAL, D_NODE, EventFeatures, NODE_FEATURE_NAMES, SKIP_NON_FINITE, SKIP_TOO_FEW_NODES,
-    build_features,
+pub use chunk_features::{
+    ChunkFeatures, ChunkInputs, ObjectColumns, SKIP_NON_FINITE, SKIP_TOO_FEW_NODES, Skip,
 };
-pub use chunk_features::{ChunkFeatures, ChunkInputs, ObjectColumns, Skip};
 pub use declare::{
     DeclError, EVENT_NAMES, FeatureDecl, Inputs, InputsSpec, Kinematics, OBJECT_FIELDS, ObjectDecl,
     ObjectInputs, PairFeature, closest_names,

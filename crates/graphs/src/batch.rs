@@ -3,10 +3,9 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use gnn4c_events::{EventId, Label};
-use gnn4c_features::{D_GLOBAL, D_NODE};
 use serde::{Deserialize, Serialize};
 
-use crate::{D_EDGE, GraphSample};
+use crate::GraphSample;
 
 /// The feature widths of a batch's graphs: the dataset's declared node, edge (pair) and global
 /// features.
@@ -18,15 +17,6 @@ pub struct Widths {
     pub d_edge: usize,
     /// Global features.
     pub d_global: usize,
-}
-
-impl Widths {
-    /// The contract's features (§3–§4): 7 node, 3 edge and 2 global features.
-    pub const CONTRACT: Widths = Widths {
-        d_node: D_NODE,
-        d_edge: D_EDGE,
-        d_global: D_GLOBAL,
-    };
 }
 
 /// How a batch's node and edge counts are padded so tensor shapes repeat across batches
@@ -165,8 +155,8 @@ impl HostBatch {
 /// A batch of graphs as tensors on a device. Identity and metadata stay in [`HostBatch`].
 ///
 /// # Shapes
-/// `node_features [n_nodes, D_NODE]`, `edge_features [n_edges, D_EDGE]`,
-/// `global_features [n_graphs, D_GLOBAL]`, `edge_src`/`edge_dst`/`edge_graph [n_edges]`,
+/// `node_features [n_nodes, d_node]`, `edge_features [n_edges, d_edge]`,
+/// `global_features [n_graphs, d_global]`, `edge_src`/`edge_dst`/`edge_graph [n_edges]`,
 /// `node_graph [n_nodes]`, `n_nodes`/`n_edges`/`labels`/`weights`/`graph_mask [n_graphs]`,
 /// `multilabels [n_graphs, k]`.
 #[derive(Debug, Clone)]
@@ -327,7 +317,16 @@ mod tests {
     use burn::backend::Flex;
 
     use super::*;
-    use crate::TopologyCache;
+    use crate::{D_EDGE, TopologyCache};
+
+    /// The contract's widths (§3–§4): 7 node, 3 edge and 2 global features.
+    const D_NODE: usize = 7;
+    const D_GLOBAL: usize = 2;
+    const CONTRACT: Widths = Widths {
+        d_node: D_NODE,
+        d_edge: D_EDGE,
+        d_global: D_GLOBAL,
+    };
 
     fn graph(n: usize, label: u32, cache: &mut TopologyCache) -> GraphSample {
         let topology = cache.get(n);
@@ -357,7 +356,7 @@ mod tests {
             graph(2, 2, &mut cache),
         ];
         let refs: Vec<&GraphSample> = gs.iter().collect();
-        let b = collate(&refs, Padding::None, Widths::CONTRACT).expect("collate");
+        let b = collate(&refs, Padding::None, CONTRACT).expect("collate");
         assert_eq!((b.total_nodes(), b.total_edges(), b.n_graphs()), (6, 8, 3));
         assert_eq!(b.node_graph, vec![0, 0, 0, 1, 2, 2]);
         // Graph 2's edges (nodes 4, 5) are offset by the 4 nodes before it.
@@ -395,7 +394,7 @@ mod tests {
                 nodes: 4,
                 edges: 16,
             },
-            Widths::CONTRACT,
+            CONTRACT,
         )
         .expect("collate");
         assert_eq!(
@@ -409,19 +408,10 @@ mod tests {
             "padding edges stay in the padding graph"
         );
         // Exactly on a step for edges but not nodes: the padding graph still gets a node.
-        let f = collate(
-            &refs,
-            Padding::Fixed { nodes: 6, edges: 8 },
-            Widths::CONTRACT,
-        )
-        .expect("fixed");
+        let f = collate(&refs, Padding::Fixed { nodes: 6, edges: 8 }, CONTRACT).expect("fixed");
         assert_eq!((f.total_nodes(), f.total_edges()), (6, 8));
-        let err = collate(
-            &refs,
-            Padding::Fixed { nodes: 4, edges: 8 },
-            Widths::CONTRACT,
-        )
-        .expect_err("too small");
+        let err =
+            collate(&refs, Padding::Fixed { nodes: 4, edges: 8 }, CONTRACT).expect_err("too small");
         assert!(err.contains("fixed padding"), "{err}");
     }
 
@@ -431,10 +421,10 @@ mod tests {
         let mut g2 = graph(2, 0, &mut cache);
         g2.label = Label::Multi(vec![1, 0]);
         let g1 = graph(2, 1, &mut cache);
-        assert!(collate(&[&g1, &g2], Padding::None, Widths::CONTRACT).is_err());
+        assert!(collate(&[&g1, &g2], Padding::None, CONTRACT).is_err());
         let mut g3 = g2.clone();
         g3.label = Label::Multi(vec![0, 1]);
-        let b = collate(&[&g2, &g3], Padding::None, Widths::CONTRACT).expect("multilabel");
+        let b = collate(&[&g2, &g3], Padding::None, CONTRACT).expect("multilabel");
         assert_eq!(b.multilabels, vec![1.0, 0.0, 0.0, 1.0]);
         let d = b.to_device::<Flex>(&Default::default());
         assert_eq!(d.multilabels.map(|m| m.dims()), Some([2, 2]));

@@ -3,10 +3,10 @@
 use std::f64::consts::PI;
 use std::sync::Arc;
 
-use gnn4c_events::{EventId, EventSample, Label};
-use gnn4c_features::{EventFeatures, PairFeature, SelectionConfig, build_features};
+use gnn4c_events::{EventId, Label};
+use gnn4c_features::PairFeature;
 
-use crate::{Topology, TopologyCache};
+use crate::Topology;
 
 /// Edge feature width: deta, dphi, dR.
 pub const D_EDGE: usize = 3;
@@ -22,7 +22,7 @@ pub struct GraphSample {
     pub weight: f32,
     /// Topology for `n_nodes` (shared, from the cache).
     pub topology: Arc<Topology>,
-    /// `[n_nodes, D_NODE]` row-major.
+    /// `[n_nodes, d_node]` row-major.
     pub node_features: Vec<f32>,
     /// `[n_edges, D_EDGE]` row-major, edges in topology order.
     pub edge_features: Vec<f32>,
@@ -153,46 +153,6 @@ pub fn pair_features(
             }) as f32
         }));
     }
-}
-
-/// Builds the graph of one event from its features.
-pub fn build_graph(
-    features: &EventFeatures,
-    id: EventId,
-    label: Label,
-    weight: f32,
-    cache: &mut TopologyCache,
-) -> GraphSample {
-    let topology = cache.get(features.n_nodes);
-    let mut edges = Vec::with_capacity(topology.n_edges() * D_EDGE);
-    edge_features(&topology, &features.eta, &features.phi, &mut edges);
-    GraphSample {
-        id,
-        label,
-        weight,
-        topology,
-        node_features: features.node_features.clone(),
-        edge_features: edges,
-        global_features: features.global_features.to_vec(),
-    }
-}
-
-/// Selection, features and graph of one event in one call: the graph, or the reason the event
-/// is skipped. `features` and `cache` are reused across events.
-pub fn graph_of_event(
-    event: &EventSample,
-    selection: &SelectionConfig,
-    features: &mut EventFeatures,
-    cache: &mut TopologyCache,
-) -> Result<GraphSample, &'static str> {
-    build_features(event, selection, features)?;
-    Ok(build_graph(
-        features,
-        event.id.clone(),
-        event.label.clone(),
-        event.weight,
-        cache,
-    ))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //!
 //! Owns topology (`edge_src`/`edge_dst`, source-major, no self loops) from a bounded cache keyed by
 //! the node count ([`TopologyCache`]), edge features (deta, dphi wrapped into [−π, π), dR;
-//! [`edge_features`]), [`build_graph`], collation with optional padding into a host batch
+//! [`edge_features`], [`pair_features`]), collation with optional padding into a host batch
 //! ([`collate`] → [`HostBatch`]) and the one host-to-device boundary ([`HostBatch::to_device`]
 //! → [`GraphBatch`], Burn tensors, generic over the backend).
 //! Knows nothing of ROOT or Parquet. Start at `graph.rs`.
@@ -12,8 +12,5 @@ mod graph;
 mod topology;
 
 pub use batch::{GraphBatch, HostBatch, Padding, Widths, collate};
-pub use graph::{
-    D_EDGE, GraphSample, NodeKinematics, build_graph, edge_features, graph_of_event, pair_features,
-    wrap_phi,
-};
+pub use graph::{D_EDGE, GraphSample, NodeKinematics, edge_features, pair_features, wrap_phi};
 pub use topology::{Topology, TopologyCache};

@@ -1,31 +1,18 @@
-//! From columns to `EventSample`s: resolve a schema against a tree, then assemble chunk by chunk.
+//! From columns to `EventSample`s through a [`SchemaSpec`]: resolve the schema against a tree,
+//! then assemble chunk by chunk (contract §1).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gnn4c_events::{EventId, EventSample, Label, SkipCounts, polar_from_cartesian};
-
-use crate::root::{
-    BranchKind, ColumnChunk, ColumnRequest, EntryRange, TreeReader, infer_counter, not_numbers,
-    open_tree, request,
+use gnn4c_data::{
+    BranchKind, ColumnChunk, ColumnRequest, DataError, DatasetConfig, EntryRange, MetSpec,
+    ObjectSpec, SampleConfig, SampleMeta, SchemaRef, SchemaSpec, TreeReader, infer_counter,
+    not_numbers, open_tree, request,
 };
-use crate::schema::{MetSpec, ObjectSpec};
+use gnn4c_events::{EventId, EventSample, SkipCounts, polar_from_cartesian};
 use gnn4c_features::closest_names;
 
-use crate::{DataError, SchemaSpec};
-
-/// What the events of one sample get from its config entry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SampleMeta {
-    /// Sample name.
-    pub name: Arc<str>,
-    /// Label of every event of the sample.
-    pub label: Label,
-    /// Weight branch (overrides the schema's default); `None` uses the schema's, if any.
-    pub weight_branch: Option<String>,
-    /// Multiplies the weight branch (1.0 when there is none: weight = scale).
-    pub scale: f64,
-}
+use crate::builtin_schema;
 
 /// What reading one file did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -36,6 +23,66 @@ pub struct FileReport {
     pub kept: u64,
     /// Events skipped, by reason.
     pub skipped: SkipCounts,
+}
+
+/// What reading a whole sample did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleReport {
+    /// One report per file, in read order.
+    pub files: Vec<(PathBuf, FileReport)>,
+}
+
+impl SampleReport {
+    /// Events kept over all files.
+    pub fn kept(&self) -> u64 {
+        self.files.iter().map(|(_, r)| r.kept).sum()
+    }
+
+    /// Skip counts over all files.
+    pub fn skipped(&self) -> SkipCounts {
+        let mut s = SkipCounts::default();
+        for (_, r) in &self.files {
+            s.merge(&r.skipped);
+        }
+        s
+    }
+}
+
+/// Reads every file of `sample` of `dataset` through the dataset's schema (a built-in's name or
+/// one written out), handing events on in chunks of at most `step_size`.
+pub fn read_sample(
+    dataset: &DatasetConfig,
+    sample: &SampleConfig,
+    base_dir: &Path,
+    on_events: &mut dyn FnMut(&[EventSample]) -> Result<(), DataError>,
+) -> Result<SampleReport, DataError> {
+    let plan = dataset.sample_plan(sample, base_dir)?;
+    let schema = match &dataset.schema {
+        Some(SchemaRef::Builtin(name)) => builtin_schema(name).ok_or_else(|| {
+            DataError::Config(format!(
+                "unknown schema '{name}'; built-in schemas: {}",
+                gnn4c_data::BUILTIN_DECLARATIONS.join(", ")
+            ))
+        })?,
+        Some(SchemaRef::Custom(spec)) => {
+            spec.validate()?;
+            spec.as_ref().clone()
+        }
+        None => {
+            return Err(DataError::Config(format!(
+                "dataset '{}' declares `inputs`: read it through its declaration (gnn4c_data::read_file_inputs)",
+                dataset.name
+            )));
+        }
+    };
+    let mut report = SampleReport::default();
+    for path in plan.files {
+        let r = read_file_events(
+            &path, &plan.tree, &schema, &plan.meta, plan.range, on_events,
+        )?;
+        report.files.push((path, r));
+    }
+    Ok(report)
 }
 
 /// Column indices of one collection's kinematics.

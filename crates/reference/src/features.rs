@@ -1,10 +1,10 @@
-//! Node and global features of one event (contract §3), into reusable buffers.
+//! The contract's node and global features of one event (§3: the fixed 7 and 2), into reusable
+//! buffers.
 
 use std::f64::consts::PI;
 
 use gnn4c_events::{ELECTRON_MASS, EventSample, MUON_MASS};
-
-use crate::SelectionConfig;
+use gnn4c_features::{SKIP_NON_FINITE, SKIP_TOO_FEW_NODES, SelectionConfig};
 
 /// Node feature width.
 pub const D_NODE: usize = 7;
@@ -13,10 +13,6 @@ pub const D_GLOBAL: usize = 2;
 /// Node feature names, in column order.
 pub const NODE_FEATURE_NAMES: [&str; D_NODE] =
     ["pt", "eta", "phi", "energy", "btag", "charge", "type"];
-/// Skip reason: fewer than `min_nodes` nodes after selection.
-pub const SKIP_TOO_FEW_NODES: &str = "too_few_nodes";
-/// Skip reason: a NaN or infinite input value.
-pub const SKIP_NON_FINITE: &str = "non_finite";
 
 /// The features of one event, with the raw eta and phi of every node for edge features.
 ///

@@ -22,6 +22,7 @@ pub use columns::{ColumnReader, Taken};
 pub use compress::RawBlock;
 pub use error::RootError;
 pub use file::{Key, RootFile};
+pub use parallel::map as map_on_threads;
 pub use read::{BranchCursor, BranchData, Interpretation, Layout, Number, interpret};
 pub use rntuple::{FieldCursor, NtupleField, NtupleInfo};
 pub use source::{RemoteIdentity, is_url, network_bytes_received, remote_identity};

@@ -6,12 +6,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `f` of every job on up to `threads` threads (the calling thread is one), jobs taken in the
-/// order given (give the largest first); results in job order.
-pub(crate) fn map<T: Send, R: Send>(
-    jobs: Vec<T>,
-    threads: usize,
-    f: impl Fn(T) -> R + Sync,
-) -> Vec<R> {
+/// order given (give the largest first); results in job order. A panic in `f` is resumed on
+/// the calling thread. The project's one fan-out of work to threads (the reader's baskets and
+/// pages, the demo's files, the cache's shards, `preprocess`'s files).
+pub fn map<T: Send, R: Send>(jobs: Vec<T>, threads: usize, f: impl Fn(T) -> R + Sync) -> Vec<R> {
     let threads = threads.min(jobs.len()).max(1);
     if threads == 1 {
         return jobs.into_iter().map(f).collect();

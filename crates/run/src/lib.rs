@@ -3,7 +3,8 @@
 //! [`ResolvedRun`] as recorded), the run folder ([`RunDir`]), the registered model families
 //! ([`ModelConfig`], [`Registered`], [`CachedEvents`]: one line per family, nothing else knows
 //! one), preprocessing (`pipeline`), stopping on signals ([`stop_on_signals`]), and the steps a
-//! command runs: [`train`] (and fine-tuning), [`predict`], [`evaluate`], [`export`]. Tests and
+//! command runs: [`train`] (and fine-tuning), [`predict`], [`evaluate`], [`export`], the cut
+//! flow of `scan` and `inspect --inputs` ([`scan_sample`], [`scan_tree_start`]). Tests and
 //! benchmarks call the steps directly; the binary parses arguments and prints.
 //!
 //! The only crate (with `benchmarks`) that chooses a Burn backend (`device`, `backend`) and knows
@@ -22,6 +23,7 @@ pub mod pipeline;
 mod plots;
 mod recipe;
 mod run_dir;
+mod scan;
 mod score;
 mod settings;
 mod stop;
@@ -38,6 +40,10 @@ pub use family::{FAMILIES, FamilyJob, ModelConfig, ModelSection, Registered};
 pub use model_inputs::{InputsRequest, InputsWritten, model_inputs};
 pub use recipe::RECIPE_VERSION;
 pub use run_dir::{RunDir, Start};
+pub use scan::{
+    SampleScan, ShownEvent, TreeScan, load_declaration, samples_to_scan, scan_sample,
+    scan_tree_start,
+};
 pub use score::{Evaluation, ScoreRequest, SplitChoice, evaluate, predict};
 pub use settings::{
     EnvironmentSection, FinetuneMode, FinetuneSection, ResolvedRun, RunConfig, SubsetSection,

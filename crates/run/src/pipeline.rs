@@ -573,43 +573,24 @@ impl BuildJob<'_> {
             total,
             "preprocessing",
         ));
-        let next = std::sync::atomic::AtomicUsize::new(0);
         let failed = std::sync::atomic::AtomicBool::new(false);
         let stop = &self.build.stop;
         let threads = self.build.threads.clamp(1, pieces.len().max(1));
         // The threads left over when there are fewer files than threads read and decompress
         // inside each file.
         let per_file = (self.build.threads / threads).max(1);
-        let outcomes: Vec<Vec<(usize, anyhow::Result<u64>)>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            if failed.load(std::sync::atomic::Ordering::Relaxed)
-                                || stop.is_requested()
-                            {
-                                return done;
-                            }
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(&(u, range)) = pieces.get(i) else {
-                                return done;
-                            };
-                            let outcome = self
-                                .read_unit(u, range, per_file, &progress)
-                                .or_else(|e| self.skip_or_fail(u, e).map(|()| 0));
-                            if outcome.is_err() {
-                                failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                            }
-                            done.push((i, outcome));
-                        }
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
+        // After a failure or a stop request, the pieces not started are left (`None`).
+        let outcomes = gnn4c_rootio::map_on_threads(pieces.to_vec(), threads, |(u, range)| {
+            if failed.load(std::sync::atomic::Ordering::Relaxed) || stop.is_requested() {
+                return None;
+            }
+            let outcome = self
+                .read_unit(u, range, per_file, &progress)
+                .or_else(|e| self.skip_or_fail(u, e).map(|()| 0));
+            if outcome.is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            Some(outcome)
         });
         if stop.is_requested() {
             let done = self.builder.done()?.len();
@@ -621,11 +602,8 @@ impl BuildJob<'_> {
             ))
             .into());
         }
-        let mut outcomes: Vec<(usize, anyhow::Result<u64>)> =
-            outcomes.into_iter().flatten().collect();
-        outcomes.sort_by_key(|(i, _)| *i);
         let mut cached = 0u64;
-        for (_, outcome) in outcomes {
+        for outcome in outcomes.into_iter().flatten() {
             cached += outcome?;
         }
         progress
@@ -805,10 +783,11 @@ mod tests {
             assert_eq!(same_but_unreadable_files(&old, &new), None, "{new}");
         }
     }
-    use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
+    use gnn4c_data::{EntryRange, SampleMeta};
     use gnn4c_events::Label;
-    use gnn4c_features::{EventFeatures, PairFeature, SelectionConfig};
-    use gnn4c_graphs::{GraphSample, TopologyCache, graph_of_event};
+    use gnn4c_features::{PairFeature, SelectionConfig};
+    use gnn4c_graphs::{GraphSample, TopologyCache};
+    use gnn4c_reference::{EventFeatures, builtin_schema, graph_of_event, read_file_events};
 
     #[test]
     fn a_stop_request_ends_a_build_without_a_manifest_and_a_rerun_finishes_it() {
@@ -863,7 +842,7 @@ mod tests {
         // HZZ events through the built-in declaration and the event-level cache (Parquet
         // written and read back), and through the contract's code (EventSample →
         // build_features → build_graph): the same graphs, features bit for bit.
-        let spec = SchemaSpec::builtin("hzz").expect("built-in");
+        let spec = builtin_schema("hzz").expect("built-in");
         let meta = SampleMeta {
             name: "hzz".into(),
             label: Label::Class(1),

@@ -73,7 +73,11 @@ pub fn model_inputs(labels: Vec<i64>, weights: Vec<f32>) -> HostBatch {
     );
     HostBatch {
         n_real: g,
-        widths: gnn4c_graphs::Widths::CONTRACT,
+        widths: gnn4c_graphs::Widths {
+            d_node: x.ncols(),
+            d_edge: ef.ncols(),
+            d_global: gf.ncols(),
+        },
         node_features: x.iter().copied().collect(),
         edge_features: ef.iter().copied().collect(),
         global_features: gf.iter().copied().collect(),

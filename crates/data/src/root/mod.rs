@@ -251,7 +251,7 @@ pub trait TreeReader {
 /// The counter of leaf-count array `branch` a tree holds: `X_size`, `nX` or `NX` for a branch
 /// `X.y` or `X_y`; the error names those tried and where to name one (`name_it`: "in the
 /// schema").
-pub(crate) fn infer_counter(
+pub fn infer_counter(
     reader: &dyn TreeReader,
     branch: &str,
     name_it: &str,
@@ -281,11 +281,7 @@ pub(crate) fn infer_counter(
 }
 
 /// A branch that holds no numbers the reader can read, for `needed_for`.
-pub(crate) fn not_numbers(
-    reader: &dyn TreeReader,
-    info: &BranchInfo,
-    needed_for: &str,
-) -> DataError {
+pub fn not_numbers(reader: &dyn TreeReader, info: &BranchInfo, needed_for: &str) -> DataError {
     DataError::BranchType {
         path: reader.path().to_owned(),
         tree: reader.tree_name().to_owned(),
@@ -299,11 +295,7 @@ pub(crate) fn not_numbers(
 }
 
 /// The index of `branch`'s request in `requests`, added once.
-pub(crate) fn request(
-    requests: &mut Vec<ColumnRequest>,
-    branch: &str,
-    counter: Option<String>,
-) -> usize {
+pub fn request(requests: &mut Vec<ColumnRequest>, branch: &str, counter: Option<String>) -> usize {
     if let Some(k) = requests.iter().position(|r| r.branch == branch) {
         return k;
     }

@@ -2,12 +2,10 @@
 //! (`SchemaSpec` → `EventSample` → `build_features`): the same events kept and skipped, and the
 //! same features bit for bit, on every shared file a built-in reads.
 
-use gnn4c_data::{
-    EntryRange, SampleMeta, SchemaSpec, builtin_inputs, entry_id, read_file_events,
-    read_file_inputs,
-};
+use gnn4c_data::{EntryRange, SampleMeta, builtin_inputs, entry_id, read_file_inputs};
 use gnn4c_events::Label;
-use gnn4c_features::{ChunkFeatures, EventFeatures, Inputs, SelectionConfig, build_features};
+use gnn4c_features::{ChunkFeatures, Inputs, SelectionConfig};
+use gnn4c_reference::{EventFeatures, build_features, builtin_schema, read_file_events};
 
 use crate::shared;
 
@@ -32,7 +30,7 @@ fn bits64(v: &[f64]) -> Vec<u64> {
 }
 
 fn by_code(path: &std::path::Path, tree: &str, schema: &str) -> Result<Vec<Kept>, String> {
-    let spec = SchemaSpec::builtin(schema).expect("built-in");
+    let spec = builtin_schema(schema).expect("built-in");
     let range = EntryRange {
         entry_start: 0,
         entry_stop: u64::MAX,
@@ -147,9 +145,9 @@ fn builtin_declarations_equal_the_contract_code_bit_for_bit() {
 fn builtin_schemas_translate_to_the_shipped_declarations() {
     // `SchemaSpec::to_inputs` (a written-out schema) and `configs/inputs/<name>.yaml` (the
     // shorthand `schema: <name>`) are the same declaration.
-    for name in gnn4c_data::BUILTIN_SCHEMAS {
+    for name in gnn4c_data::BUILTIN_DECLARATIONS {
         let shipped = builtin_inputs(name).expect("built-in").expect("parses");
-        let translated = SchemaSpec::builtin(name).expect("built-in").to_inputs();
+        let translated = builtin_schema(name).expect("built-in").to_inputs();
         assert_eq!(translated, shipped, "{name}");
         Inputs::new(&shipped).expect("valid");
     }

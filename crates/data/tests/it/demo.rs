@@ -1,17 +1,18 @@
 //! The demo dataset: written by oxyroot's writer, read back exactly through our reader.
 
 use gnn4c_data::{
-    DatasetConfig, EntryRange, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, SampleMeta, SchemaSpec,
-    inspect_file, read_file_events, toy_events, write_demo,
+    DatasetConfig, EntryRange, FINETUNE_PROCESSES, PRETRAIN_PROCESSES, SampleMeta, inspect_file,
+    toy_events, write_demo,
 };
 use gnn4c_events::Label;
+use gnn4c_reference::{builtin_schema, read_file_events, read_sample};
 
 #[test]
 fn demo_reads_back_exactly_and_is_seeded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let files = write_demo(dir.path(), 300, 7, 2).expect("generate");
     assert_eq!(files.len(), 14);
-    let spec = SchemaSpec::builtin("vector").expect("built-in");
+    let spec = builtin_schema("vector").expect("built-in");
     let all = EntryRange {
         entry_start: 0,
         entry_stop: u64::MAX,
@@ -136,15 +137,14 @@ samples:
     cfg.validate().expect("valid");
     let mut seen = Vec::new();
     for s in &cfg.samples {
-        let report = cfg
-            .read_sample(s, dir.path(), &mut |evs| {
-                seen.extend(
-                    evs.iter()
-                        .map(|e| (e.id.sample.to_string(), e.label.clone())),
-                );
-                Ok(())
-            })
-            .expect("read");
+        let report = read_sample(&cfg, s, dir.path(), &mut |evs| {
+            seen.extend(
+                evs.iter()
+                    .map(|e| (e.id.sample.to_string(), e.label.clone())),
+            );
+            Ok(())
+        })
+        .expect("read");
         assert_eq!(report.skipped().total(), 0);
     }
     assert_eq!(seen.len(), 70);
@@ -156,8 +156,7 @@ samples:
     assert!(err.to_string().contains("stepsize"), "{err}");
     let missing: DatasetConfig =
         serde_yaml::from_str(&yaml.replace("*odd*", "*nothing*")).expect("yaml");
-    let err = missing
-        .read_sample(&missing.samples[1], dir.path(), &mut |_| Ok(()))
+    let err = read_sample(&missing, &missing.samples[1], dir.path(), &mut |_| Ok(()))
         .expect_err("no match");
     assert!(
         err.to_string().contains("ttH_CPodd") && err.to_string().contains("*nothing*"),

@@ -4,9 +4,10 @@ use std::path::Path;
 
 use gnn4c_data::{
     ColumnRequest, DataError, EntryRange, SampleMeta, SchemaSpec, WriteColumn, list_trees,
-    open_tree, read_file_events, write_tree,
+    open_tree, write_tree,
 };
 use gnn4c_events::Label;
+use gnn4c_reference::{builtin_schema, read_file_events};
 
 use crate::shared;
 
@@ -78,7 +79,7 @@ fn offset_map_branches_read_exactly() {
 
 #[test]
 fn missing_file_tree_and_branch_name_the_closest() {
-    let spec = SchemaSpec::builtin("hzz").expect("built-in");
+    let spec = builtin_schema("hzz").expect("built-in");
     let err = read_err(Path::new("/nonexistent/file.root"), "events", &spec);
     assert!(matches!(err, DataError::FileNotFound { .. }), "{err}");
     assert!(err.to_string().contains("/nonexistent/file.root"));
@@ -92,7 +93,7 @@ fn missing_file_tree_and_branch_name_the_closest() {
     );
 
     // NanoAOD branch names on the HZZ file: the error names the field and the closest branches.
-    let nano = SchemaSpec::builtin("nanoaod").expect("built-in");
+    let nano = builtin_schema("nanoaod").expect("built-in");
     let err = read_err(&hzz, "events", &nano);
     let msg = err.to_string();
     assert!(matches!(err, DataError::BranchNotFound { .. }), "{msg}");
@@ -105,7 +106,7 @@ fn missing_file_tree_and_branch_name_the_closest() {
 #[test]
 fn wrong_branch_type_is_an_error() {
     // A float used as a counter.
-    let mut spec = SchemaSpec::builtin("hzz").expect("built-in");
+    let mut spec = builtin_schema("hzz").expect("built-in");
     if let Some(j) = spec.jets.as_mut() {
         j.counter = Some("MET_px".into());
     }
@@ -215,7 +216,7 @@ fn schema_config_typos_are_rejected_by_name() {
 #[test]
 fn a_jagged_weight_branch_is_a_config_error() {
     let path = shared("data/real/uproot-HZZ.root");
-    let spec = SchemaSpec::builtin("hzz").expect("built-in");
+    let spec = builtin_schema("hzz").expect("built-in");
     let meta = SampleMeta {
         weight_branch: Some("Muon_Px".into()),
         ..meta()

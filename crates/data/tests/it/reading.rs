@@ -1,9 +1,8 @@
 //! Reading real files: raw columns and assembled events agree with uproot.
 
-use gnn4c_data::{
-    ColumnRequest, ColumnValues, EntryRange, SampleMeta, SchemaSpec, open_tree, read_file_events,
-};
+use gnn4c_data::{ColumnRequest, ColumnValues, EntryRange, SampleMeta, open_tree};
 use gnn4c_events::Label;
+use gnn4c_reference::{builtin_schema, read_file_events};
 
 use crate::{assert_close, shared};
 
@@ -245,7 +244,7 @@ fn events_through_builtin_schemas() {
         ),
     ];
     for (file, tree, schema, kept, nj, ne, nm, np, sw) in cases {
-        let spec = SchemaSpec::builtin(schema).expect("built-in");
+        let spec = builtin_schema(schema).expect("built-in");
         let range = EntryRange {
             entry_start: 0,
             entry_stop: u64::MAX,
@@ -284,7 +283,7 @@ fn events_through_builtin_schemas() {
 fn hzz_cartesian_conversion_and_btag_threshold() {
     // Entry 0 of the HZZ file has no jets and two muons; check the conversion on entry 0's muons
     // against values computed by hand from uproot's Muon_Px/Py/Pz.
-    let spec = SchemaSpec::builtin("hzz").expect("built-in");
+    let spec = builtin_schema("hzz").expect("built-in");
     let range = EntryRange {
         entry_start: 0,
         entry_stop: 1,
@@ -330,7 +329,7 @@ fn hzz_cartesian_conversion_and_btag_threshold() {
 
 #[test]
 fn entry_ranges_stream_in_bounded_chunks() {
-    let spec = SchemaSpec::builtin("nanoaod").expect("built-in");
+    let spec = builtin_schema("nanoaod").expect("built-in");
     let range = EntryRange {
         entry_start: 37,
         entry_stop: 150,
@@ -363,7 +362,7 @@ fn real_delphes_reads_with_the_delphes_schema() {
     // events. The uproot-flattened file has no `Jet` branch, so only `delphes_flat` reads it.
     let file = shared("data/generated/delphes_gen.root");
     let events = |schema: &str| {
-        let spec = SchemaSpec::builtin(schema).expect("built-in");
+        let spec = builtin_schema(schema).expect("built-in");
         let mut out = Vec::new();
         let range = EntryRange {
             entry_start: 0,
@@ -386,7 +385,7 @@ fn real_delphes_reads_with_the_delphes_schema() {
         "jets read"
     );
     let flat_file = shared("data/generated/delphes_flat_uproot.root");
-    let spec = SchemaSpec::builtin("delphes").expect("built-in");
+    let spec = builtin_schema("delphes").expect("built-in");
     let err = read_file_events(
         &flat_file,
         "Delphes",

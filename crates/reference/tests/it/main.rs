@@ -2,10 +2,13 @@
 //! `../shared/fixtures/features_{hzz,delphes_flat}.npz`, reproduced through our reader,
 //! selection, features and graphs.
 
-use gnn4c_data::{EntryRange, SampleMeta, SchemaSpec, read_file_events};
+use gnn4c_data::{EntryRange, SampleMeta};
 use gnn4c_events::{Label, SkipCounts};
-use gnn4c_features::{D_GLOBAL, D_NODE, EventFeatures, SelectionConfig, build_features};
-use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache, build_graph};
+use gnn4c_features::SelectionConfig;
+use gnn4c_graphs::{D_EDGE, GraphSample, TopologyCache};
+use gnn4c_reference::{
+    D_GLOBAL, D_NODE, EventFeatures, build_features, build_graph, builtin_schema, read_file_events,
+};
 use gnn4c_testkit::{fixture, shared};
 use ndarray::{Array1, Array2};
 
@@ -55,7 +58,7 @@ fn build(
     schema: &str,
     entries: u64,
 ) -> (Vec<GraphSample>, Vec<u64>, SkipCounts) {
-    let spec = SchemaSpec::builtin(schema).expect("built-in schema");
+    let spec = builtin_schema(schema).expect("built-in schema");
     let meta = SampleMeta {
         name: "fixture".into(),
         label: Label::Class(0),

@@ -69,7 +69,7 @@ fn tall_batch(copies: usize) -> HostBatch {
     let one = model_inputs(vec![0; 8], vec![1.0; 8]);
     let n_nodes: usize = one.n_nodes.iter().map(|&n| n as usize).sum();
     let g = one.n_real;
-    let mut b = HostBatch::empty(gnn4c_graphs::Widths::CONTRACT);
+    let mut b = HostBatch::empty(one.widths);
     for k in 0..copies {
         let s = 1.0 + k as f32 / 64.0;
         let scaled = |v: &[f32]| v.iter().map(|x| x * s).collect::<Vec<_>>();
