@@ -20,16 +20,16 @@ LISTED = {
     "crates/data/src/read_inputs.rs:fill_chunk",
     "crates/data/src/read_inputs.rs:object_columns",
     "crates/features/src/chunk_features.rs:build_chunk",
-    "crates/features/src/declare.rs:new",
-    "crates/features/src/declare.rs:object_inputs",
-    "crates/features/src/expr.rs:call",
+    "crates/features/src/inputs.rs:new",
+    "crates/features/src/inputs.rs:object_inputs",
+    "crates/features/src/expr/parse.rs:call",
     "crates/graphs/src/batch.rs:collate",
     "crates/reference/src/events.rs:assemble",
     "crates/reference/src/features.rs:build_features",
     "crates/reference/src/schemas.rs:builtin_schema",
     "crates/rootio/src/read/interpretation.rs:interpret",
     "crates/rootio/src/rntuple/mod.rs:ntuple",
-    "crates/run/src/pipeline.rs:cached_events_give_bitwise_the_graphs_built_from_the_events",
+    "crates/run/src/cache_build.rs:cached_events_give_bitwise_the_graphs_built_from_the_events",
 }
 FN = re.compile(r"^(\s*)(pub(\([a-z]+\))? )?(const )?(async )?(unsafe )?fn ([A-Za-z_0-9]+)")
 

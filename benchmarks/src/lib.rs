@@ -180,22 +180,19 @@ pub const BUSY_PROCESS: ToyProcess = ToyProcess {
 };
 
 impl Events {
-    /// Removes `--events demo|busy|CONFIG.yaml` from `args` (demo when absent).
-    pub fn take(args: &mut Vec<String>) -> anyhow::Result<Events> {
-        let Some(i) = args.iter().position(|a| a == "--events") else {
-            return Ok(Events::Demo);
-        };
-        args.remove(i);
-        if i >= args.len() {
-            anyhow::bail!("--events needs demo, busy or a dataset config (.yaml)");
-        }
-        Ok(match args.remove(i).as_str() {
+    /// `demo`, `busy` or a dataset config (`.yaml`, `.yml`).
+    pub fn parse(s: &str) -> Result<Events, String> {
+        Ok(match s {
             "demo" => Events::Demo,
             "busy" => Events::Busy,
             path if path.ends_with(".yaml") || path.ends_with(".yml") => {
                 Events::Config(path.into())
             }
-            other => anyhow::bail!("--events {other}: expected demo, busy or a dataset config"),
+            other => {
+                return Err(format!(
+                    "{other}: expected demo, busy or a dataset config (.yaml)"
+                ));
+            }
         })
     }
 
@@ -303,42 +300,38 @@ pub fn multiplicity(graphs: &[GraphSample]) -> (f64, f64) {
     (nodes as f64 / n, edges as f64 / n)
 }
 
-/// Prints `usage` and exits when the arguments ask for help (`-h`, `--help`); the benchmarks
-/// otherwise read their arguments as numbers and flags, and "--help" is neither.
-pub fn help_and_exit_if_asked(usage: &str) {
-    if std::env::args().skip(1).any(|a| a == "-h" || a == "--help") {
-        use std::io::Write;
-        // If stdout is closed there is nobody to tell.
-        let _ = writeln!(
-            std::io::stdout(),
-            "usage: {usage}\n(details: benchmarks/README.md and docs/performance.md)"
-        );
-        std::process::exit(0);
-    }
+/// What every benchmark's `--help` ends with.
+pub const DETAILS: &str = "Details: benchmarks/README.md and docs/performance.md.";
+
+/// `--device`: where a benchmark runs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeviceArg {
+    /// Where to run: cpu, cuda, cuda:N (a `--features cuda` build) or wgpu (`--features wgpu`).
+    #[arg(long, default_value = "cpu", value_parser = parse_device)]
+    pub device: DeviceChoice,
 }
 
-/// Removes `--device X` from `args` and returns the device (CPU when absent).
-pub fn take_device(args: &mut Vec<String>) -> anyhow::Result<DeviceChoice> {
-    let Some(i) = args.iter().position(|a| a == "--device") else {
-        return Ok(DeviceChoice::Cpu);
-    };
-    args.remove(i);
-    if i >= args.len() {
-        anyhow::bail!("--device needs a value: cpu, cuda or cuda:N");
-    }
-    args.remove(i).parse().map_err(anyhow::Error::msg)
+/// `--device`'s value.
+fn parse_device(s: &str) -> Result<DeviceChoice, String> {
+    s.parse()
 }
 
-/// Removes `--dump-batch FILE` from `args`; the file, when given.
-pub fn take_dump_batch(args: &mut Vec<String>) -> anyhow::Result<Option<std::path::PathBuf>> {
-    let Some(i) = args.iter().position(|a| a == "--dump-batch") else {
-        return Ok(None);
-    };
-    args.remove(i);
-    if i >= args.len() {
-        anyhow::bail!("--dump-batch needs a file (.npz)");
-    }
-    Ok(Some(args.remove(i).into()))
+/// `--events`: which events a benchmark runs on.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EventsArg {
+    /// demo (the demo's pretraining processes, mixed), busy (a ttH/tttt-like multiplicity) or
+    /// a dataset config (.yaml; files relative to the folder run from).
+    #[arg(long, default_value = "demo", value_parser = Events::parse)]
+    pub events: Events,
+}
+
+/// `--dump-batch`: the benchmark's batch written for the PyTorch reference.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DumpArg {
+    /// Also write the batch to this file (.npz) for the PyTorch reference
+    /// (`benchmarks/reference/`), so that both time the same graphs.
+    #[arg(long, value_name = "FILE.npz")]
+    pub dump_batch: Option<std::path::PathBuf>,
 }
 
 /// The Burn version every crate is built against (the workspace pins it exactly).

@@ -122,20 +122,28 @@ fn stream_cache(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The event cache and the loader: a demo cache built, read and batched; or, with `--cache`, an
+/// existing cache streamed.
+#[derive(clap::Parser)]
+#[command(after_help = gnn4c_benchmarks::DETAILS)]
+struct Args {
+    /// Demo events per process.
+    #[arg(default_value_t = 20_000)]
+    events_per_process: usize,
+    /// Timed repetitions.
+    #[arg(default_value_t = 3)]
+    reps: usize,
+    /// Stream this cache folder instead.
+    #[arg(long, value_name = "DIR")]
+    cache: Option<std::path::PathBuf>,
+}
+
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_dataloader [EVENTS_PER_PROCESS] [REPS] | benchmark_dataloader --cache DIR",
-    );
-    if let Some(dir) = std::env::args()
-        .nth(1)
-        .filter(|a| a == "--cache")
-        .and(std::env::args().nth(2))
-    {
-        return stream_cache(Path::new(&dir));
+    let args = <Args as clap::Parser>::parse();
+    if let Some(dir) = &args.cache {
+        return stream_cache(dir);
     }
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
-    let reps: usize = args.next().map_or(Ok(3), |a| a.parse())?;
+    let (n, reps) = (args.events_per_process, args.reps);
     let cores = machine().1;
     let meta = Meta::new("benchmark_dataloader", DeviceChoice::Cpu);
     let tmp = tempfile::tempdir()?;

@@ -15,12 +15,12 @@ use std::io::Write;
 use std::time::Instant;
 
 use burn::module::Module;
-use gnn4c_benchmarks::{EdgeNetworkKernel, Events, Meta, machine, take_device};
+use gnn4c_benchmarks::{DeviceArg, EdgeNetworkKernel, EventsArg, Meta, machine};
 use gnn4c_data::{FriendTree, PredictionTable, write_friend_tree, write_predictions_npz};
 use gnn4c_graphs::{GraphSample, Padding, collate};
 use gnn4c_root_gnn::EdgeNetworkConfig;
 use gnn4c_run::backend::InferenceBackend;
-use gnn4c_run::device::{DeviceChoice, check_device};
+use gnn4c_run::device::check_device;
 use gnn4c_tasks::{Task, scores_host};
 
 fn bench<B: InferenceBackend + EdgeNetworkKernel>(
@@ -159,39 +159,35 @@ fn bench<B: InferenceBackend + EdgeNetworkKernel>(
     Ok(())
 }
 
+/// Inference throughput of the Edge_Network by batch size, split into stages, and the output
+/// writers.
+#[derive(clap::Parser)]
+#[command(after_help = gnn4c_benchmarks::DETAILS)]
+struct Args {
+    /// Events scored (graphs built in memory, untimed).
+    #[arg(default_value_t = 8192)]
+    n_events: usize,
+    #[command(flatten)]
+    device: DeviceArg,
+    #[command(flatten)]
+    events: EventsArg,
+    /// Burn's operations one at a time instead of the fused forward `predict` runs.
+    #[arg(long)]
+    op_by_op: bool,
+}
+
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_inference [N_EVENTS] [--device cpu|cuda[:N]] [--events demo|busy|DATA.yaml] [--op-by-op]",
-    );
+    let args = <Args as clap::Parser>::parse();
     gnn4c_benchmarks::setup_like_the_cli();
-    let mut positional: Vec<String> = std::env::args().skip(1).collect();
-    let device = take_device(&mut positional)?;
-    let events = Events::take(&mut positional)?;
-    let op_by_op = positional.iter().any(|a| a == "--op-by-op");
-    positional.retain(|a| a != "--op-by-op");
-    let n: usize = positional.first().map_or(Ok(8192), |a| a.parse())?;
+    let (device, events, op_by_op, n) = (
+        args.device.device,
+        args.events.events,
+        args.op_by_op,
+        args.n_events,
+    );
     check_device(device).map_err(anyhow::Error::msg)?;
     let graphs = events.graphs(n, machine().1)?;
     let mut meta = Meta::new("benchmark_inference", device);
     meta.events = Some(events.describe());
-    match device {
-        DeviceChoice::Cpu => {
-            bench::<burn::backend::Flex>(&Default::default(), &meta, &graphs, op_by_op)
-        }
-        #[cfg(feature = "cuda")]
-        DeviceChoice::Cuda(i) => bench::<burn::backend::Cuda>(
-            &burn::backend::cuda::CudaDevice::new(i),
-            &meta,
-            &graphs,
-            op_by_op,
-        ),
-        #[cfg(not(feature = "cuda"))]
-        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
-        #[cfg(feature = "wgpu")]
-        DeviceChoice::Wgpu => {
-            bench::<burn::backend::Wgpu>(&Default::default(), &meta, &graphs, op_by_op)
-        }
-        #[cfg(not(feature = "wgpu"))]
-        DeviceChoice::Wgpu => unreachable!("check_device refuses wgpu without the wgpu feature"),
-    }
+    gnn4c_run::on_backend!(device, |B, dev| bench::<B>(&dev, &meta, &graphs, op_by_op))
 }

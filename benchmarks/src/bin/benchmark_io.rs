@@ -17,25 +17,30 @@ use std::path::Path;
 use gnn4c_benchmarks::{Stats, machine, read_events, time_reps};
 use gnn4c_data::{FINETUNE_PROCESSES, PRETRAIN_PROCESSES, toy_events, write_demo};
 
+/// ROOT reading: the demo's files written and read back by stage; or, with `--files`, listed
+/// files read as `preprocess` reads them, beside the codec alone.
+#[derive(clap::Parser)]
+#[command(after_help = gnn4c_benchmarks::DETAILS)]
+struct Args {
+    /// EVENTS_PER_PROCESS (default 20,000) and REPS (default 5); with `--files`, REPS alone.
+    #[arg(value_name = "N", num_args = 0..=2)]
+    numbers: Vec<usize>,
+    /// Read the files this JSON list names instead (`benchmarks/io_matrix.sh` writes it).
+    #[arg(long, value_name = "LIST.json")]
+    files: Option<std::path::PathBuf>,
+}
+
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_io [EVENTS_PER_PROCESS] [REPS] | benchmark_io --files LIST.json [REPS]",
-    );
-    let all: Vec<String> = std::env::args().skip(1).collect();
-    if all.first().map(String::as_str) == Some("--files") {
-        let list = all
-            .get(1)
-            .ok_or_else(|| anyhow::anyhow!("--files needs LIST.json"))?;
-        let reps = all.get(2).map_or(Ok(5), |a| a.parse())?;
+    let args = <Args as clap::Parser>::parse();
+    let number = |k: usize, default: usize| args.numbers.get(k).copied().unwrap_or(default);
+    if let Some(list) = &args.files {
         // The allocator set up as the CLI sets it (`GNN4C_MALLOC=default` keeps glibc's).
         if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
             gnn4c_kernels::tune_allocator();
         }
-        return read_listed_files(Path::new(list), reps);
+        return read_listed_files(list, number(0, 5));
     }
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map_or(Ok(20_000), |a| a.parse())?;
-    let reps: usize = args.next().map_or(Ok(5), |a| a.parse())?;
+    let (n, reps) = (number(0, 20_000), number(1, 5));
     let (cpu, cores) = machine();
     let total = n * (PRETRAIN_PROCESSES.len() + FINETUNE_PROCESSES.len());
     let dir = tempfile::tempdir()?;

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Instant;
 
-use burn::backend::{Autodiff, Flex};
+use burn::backend::Autodiff;
 use burn::prelude::*;
 use gnn4c_benchmarks::{
-    EdgeNetworkKernel, Events, SpanTimer, Stats, machine, take_device, time_reps,
+    DeviceArg, EdgeNetworkKernel, EventsArg, SpanTimer, Stats, machine, time_reps,
 };
 use gnn4c_graphs::{GraphBatch, HostBatch};
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
@@ -164,31 +164,31 @@ fn bench<B: Backend>(
     Ok(())
 }
 
+/// The CPU backend's forward and training step of the Edge_Network, by span, on one batch.
+#[derive(clap::Parser)]
+#[command(after_help = gnn4c_benchmarks::DETAILS)]
+struct Args {
+    /// Events in the batch.
+    #[arg(default_value_t = 512)]
+    batch: usize,
+    /// Timed repetitions.
+    #[arg(default_value_t = 10)]
+    reps: usize,
+    #[command(flatten)]
+    device: DeviceArg,
+    #[command(flatten)]
+    events: EventsArg,
+    /// The CPU backend: flex (the tool's) or ndarray (a `--features ndarray` build; the record
+    /// of why burn-flex is the default).
+    #[arg(long, default_value = "flex", value_parser = ["flex", "ndarray"])]
+    backend: String,
+}
+
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_model [BATCH] [REPS] [--device cpu|cuda[:N]] [--events demo|busy|DATA.yaml] [--backend flex|ndarray]",
-    );
+    let args = <Args as clap::Parser>::parse();
     gnn4c_benchmarks::setup_like_the_cli();
-    let mut rest: Vec<String> = std::env::args().skip(1).collect();
-    let device = take_device(&mut rest)?;
-    let events = Events::take(&mut rest)?;
-    let mut positional = Vec::new();
-    let mut ndarray = false;
-    let mut args = rest.into_iter();
-    while let Some(a) = args.next() {
-        if a == "--backend" {
-            // CPU backend comparison (the docs' record of why burn-flex is the default).
-            ndarray = match args.next().as_deref() {
-                Some("flex") => false,
-                Some("ndarray") => true,
-                other => anyhow::bail!("--backend flex|ndarray, got {other:?}"),
-            };
-        } else {
-            positional.push(a);
-        }
-    }
-    let batch: usize = positional.first().map_or(Ok(512), |a| a.parse())?;
-    let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
+    let (device, events) = (args.device.device, args.events.events);
+    let (batch, reps, ndarray) = (args.batch, args.reps, args.backend == "ndarray");
     check_device(device).map_err(anyhow::Error::msg)?;
     let timer = SpanTimer::default();
     tracing_subscriber::registry().with(timer.clone()).init();
@@ -201,47 +201,31 @@ fn main() -> anyhow::Result<()> {
         n / g,
         host.total_edges() as f64 / g
     )?;
-    match device {
+    if ndarray && device == DeviceChoice::Cpu {
         #[cfg(feature = "ndarray")]
-        DeviceChoice::Cpu if ndarray => bench::<burn::backend::NdArray>(
+        return bench::<burn::backend::NdArray>(
             |_, _, _| None,
             &Default::default(),
             "ndarray",
             &host,
             reps,
             &timer,
-        ),
+        );
         #[cfg(not(feature = "ndarray"))]
-        DeviceChoice::Cpu if ndarray => anyhow::bail!("--backend ndarray needs --features ndarray"),
-        DeviceChoice::Cpu => bench::<Flex>(
-            inference_forward::<Flex>,
-            &Default::default(),
-            "flex",
-            &host,
-            reps,
-            &timer,
-        ),
-        #[cfg(feature = "cuda")]
-        DeviceChoice::Cuda(i) => bench::<burn::backend::Cuda>(
-            inference_forward::<burn::backend::Cuda>,
-            &burn::backend::cuda::CudaDevice::new(i),
-            "cuda",
-            &host,
-            reps,
-            &SpanTimer::default(),
-        ),
-        #[cfg(not(feature = "cuda"))]
-        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
-        #[cfg(feature = "wgpu")]
-        DeviceChoice::Wgpu => bench::<burn::backend::Wgpu>(
-            inference_forward::<burn::backend::Wgpu>,
-            &Default::default(),
-            "wgpu",
-            &host,
-            reps,
-            &SpanTimer::default(),
-        ),
-        #[cfg(not(feature = "wgpu"))]
-        DeviceChoice::Wgpu => unreachable!("check_device refuses wgpu without the wgpu feature"),
+        anyhow::bail!("--backend ndarray needs --features ndarray");
     }
+    // The spans are CPU time: on a GPU they would time the launches.
+    let (name, timer) = match device {
+        DeviceChoice::Cpu => ("flex", timer),
+        DeviceChoice::Cuda(_) => ("cuda", SpanTimer::default()),
+        DeviceChoice::Wgpu => ("wgpu", SpanTimer::default()),
+    };
+    gnn4c_run::on_backend!(device, |B, dev| bench::<B>(
+        inference_forward::<B>,
+        &dev,
+        name,
+        &host,
+        reps,
+        &timer
+    ))
 }

@@ -80,11 +80,22 @@ fn declared_features(
     })
 }
 
+/// From a ROOT file to the cached features: the declared path beside the contract's reference,
+/// alternated, and each stage alone (one thread).
+#[derive(clap::Parser)]
+#[command(after_help = gnn4c_benchmarks::DETAILS)]
+struct Args {
+    /// Events (the real HZZ file's, repeated).
+    #[arg(default_value_t = 1_000_000)]
+    n_events: usize,
+    /// Timed repetitions.
+    #[arg(default_value_t = 5)]
+    reps: usize,
+}
+
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked("benchmark_preprocessing [N_EVENTS] [REPS]");
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map_or(Ok(1_000_000), |a| a.parse())?;
-    let reps: usize = args.next().map_or(Ok(5), |a| a.parse())?;
+    let args = <Args as clap::Parser>::parse();
+    let (n, reps) = (args.n_events, args.reps);
     let shared =
         std::env::var_os("GNN4C_SHARED").map_or_else(|| PathBuf::from("../shared"), PathBuf::from);
     let file = shared.join("data/real/uproot-HZZ.root");

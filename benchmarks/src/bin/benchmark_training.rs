@@ -20,13 +20,13 @@ use burn::backend::Autodiff;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use gnn4c_benchmarks::{
-    EdgeNetworkKernel, Events, Meta, Stats, forward_matmul_flops, gemm_gflops, machine,
-    matmul_gflops, take_device,
+    DeviceArg, DumpArg, EdgeNetworkKernel, EventsArg, Meta, Stats, forward_matmul_flops,
+    gemm_gflops, machine, matmul_gflops,
 };
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
 use gnn4c_run::backend::TrainingBackend;
-use gnn4c_run::device::{DeviceChoice, check_device};
+use gnn4c_run::device::check_device;
 use gnn4c_tasks::{Task, per_event_loss, weighted_loss};
 use gnn4c_training::optimiser;
 
@@ -189,18 +189,30 @@ fn bench<B: TrainingBackend + EdgeNetworkKernel>(
     Ok(())
 }
 
+/// Training steps per second of the Edge_Network: pretraining, frozen-backbone and full
+/// fine-tuning steps on one batch, each split into forward + loss, backward and optimiser.
+#[derive(clap::Parser)]
+#[command(after_help = gnn4c_benchmarks::DETAILS)]
+struct Args {
+    /// Events in the batch.
+    #[arg(default_value_t = 512)]
+    batch: usize,
+    /// Timed steps per set-up.
+    #[arg(default_value_t = 10)]
+    reps: usize,
+    #[command(flatten)]
+    device: DeviceArg,
+    #[command(flatten)]
+    events: EventsArg,
+    #[command(flatten)]
+    dump: DumpArg,
+}
+
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_training [BATCH] [REPS] [--device cpu|cuda[:N]] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]",
-    );
+    let args = <Args as clap::Parser>::parse();
     gnn4c_benchmarks::setup_like_the_cli();
-    let mut rest: Vec<String> = std::env::args().skip(1).collect();
-    let device = take_device(&mut rest)?;
-    let events = Events::take(&mut rest)?;
-    let dump = gnn4c_benchmarks::take_dump_batch(&mut rest)?;
-    let positional = rest;
-    let batch: usize = positional.first().map_or(Ok(512), |a| a.parse())?;
-    let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
+    let (device, events, dump) = (args.device.device, args.events.events, args.dump.dump_batch);
+    let (batch, reps) = (args.batch, args.reps);
     check_device(device).map_err(anyhow::Error::msg)?;
     let host = events.batch(batch, machine().1)?;
     let mut meta = Meta::new("benchmark_training", device);
@@ -208,24 +220,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(path) = &dump {
         gnn4c_benchmarks::dump_batch(&host, path)?;
     }
-    match device {
-        DeviceChoice::Cpu => {
-            bench::<Autodiff<burn::backend::Flex>>(&Default::default(), &meta, &host, reps)
-        }
-        #[cfg(feature = "cuda")]
-        DeviceChoice::Cuda(i) => bench::<Autodiff<burn::backend::Cuda>>(
-            &burn::backend::cuda::CudaDevice::new(i),
-            &meta,
-            &host,
-            reps,
-        ),
-        #[cfg(not(feature = "cuda"))]
-        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
-        #[cfg(feature = "wgpu")]
-        DeviceChoice::Wgpu => {
-            bench::<Autodiff<burn::backend::Wgpu>>(&Default::default(), &meta, &host, reps)
-        }
-        #[cfg(not(feature = "wgpu"))]
-        DeviceChoice::Wgpu => unreachable!("check_device refuses wgpu without the wgpu feature"),
-    }
+    gnn4c_run::on_backend!(device, |B, dev| bench::<Autodiff<B>>(
+        &dev, &meta, &host, reps
+    ))
 }

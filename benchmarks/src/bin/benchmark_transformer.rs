@@ -29,8 +29,8 @@ use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 
 use gnn4c_benchmarks::{
-    Events, Meta, SpanTimer, Stats, gemm_gflops, machine, time_reps, transformer_matmul_flops,
-    write_peak_rss,
+    DumpArg, EventsArg, Meta, SpanTimer, Stats, gemm_gflops, machine, time_reps,
+    transformer_matmul_flops, write_peak_rss,
 };
 use gnn4c_graphs::HostBatch;
 use gnn4c_root_transformer::FusedTransformer;
@@ -297,28 +297,44 @@ where
     })
 }
 
+/// The ROOT-Transformer's forward and training step on one batch, at two sizes, with the
+/// project's kernels or Burn's operations one at a time.
+#[derive(clap::Parser)]
+#[command(after_help = gnn4c_benchmarks::DETAILS)]
+struct Args {
+    /// Events in the batch.
+    #[arg(default_value_t = 512)]
+    batch: usize,
+    /// Timed repetitions.
+    #[arg(default_value_t = 10)]
+    reps: usize,
+    /// The model's size: default (64 wide, 4 heads, 4 layers), part (ParT-like: 128, 8, 8) or
+    /// both.
+    #[arg(default_value = "both", value_parser = ["default", "part", "both"])]
+    size: String,
+    /// The kernels: fused (the project's), op-by-op (Burn's operations) or both.
+    #[arg(default_value = "fused", value_parser = ["fused", "op-by-op", "both"])]
+    kernels: String,
+    #[command(flatten)]
+    events: EventsArg,
+    #[command(flatten)]
+    dump: DumpArg,
+}
+
 fn main() -> anyhow::Result<()> {
-    gnn4c_benchmarks::help_and_exit_if_asked(
-        "benchmark_transformer [BATCH] [REPS] [default|part|both] [fused|op-by-op|both] [--events demo|busy|DATA.yaml] [--dump-batch FILE.npz]",
-    );
+    let args = <Args as clap::Parser>::parse();
     gnn4c_benchmarks::setup_like_the_cli();
-    let mut rest: Vec<String> = std::env::args().skip(1).collect();
-    let events = Events::take(&mut rest)?;
-    let dump = gnn4c_benchmarks::take_dump_batch(&mut rest)?;
-    let positional = rest;
-    let batch: usize = positional.first().map_or(Ok(512), |a| a.parse())?;
-    let reps: usize = positional.get(1).map_or(Ok(10), |a| a.parse())?;
-    let sizes: Vec<(&str, usize, usize, usize)> = match positional.get(2).map(String::as_str) {
-        None | Some("both") => vec![("default", 64, 4, 4), ("ParT-like", 128, 8, 8)],
-        Some("default") => vec![("default", 64, 4, 4)],
-        Some("part") => vec![("ParT-like", 128, 8, 8)],
-        Some(other) => anyhow::bail!("size '{other}': default, part or both"),
+    let (events, dump) = (args.events.events, args.dump.dump_batch);
+    let (batch, reps) = (args.batch, args.reps);
+    let sizes: Vec<(&str, usize, usize, usize)> = match args.size.as_str() {
+        "default" => vec![("default", 64, 4, 4)],
+        "part" => vec![("ParT-like", 128, 8, 8)],
+        _ => vec![("default", 64, 4, 4), ("ParT-like", 128, 8, 8)],
     };
-    let kernels: Vec<String> = match positional.get(3).map(String::as_str) {
-        None | Some("fused") => vec!["fused".into()],
-        Some("op-by-op") => vec!["op-by-op".into()],
-        Some("both") => vec!["fused".into(), "op-by-op".into()],
-        Some(other) => anyhow::bail!("kernel '{other}': fused, op-by-op or both"),
+    let kernels: Vec<String> = match args.kernels.as_str() {
+        "op-by-op" => vec!["op-by-op".into()],
+        "both" => vec!["fused".into(), "op-by-op".into()],
+        _ => vec!["fused".into()],
     };
     let host = events.batch(batch, machine().1)?;
     if let Some(path) = &dump {

@@ -1,6 +1,6 @@
 //! Declared features of a chunk of entries, column-wise: selection, node features, globals.
 
-use crate::declare::{FeatureSource, Inputs};
+use crate::inputs::{FeatureSource, Inputs};
 use crate::expr::Aggregate;
 use crate::standardize::Scale;
 

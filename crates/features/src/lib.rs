@@ -1,6 +1,6 @@
 //! Input declarations and the features they make: a dataset config's `inputs:` (objects,
-//! node, global and pair features, standardisation) checked and parsed (`declare.rs`,
-//! [`Inputs`]), its expressions (`expr.rs`), and a chunk of entries' columns turned into
+//! node, global and pair features, standardisation) as written (`declare.rs`), checked and
+//! parsed (`inputs.rs`, [`Inputs`]), its expressions (`expr.rs`), and a chunk of entries' columns turned into
 //! selected, pt-ordered nodes, their features and the globals (`chunk_features.rs`,
 //! [`Inputs::build_chunk`]): what `preprocess` runs. Standardisation: `standardize.rs` (fixed
 //! scales, moments) and `auto_scales.rs` (a declaration's `auto` columns). The named skip
@@ -16,6 +16,7 @@ mod auto_scales;
 mod chunk_features;
 mod declare;
 mod expr;
+mod inputs;
 mod selection;
 mod standardize;
 
@@ -24,9 +25,10 @@ pub use chunk_features::{
     ChunkFeatures, ChunkInputs, ObjectColumns, SKIP_NON_FINITE, SKIP_TOO_FEW_NODES, Skip,
 };
 pub use declare::{
-    DeclError, EVENT_NAMES, FeatureDecl, Inputs, InputsSpec, Kinematics, OBJECT_FIELDS, ObjectDecl,
-    ObjectInputs, PairFeature, closest_names,
+    DeclError, EVENT_NAMES, FeatureDecl, InputsSpec, OBJECT_FIELDS, ObjectDecl, PairFeature,
+    closest_names,
 };
+pub use inputs::{Inputs, Kinematics, ObjectInputs};
 pub use expr::{Aggregate, Bound, Expr, ExprError, FUNCTIONS, NameRef};
 pub use selection::{PerCollection, SelectionConfig};
 pub use standardize::{Moments, Scale, Standardize};

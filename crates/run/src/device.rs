@@ -48,6 +48,48 @@ impl DeviceChoice {
     }
 }
 
+/// Runs `$body` with the type `$backend` set to the Burn backend `$device` (a [`DeviceChoice`])
+/// names and `$dev` to its device: the one place a device choice becomes a backend (burn-flex on
+/// the CPU, CUDA, wgpu). The CUDA and wgpu arms are compiled where the calling crate has a
+/// `cuda` / `wgpu` feature (which switches on this crate's); [`check_device`] refuses a device
+/// whose arm is not there before this runs.
+///
+/// ```text
+/// on_backend!(device, |B, dev| train_on::<Autodiff<B>>(req, &dev))
+/// ```
+#[macro_export]
+macro_rules! on_backend {
+    ($device:expr, |$backend:ident, $dev:ident| $body:expr) => {
+        match $device {
+            $crate::device::DeviceChoice::Cpu => {
+                type $backend = ::burn::backend::Flex;
+                let $dev = ::core::default::Default::default();
+                $body
+            }
+            #[cfg(feature = "cuda")]
+            $crate::device::DeviceChoice::Cuda(index) => {
+                type $backend = ::burn::backend::Cuda;
+                let $dev = ::burn::backend::cuda::CudaDevice::new(index);
+                $body
+            }
+            #[cfg(not(feature = "cuda"))]
+            $crate::device::DeviceChoice::Cuda(_) => {
+                unreachable!("check_device refuses CUDA without the cuda feature")
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::device::DeviceChoice::Wgpu => {
+                type $backend = ::burn::backend::Wgpu;
+                let $dev = ::core::default::Default::default();
+                $body
+            }
+            #[cfg(not(feature = "wgpu"))]
+            $crate::device::DeviceChoice::Wgpu => {
+                unreachable!("check_device refuses wgpu without the wgpu feature")
+            }
+        }
+    };
+}
+
 /// Folders where the NVIDIA driver's `libcuda.so.1` is usually found (plus `LD_LIBRARY_PATH`).
 pub fn driver_search_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")

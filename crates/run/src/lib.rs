@@ -11,6 +11,7 @@
 //! the run-folder layout. Must not depend on clap. Start at `train.rs`.
 
 pub mod backend;
+mod cache_build;
 mod cached_events;
 pub mod config;
 pub mod device;

@@ -209,29 +209,9 @@ impl FamilyJob for ScoreFamily<'_> {
     type Output = anyhow::Result<(PathBuf, Option<Evaluation>)>;
 
     fn run<F: Registered>(self, config: &F::Config) -> Self::Output {
-        match self.req.device {
-            DeviceChoice::Cpu => {
-                score_on::<F, burn::backend::Flex>(self, config, &Default::default())
-            }
-            #[cfg(feature = "cuda")]
-            DeviceChoice::Cuda(i) => score_on::<F, burn::backend::Cuda>(
-                self,
-                config,
-                &burn::backend::cuda::CudaDevice::new(i),
-            ),
-            #[cfg(not(feature = "cuda"))]
-            DeviceChoice::Cuda(_) => {
-                unreachable!("check_device refuses CUDA without the cuda feature")
-            }
-            #[cfg(feature = "wgpu")]
-            DeviceChoice::Wgpu => {
-                score_on::<F, burn::backend::Wgpu>(self, config, &Default::default())
-            }
-            #[cfg(not(feature = "wgpu"))]
-            DeviceChoice::Wgpu => {
-                unreachable!("check_device refuses wgpu without the wgpu feature")
-            }
-        }
+        crate::on_backend!(self.req.device, |B, dev| score_on::<F, B>(
+            self, config, &dev
+        ))
     }
 }
 

@@ -173,32 +173,9 @@ pub fn train(
         Some(p) if !req.print_config => Some(crate::trace::ProfileTrace::start(p, world)?),
         _ => None,
     };
-    match device {
-        DeviceChoice::Cpu => train_on::<burn::backend::Autodiff<burn::backend::Flex>>(
-            req,
-            world,
-            out,
-            &Default::default(),
-        ),
-        #[cfg(feature = "cuda")]
-        DeviceChoice::Cuda(i) => train_on::<burn::backend::Autodiff<burn::backend::Cuda>>(
-            req,
-            world,
-            out,
-            &burn::backend::cuda::CudaDevice::new(i),
-        ),
-        #[cfg(not(feature = "cuda"))]
-        DeviceChoice::Cuda(_) => unreachable!("check_device refuses CUDA without the cuda feature"),
-        #[cfg(feature = "wgpu")]
-        DeviceChoice::Wgpu => train_on::<burn::backend::Autodiff<burn::backend::Wgpu>>(
-            req,
-            world,
-            out,
-            &Default::default(),
-        ),
-        #[cfg(not(feature = "wgpu"))]
-        DeviceChoice::Wgpu => unreachable!("check_device refuses wgpu without the wgpu feature"),
-    }
+    crate::on_backend!(device, |B, dev| train_on::<burn::backend::Autodiff<B>>(
+        req, world, out, &dev
+    ))
 }
 
 /// The compute threads of this process: `environment.threads`, or for 0 the node's cores shared

@@ -13,6 +13,7 @@
 mod adam;
 mod checkpoint;
 mod config;
+mod epoch_progress;
 mod error;
 mod fit;
 mod history;

@@ -1,0 +1,635 @@
+//! One connection to an XRootD server: TCP (and TLS when asked), the handshake,
+//! `kXR_protocol`, `kXR_login`, token authentication (`ztn`), requests framed and their
+//! replies read (partial, waits, redirects, deferred responses, errors by code).
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use super::*;
+
+/// The bytes of a connection: plain, or TLS started in it.
+pub(super) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    /// While the connection moves into TLS, and after that failed.
+    Closed,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stream::Plain(_) => "Plain",
+            Stream::Tls(_) => "Tls",
+            Stream::Closed => "Closed",
+        })
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+            Stream::Closed => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+            Stream::Closed => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+            Stream::Closed => Ok(()),
+        }
+    }
+}
+
+/// What a server answered a request.
+pub(super) enum Reply {
+    /// The response's body (every `kXR_oksofar` part, then the `kXR_ok`).
+    Ok(Vec<u8>),
+    /// Go to `host:port`, adding `cgi` to the path.
+    Redirect {
+        host: String,
+        port: u16,
+        cgi: String,
+    },
+}
+
+/// A logged-in connection to one server, with the file open on it.
+#[derive(Debug)]
+pub(super) struct Connection {
+    pub(super) stream: Stream,
+    pub(super) handle: [u8; 4],
+    /// Its transport failed or answered out of step: not used again.
+    pub(super) broken: bool,
+    /// The server's name, for messages.
+    pub(super) server: String,
+    pub(super) timeout: Duration,
+    /// Whether a bearer token was found (a refusal then says so).
+    pub(super) token_found: bool,
+}
+
+impl Connection {
+    /// A connection to `url`'s server (or where it redirects) with the file open; the
+    /// file's stat.
+    pub(super) fn open(url: &XrdUrl, net: &NetSettings) -> io::Result<(Connection, String)> {
+        let (mut host, mut port) = (url.host.clone(), url.port);
+        let mut extra_cgi = String::new();
+        for _ in 0..MAX_REDIRECTS {
+            let mut c = Connection::login(&host, port, url, net)?;
+            let path = url.path_with(&extra_cgi);
+            let mut params = [0u8; 16];
+            params[2..4].copy_from_slice(&(KXR_OPEN_READ | KXR_RETSTAT).to_be_bytes());
+            match c.request(KXR_OPEN, params, path.as_bytes())? {
+                Reply::Ok(body) if body.len() >= 4 => {
+                    c.handle.copy_from_slice(&body[..4]);
+                    let stat = body.get(12..).unwrap_or_default();
+                    let stat = String::from_utf8_lossy(stat)
+                        .trim_end_matches('\0')
+                        .to_owned();
+                    return Ok((c, stat));
+                }
+                Reply::Ok(_) => return Err(c.out_of_step("kXR_open")),
+                Reply::Redirect {
+                    host: h,
+                    port: p,
+                    cgi,
+                } => {
+                    (host, port, extra_cgi) = (h, p, cgi);
+                }
+            }
+        }
+        Err(io::Error::other(format!(
+            "more than {MAX_REDIRECTS} redirects opening the file (a loop between servers?)"
+        )))
+    }
+
+    /// Connects to `host:port`, agrees the protocol (starting TLS when asked), logs in and
+    /// authenticates.
+    pub(super) fn login(host: &str, port: u16, url: &XrdUrl, net: &NetSettings) -> io::Result<Connection> {
+        let server = format!("{host}:{port}");
+        let tcp = connect(host, port, net.timeout)
+            .map_err(|e| io::Error::new(e.kind(), format!("connecting to {server}: {e}")))?;
+        tcp.set_nodelay(true)?;
+        tcp.set_read_timeout(Some(net.timeout))?;
+        tcp.set_write_timeout(Some(net.timeout))?;
+        let mut c = Connection {
+            stream: Stream::Plain(tcp),
+            handle: [0; 4],
+            broken: false,
+            server,
+            timeout: net.timeout,
+            token_found: net.token.is_some(),
+        };
+        // The handshake (4, 2012 after three zeros), then `kXR_protocol` in the same write; and
+        // `kXR_login` too where this server said before that it does not want TLS (the login
+        // must otherwise wait for the protocol's answer: it may ask for TLS first).
+        let mut first = Vec::with_capacity(44 + 24);
+        for word in [0u32, 0, 0, 4, 2012] {
+            first.extend_from_slice(&word.to_be_bytes());
+        }
+        let mut params = [0u8; 16];
+        params[..4].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+        params[4] = KXR_ABLE_TLS | if url.tls { KXR_WANT_TLS } else { 0 };
+        params[5] = KXR_EXPECT_LOGIN;
+        first.extend_from_slice(&header(KXR_PROTOCOL, params, 0));
+        let pipelined = !url.tls && plain_servers().contains(&c.server);
+        if pipelined {
+            first.extend_from_slice(&header(KXR_LOGIN, login_params(url), 0));
+        }
+        c.write(&first)?;
+        // The handshake's answer: a header with no stream, 8 bytes (the protocol, the kind).
+        let (_, status, body) = c.read_frame()?;
+        if status != KXR_OK || body.len() != 8 {
+            return Err(c.out_of_step("the handshake"));
+        }
+        let flags = match c.reply()? {
+            Reply::Ok(body) if body.len() >= 8 => {
+                u32::from_be_bytes(body[4..8].try_into().expect("4 bytes"))
+            }
+            _ => return Err(c.out_of_step("kXR_protocol")),
+        };
+        if flags & KXR_GOTO_TLS != 0 {
+            if pipelined {
+                // The server changed its mind: the login went out in the clear. Forget it, and
+                // let the retry log in the long way.
+                plain_servers().remove(&c.server);
+                c.broken = true;
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    format!("{} now asks for TLS", c.server),
+                ));
+            }
+            c.start_tls(host)?;
+        } else if url.tls {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: roots:// asks for TLS, which the server does not speak",
+                    c.server
+                ),
+            ));
+        } else {
+            plain_servers().insert(c.server.clone());
+        }
+        // `kXR_login`: its answer, or the request and its answer.
+        let login = match pipelined {
+            true => match c.reply_or_wait()? {
+                Ok(reply) => reply,
+                Err(wait) => {
+                    std::thread::sleep(wait);
+                    c.request(KXR_LOGIN, login_params(url), &[])?
+                }
+            },
+            false => c.request(KXR_LOGIN, login_params(url), &[])?,
+        };
+        let body = match login {
+            Reply::Ok(body) if body.len() >= 16 => body,
+            _ => return Err(c.out_of_step("kXR_login")),
+        };
+        // After the session id, the authentication the server asks for: `&P=ztn,…&P=gsi,…`.
+        let asked = String::from_utf8_lossy(&body[16..])
+            .trim_end_matches('\0')
+            .to_owned();
+        if !asked.trim().is_empty() {
+            c.authenticate(&asked, net)?;
+        }
+        Ok(c)
+    }
+
+    /// Starts TLS in the connection (after `kXR_protocol`, as the server asked), checking
+    /// the server's certificate against the trusted CAs.
+    pub(super) fn start_tls(&mut self, host: &str) -> io::Result<()> {
+        let name = rustls_pki_types::ServerName::try_from(host.to_owned())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{host}: {e}")))?;
+        let session = rustls::ClientConnection::new(tls_config()?, name)
+            .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+        let Stream::Plain(tcp) = std::mem::replace(&mut self.stream, Stream::Closed) else {
+            return Err(io::Error::other("TLS started twice"));
+        };
+        let mut tls = rustls::StreamOwned::new(session, tcp);
+        // The handshake now, so that an untrusted certificate is named here.
+        while tls.conn.is_handshaking() {
+            tls.conn.complete_io(&mut tls.sock).map_err(|e| {
+                let certificate = e.to_string().contains("certificate");
+                io::Error::new(
+                    if certificate {
+                        io::ErrorKind::InvalidData
+                    } else {
+                        e.kind()
+                    },
+                    if certificate {
+                        format!(
+                            "TLS with {}: {e} (is the server's CA trusted? Set X509_CERT_DIR to \
+                             the folder of your site's CAs)",
+                            self.server
+                        )
+                    } else {
+                        format!("TLS with {}: {e}", self.server)
+                    },
+                )
+            })?;
+        }
+        self.stream = Stream::Tls(Box::new(tls));
+        Ok(())
+    }
+
+    /// Authenticates with the first protocol the server offers that this client speaks:
+    /// `ztn`, a WLCG bearer token (over TLS only, as the protocol requires).
+    pub(super) fn authenticate(&mut self, asked: &str, net: &NetSettings) -> io::Result<()> {
+        let offered: Vec<&str> = asked
+            .split("&P=")
+            .filter_map(|p| p.split(',').next())
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect();
+        let tls = matches!(self.stream, Stream::Tls(_));
+        if offered.contains(&"ztn")
+            && tls
+            && let Some(token) = &net.token
+        {
+            let mut params = [0u8; 16];
+            params[12..16].copy_from_slice(b"ztn\0");
+            return match self.request(KXR_AUTH, params, &ztn_credential(token)?)? {
+                Reply::Ok(_) => Ok(()),
+                Reply::Redirect { .. } => Err(self.out_of_step("kXR_auth")),
+            };
+        }
+        let hint = if offered.contains(&"ztn") && net.token.is_none() {
+            "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)"
+        } else if offered.contains(&"ztn") && !tls {
+            "; tokens (ztn) go over TLS only: read the file as roots://"
+        } else {
+            "; this reader authenticates with tokens (ztn): read the file over https:// with a \
+             token, or ask the site for token access"
+        };
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} asks for authentication by {}{hint}",
+                self.server,
+                offered.join(", ")
+            ),
+        ))
+    }
+
+    /// `len(buf)` bytes at `offset` (`kXR_read`).
+    pub(super) fn read(&mut self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let body = self.read_span(offset, buf.len())?;
+        buf.copy_from_slice(&body);
+        Ok(())
+    }
+
+    /// The `len` bytes at `offset`, in one `kXR_read` (which the server may answer straight
+    /// from the file, with `sendfile`).
+    pub(super) fn read_span(&mut self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut params = [0u8; 16];
+        params[..4].copy_from_slice(&self.handle);
+        params[4..12].copy_from_slice(&offset.to_be_bytes());
+        let asked = u32::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a read over 4 GiB"))?;
+        params[12..16].copy_from_slice(&asked.to_be_bytes());
+        match self.request(KXR_READ, params, &[])? {
+            Reply::Ok(body) if body.len() == len => Ok(body),
+            Reply::Ok(body) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{} sent {} of the {len} bytes asked for",
+                    self.server,
+                    body.len(),
+                ),
+            )),
+            _ => Err(self.out_of_step("kXR_read")),
+        }
+    }
+
+    /// The bytes of `ranges` (`offset`, `len`), one after the other, in one vector read
+    /// (`kXR_readv`; a range over [`READV_SEGMENT`] bytes asked for in parts).
+    pub(super) fn read_vector(&mut self, ranges: &[(u64, u64)]) -> io::Result<Vec<u8>> {
+        // One span: a plain read, which the server sends faster and this side copies once.
+        if let [(offset, len)] = *ranges {
+            return self.read_span(offset, len as usize);
+        }
+        let mut list = Vec::new();
+        let mut expected = 0usize;
+        for &(offset, len) in ranges {
+            let mut at = 0;
+            while at < len {
+                let part = (len - at).min(READV_SEGMENT);
+                list.extend_from_slice(&self.handle);
+                list.extend_from_slice(&(part as u32).to_be_bytes());
+                list.extend_from_slice(&(offset + at).to_be_bytes());
+                at += part;
+            }
+            expected += len as usize;
+        }
+        let Reply::Ok(body) = self.request(KXR_READV, [0u8; 16], &list)? else {
+            return Err(self.out_of_step("kXR_readv"));
+        };
+        // Each segment's bytes follow its 16-byte header (handle, length, offset).
+        let mut out = Vec::with_capacity(expected);
+        let mut at = 0;
+        for asked in list.chunks_exact(16) {
+            let head = body.get(at..at + 16).ok_or_else(|| self.short_vector())?;
+            if head[..4] != asked[..4] || head[8..16] != asked[8..16] || head[4..8] != asked[4..8] {
+                return Err(self.short_vector());
+            }
+            let n = u32::from_be_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
+            out.extend_from_slice(
+                body.get(at + 16..at + 16 + n)
+                    .ok_or_else(|| self.short_vector())?,
+            );
+            at += 16 + n;
+        }
+        if out.len() != expected {
+            return Err(self.short_vector());
+        }
+        Ok(out)
+    }
+
+    pub(super) fn short_vector(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "{}: a vector read came back short or out of order",
+                self.server
+            ),
+        )
+    }
+
+    /// Sends request `code` with its 16 bytes of parameters and `data`; the server's reply
+    /// (waiting as long as it says to, and sending again, when it says to wait).
+    pub(super) fn request(&mut self, code: u16, params: [u8; 16], data: &[u8]) -> io::Result<Reply> {
+        let len = u32::try_from(data.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a request over 4 GiB"))?;
+        let mut message = header(code, params, len).to_vec();
+        message.extend_from_slice(data);
+        let mut waited = Duration::ZERO;
+        loop {
+            self.write(&message)?;
+            match self.reply_or_wait()? {
+                Ok(reply) => return Ok(reply),
+                Err(wait) => {
+                    waited += wait;
+                    if waited > self.timeout.max(Duration::from_secs(60)) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("{} kept asking to wait (for {waited:?})", self.server),
+                        ));
+                    }
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+    }
+
+    /// The reply to the request just sent.
+    pub(super) fn reply(&mut self) -> io::Result<Reply> {
+        match self.reply_or_wait()? {
+            Ok(reply) => Ok(reply),
+            Err(_) => Err(self.out_of_step("a wait where none is expected")),
+        }
+    }
+
+    /// The reply to the request just sent, or how long the server asks to wait before
+    /// sending it again.
+    pub(super) fn reply_or_wait(&mut self) -> io::Result<Result<Reply, Duration>> {
+        let mut body = Vec::new();
+        loop {
+            let (_, status, mut part) = self.read_frame()?;
+            match status {
+                KXR_OK => {
+                    if body.is_empty() {
+                        return Ok(Ok(Reply::Ok(part)));
+                    }
+                    body.append(&mut part);
+                    return Ok(Ok(Reply::Ok(body)));
+                }
+                KXR_OKSOFAR => body.append(&mut part),
+                KXR_AUTHMORE => {
+                    return Err(self.out_of_step("kXR_authmore (a multi-step authentication)"));
+                }
+                KXR_ERROR => return Err(self.server_error(&part)),
+                KXR_REDIRECT => {
+                    let port = int_at(&part, 0)?;
+                    let target = String::from_utf8_lossy(&part[4..])
+                        .trim_end_matches('\0')
+                        .to_owned();
+                    let (host, cgi) = match target.split_once('?') {
+                        Some((h, c)) => (h.to_owned(), c.to_owned()),
+                        None => (target, String::new()),
+                    };
+                    let port = u16::try_from(port).map_err(|_| {
+                        io::Error::other(format!(
+                            "{} redirects to a URL ({host}), which this reader does not follow",
+                            self.server
+                        ))
+                    })?;
+                    return Ok(Ok(Reply::Redirect { host, port, cgi }));
+                }
+                KXR_WAIT => {
+                    let seconds = int_at(&part, 0)?.clamp(1, 30) as u64;
+                    return Ok(Err(Duration::from_secs(seconds)));
+                }
+                KXR_WAITRESP => {
+                    // The answer comes later, as a `kXR_attn` carrying it: wait up to the
+                    // time the server gives, and the usual timeout besides.
+                    let seconds = int_at(&part, 0)?.max(0) as u64;
+                    self.set_read_timeout(self.timeout + Duration::from_secs(seconds))?;
+                    let attn = self.read_frame();
+                    self.set_read_timeout(self.timeout)?;
+                    let (_, status, attn) = attn?;
+                    if status != KXR_ATTN
+                        || attn.len() < 16
+                        || int_at(&attn, 0)? as u32 != KXR_ASYNRESP
+                    {
+                        return Err(self.out_of_step("a deferred response"));
+                    }
+                    // The deferred response: a response header and its body, after 8 bytes.
+                    let status = u16::from_be_bytes([attn[10], attn[11]]);
+                    let part = attn[16..].to_vec();
+                    match status {
+                        KXR_OK => return Ok(Ok(Reply::Ok(part))),
+                        KXR_ERROR => return Err(self.server_error(&part)),
+                        _ => return Err(self.out_of_step("a deferred response")),
+                    }
+                }
+                KXR_ATTN => {} // A message from the server to no request: not this reply.
+                _ => return Err(self.out_of_step(&format!("status {status}"))),
+            }
+        }
+    }
+
+    /// One response frame: its stream, status and body.
+    pub(super) fn read_frame(&mut self) -> io::Result<([u8; 2], u16, Vec<u8>)> {
+        let mut head = [0u8; 8];
+        self.read_all(&mut head)?;
+        let status = u16::from_be_bytes([head[2], head[3]]);
+        let len = u32::from_be_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
+        let mut body = vec![0u8; len];
+        self.read_all(&mut body)?;
+        count_received(head.len() + len);
+        Ok(([head[0], head[1]], status, body))
+    }
+
+    pub(super) fn read_all(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        self.stream.read_exact(buf).map_err(|e| self.transport(&e))
+    }
+
+    pub(super) fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let written = self
+            .stream
+            .write_all(bytes)
+            .and_then(|()| self.stream.flush());
+        written.map_err(|e| self.transport(&e))
+    }
+
+    pub(super) fn set_read_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        match &self.stream {
+            Stream::Plain(s) => s.set_read_timeout(Some(timeout)),
+            Stream::Tls(s) => s.sock.set_read_timeout(Some(timeout)),
+            Stream::Closed => Ok(()),
+        }
+    }
+
+    /// A transport failure: the connection is not used again; a timeout says so.
+    pub(super) fn transport(&mut self, e: &io::Error) -> io::Error {
+        self.broken = true;
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{} timed out (no answer in {:?})",
+                    self.server, self.timeout
+                ),
+            ),
+            io::ErrorKind::UnexpectedEof => io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("{} closed the connection", self.server),
+            ),
+            kind => io::Error::new(kind, format!("{}: {e}", self.server)),
+        }
+    }
+
+    /// An answer the protocol does not allow here: the connection is not used again.
+    pub(super) fn out_of_step(&mut self, what: &str) -> io::Error {
+        self.broken = true;
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} answered {what} out of step with the XRootD protocol",
+                self.server
+            ),
+        )
+    }
+
+    /// A `kXR_error` body (code, message) as an I/O error whose kind says what the reader
+    /// does with it.
+    pub(super) fn server_error(&self, body: &[u8]) -> io::Error {
+        let code = int_at(body, 0).unwrap_or(0);
+        let message = String::from_utf8_lossy(body.get(4..).unwrap_or_default())
+            .trim_end_matches('\0')
+            .trim()
+            .to_owned();
+        let (kind, what, hint) = match code {
+            3011 => (io::ErrorKind::NotFound, "not found", ""),
+            3010 | 3030 if !self.token_found => (
+                io::ErrorKind::PermissionDenied,
+                "not authorized",
+                "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)",
+            ),
+            3010 | 3030 => (
+                io::ErrorKind::PermissionDenied,
+                "not authorized",
+                "; the bearer token was refused",
+            ),
+            3007 | 3012 | 3024 => (io::ErrorKind::ResourceBusy, "server error", ""),
+            _ => (io::ErrorKind::Other, "error", ""),
+        };
+        io::Error::new(
+            kind,
+            format!(
+                "XRootD {what} (kXR error {code}) from {}: {message}{hint}",
+                self.server
+            ),
+        )
+    }
+}
+
+/// A token as the `ztn` protocol sends it: the protocol's name, version 0, `T` (a token),
+/// two reserved bytes, the token's length with its closing NUL (big-endian), the token, NUL.
+pub(super) fn ztn_credential(token: &str) -> io::Result<Vec<u8>> {
+    let len = u16::try_from(token.len() + 1).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the bearer token is over 64 kB",
+        )
+    })?;
+    let mut cred = b"ztn\0\0T\0\0".to_vec();
+    cred.extend_from_slice(&len.to_be_bytes());
+    cred.extend_from_slice(token.as_bytes());
+    cred.push(0);
+    Ok(cred)
+}
+
+impl Drop for Connection {
+    /// Ends TLS cleanly (the server then logs no error), best effort.
+    fn drop(&mut self) {
+        if let Stream::Tls(tls) = &mut self.stream {
+            tls.conn.send_close_notify();
+            // Written only: nothing is waited for.
+            while tls.conn.wants_write() && tls.conn.write_tls(&mut tls.sock).is_ok() {}
+        }
+    }
+}
+
+/// A request's 24-byte header: stream 1, `code`, its parameters, the length of its data.
+pub(super) fn header(code: u16, params: [u8; 16], dlen: u32) -> [u8; 24] {
+    let mut h = [0u8; 24];
+    h[1] = 1;
+    h[2..4].copy_from_slice(&code.to_be_bytes());
+    h[4..20].copy_from_slice(&params);
+    h[20..24].copy_from_slice(&dlen.to_be_bytes());
+    h
+}
+
+/// The big-endian `i32` at `at`.
+pub(super) fn int_at(bytes: &[u8], at: usize) -> io::Result<i32> {
+    bytes
+        .get(at..at + 4)
+        .map(|b| i32::from_be_bytes(b.try_into().expect("4 bytes")))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a response shorter than its fields",
+            )
+        })
+}
+
+/// A TCP connection to `host:port`, each address tried within `timeout`.
+pub(super) fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+    use std::net::ToSocketAddrs;
+    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("no address for {host}"));
+    for addr in (host, port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(10))) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(match last.kind() {
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut => {
+            io::Error::new(io::ErrorKind::ConnectionAborted, last.to_string())
+        }
+        _ => last,
+    })
+}
