@@ -1,7 +1,7 @@
 //! Declared features of a chunk of entries, column-wise: selection, node features, globals.
 
-use crate::inputs::{FeatureSource, Inputs};
 use crate::expr::Aggregate;
+use crate::inputs::{FeatureSource, Inputs};
 use crate::standardize::Scale;
 
 /// Skip reason: fewer than `min_nodes` nodes after selection.

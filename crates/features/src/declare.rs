@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::expr::{Aggregate, Expr, ExprError, NameRef};
-use crate::standardize::{Scale, Standardize};
+use crate::expr::ExprError;
+use crate::standardize::Standardize;
 
 /// The `inputs` section of a dataset config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -310,7 +310,7 @@ impl std::fmt::Display for DeclError {
 impl std::error::Error for DeclError {}
 
 impl DeclError {
-    fn plain(place: impl Into<String>, message: impl Into<String>) -> DeclError {
+    pub(crate) fn plain(place: impl Into<String>, message: impl Into<String>) -> DeclError {
         DeclError {
             place: place.into(),
             expression: None,

@@ -4,9 +4,9 @@
 //! evaluates.
 
 use crate::declare::{
-    DeclError, FeatureDecl, InputsSpec, OBJECT_FIELDS, ObjectDecl, closest_names,
+    DeclError, EVENT_NAMES, FeatureDecl, InputsSpec, OBJECT_FIELDS, ObjectDecl, closest_names,
 };
-use crate::expr::{Aggregate, Expr, NameRef};
+use crate::expr::{Aggregate, Expr, ExprError, NameRef};
 use crate::standardize::{Scale, Standardize};
 
 /// Where a collection's kinematics come from.

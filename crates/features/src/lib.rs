@@ -28,7 +28,7 @@ pub use declare::{
     DeclError, EVENT_NAMES, FeatureDecl, InputsSpec, OBJECT_FIELDS, ObjectDecl, PairFeature,
     closest_names,
 };
-pub use inputs::{Inputs, Kinematics, ObjectInputs};
 pub use expr::{Aggregate, Bound, Expr, ExprError, FUNCTIONS, NameRef};
+pub use inputs::{Inputs, Kinematics, ObjectInputs};
 pub use selection::{PerCollection, SelectionConfig};
 pub use standardize::{Moments, Scale, Standardize};

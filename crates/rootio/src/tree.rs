@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use legacy::{FIRST_KNOWN_TTREE, tree_version};
 use objects::{Any, Reader};
 
-use crate::cursor::{Cursor, Versioned};
+use crate::cursor::Cursor;
 use crate::error::{BufError, RootError};
 use crate::file::{Key, ObjectBytes, RootFile};
 

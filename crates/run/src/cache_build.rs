@@ -8,17 +8,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use gnn4c_data::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, DatasetConfig, EntryRange,
-    EventRecord, FeatureNames, Folds, OnBadFile, SampleCounts, SkippedFile, file_identity,
-    fingerprint_of, first_difference, fold_of, open_tree, read_manifest, verify_cache,
+    EventRecord, FeatureNames, Folds, OnBadFile, SampleCounts, SkippedFile, fold_of, open_tree,
 };
 use gnn4c_features::{ChunkFeatures, Inputs};
 use gnn4c_training::{StopFlag, progress_wanted};
 
 use crate::entry_progress::EntryProgress;
-
 
 /// The cached form of entry `i` of a chunk, kept by the declaration: its features and the raw
 /// η/φ of its nodes (and their pt and mass where a declared pair feature needs them).
@@ -456,7 +454,7 @@ impl BuildJob<'_> {
 }
 
 /// The summary lines of a finished cache.
-fn report_cache(
+pub(crate) fn report_cache(
     out: &mut dyn Write,
     dir: &Path,
     manifest: &CacheManifest,
@@ -507,7 +505,10 @@ fn report_cache(
 }
 
 /// The input files a cache left out, each with why (nothing when none were).
-fn report_skipped_files(out: &mut dyn Write, manifest: &CacheManifest) -> anyhow::Result<()> {
+pub(crate) fn report_skipped_files(
+    out: &mut dyn Write,
+    manifest: &CacheManifest,
+) -> anyhow::Result<()> {
     if manifest.skipped_files.is_empty() {
         return Ok(());
     }

@@ -5,22 +5,15 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{Context, bail};
 use gnn4c_data::{
-    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheBuilder, CacheManifest, DatasetConfig, EntryRange,
-    EventRecord, FeatureNames, Folds, OnBadFile, SampleCounts, SkippedFile, file_identity,
-    fingerprint_of, first_difference, fold_of, open_tree, read_manifest, verify_cache,
+    CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, DatasetConfig, Folds, OnBadFile,
+    file_identity, fingerprint_of, first_difference, open_tree, read_manifest, verify_cache,
 };
-use gnn4c_features::{ChunkFeatures, Inputs};
-use gnn4c_training::{StopFlag, progress_wanted};
 
-use crate::entry_progress::EntryProgress;
-
+use crate::cache_build::report_skipped_files;
 pub use crate::cache_build::{BuildFrom, CacheBuild, build_cache, to_record};
-use crate::cache_build::report_cache;
 
 /// What to do with an existing cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,7 +249,6 @@ fn same_but_unreadable_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gnn4c_data::CachedSplit;
 
     #[test]
     fn a_cache_keeps_its_units_only_where_nothing_but_unreadable_files_changed() {
@@ -285,11 +277,6 @@ mod tests {
             assert_eq!(same_but_unreadable_files(&old, &new), None, "{new}");
         }
     }
-    use gnn4c_data::{EntryRange, SampleMeta};
-    use gnn4c_events::Label;
-    use gnn4c_features::{PairFeature, SelectionConfig};
-    use gnn4c_graphs::{GraphSample, TopologyCache};
-    use gnn4c_reference::{EventFeatures, builtin_schema, graph_of_event, read_file_events};
 
     #[test]
     fn a_stop_request_ends_a_build_without_a_manifest_and_a_rerun_finishes_it() {

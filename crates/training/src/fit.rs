@@ -29,7 +29,7 @@ use crate::epoch_progress::{EpochProgress, loss_value};
 use crate::error::TrainingError;
 use crate::history::{EpochRecord, MetricsRecord, epoch_line, read_history, write_history};
 use crate::loader::Loader;
-use crate::predict::{Pending, Predictions, Scoring, predict};
+use crate::predict::{Scoring, predict};
 use crate::progress::{ProgressBar, progress_bar};
 use crate::schedule::{EarlyStopping, ExponentialLr, Verdict};
 use crate::stop::StopFlag;

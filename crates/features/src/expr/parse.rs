@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{Aggregate, ExprError, FUNCTIONS, Func1, NameRef, Node, Op2, err};
+use super::{Aggregate, ExprError, FUNCTIONS, Func1, Node, Op2, err};
 
 /// `text` parsed: the root of its tree.
 pub(super) fn root(text: &str) -> Result<Node, ExprError> {

@@ -19,8 +19,7 @@ pub use fields::NtupleField;
 pub(crate) use store::PageStore;
 use store::shared;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use crate::compress::{RawBlock, decompress};
 use crate::error::RootError;

@@ -9,12 +9,12 @@
 //! once; a connection that failed or timed out is dropped, and the read tried again on a new
 //! one from the URL's host.
 
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::io;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
 
 mod connection;
+
+use connection::Connection;
 
 use super::RemoteIdentity;
 use super::net::{NetSettings, ReadAhead, coalesce, count_received, ends};
@@ -352,6 +352,7 @@ fn parse_stat(stat: &str) -> io::Result<RemoteIdentity> {
 
 #[cfg(test)]
 mod tests {
+    use super::connection::ztn_credential;
     use super::*;
 
     #[test]

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use super::legacy::{FIRST_KNOWN_TBRANCH, FIRST_KNOWN_TTREE};
 use super::{
-    BranchInfo, ClassInfo, ElementInfo, EmbeddedBasket, LeafInfo, MemberInfo, needs_member_info,
+    BasketHeader, BranchInfo, ClassInfo, ElementInfo, EmbeddedBasket, LeafInfo, MemberInfo,
+    basket_header, entry_offsets,
 };
 use crate::cursor::{Cursor, Versioned};
 use crate::error::BufError;

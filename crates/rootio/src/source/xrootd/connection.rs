@@ -116,7 +116,12 @@ impl Connection {
 
     /// Connects to `host:port`, agrees the protocol (starting TLS when asked), logs in and
     /// authenticates.
-    pub(super) fn login(host: &str, port: u16, url: &XrdUrl, net: &NetSettings) -> io::Result<Connection> {
+    pub(super) fn login(
+        host: &str,
+        port: u16,
+        url: &XrdUrl,
+        net: &NetSettings,
+    ) -> io::Result<Connection> {
         let server = format!("{host}:{port}");
         let tcp = connect(host, port, net.timeout)
             .map_err(|e| io::Error::new(e.kind(), format!("connecting to {server}: {e}")))?;
@@ -369,7 +374,12 @@ impl Connection {
 
     /// Sends request `code` with its 16 bytes of parameters and `data`; the server's reply
     /// (waiting as long as it says to, and sending again, when it says to wait).
-    pub(super) fn request(&mut self, code: u16, params: [u8; 16], data: &[u8]) -> io::Result<Reply> {
+    pub(super) fn request(
+        &mut self,
+        code: u16,
+        params: [u8; 16],
+        data: &[u8],
+    ) -> io::Result<Reply> {
         let len = u32::try_from(data.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a request over 4 GiB"))?;
         let mut message = header(code, params, len).to_vec();
