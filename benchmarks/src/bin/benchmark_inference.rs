@@ -107,11 +107,23 @@ fn bench<B: InferenceBackend + EdgeNetworkKernel>(
         );
     }
 
-    // Writers on the same N events.
+    time_writers(&mut out, meta, graphs, &last_scores)?;
+    gnn4c_benchmarks::write_peak_rss(&mut out)?;
+    Ok(())
+}
+
+/// The output writers on the events scored: the NPZ table and one ROOT friend tree.
+fn time_writers(
+    out: &mut impl Write,
+    meta: &Meta,
+    graphs: &[GraphSample],
+    scores: &[f64],
+) -> anyhow::Result<()> {
+    let n = graphs.len();
     let dir = tempfile::tempdir()?;
     let table = PredictionTable {
         n_out: 12,
-        scores: last_scores.iter().map(|&s| s as f32).collect(),
+        scores: scores.iter().map(|&s| s as f32).collect(),
         logits: vec![0.0; n * 12],
         labels: graphs
             .iter()
@@ -155,7 +167,6 @@ fn bench<B: InferenceBackend + EdgeNetworkKernel>(
     meta.emit(
         serde_json::json!({"measure": "writers", "events": n, "npz_s": npz_s, "root_s": root_s}),
     );
-    gnn4c_benchmarks::write_peak_rss(&mut out)?;
     Ok(())
 }
 

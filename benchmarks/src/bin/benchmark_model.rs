@@ -136,6 +136,16 @@ fn bench<B: Backend>(
                 "first_batch_s": first, "cpu": cpu, "cores": cores})
         );
     }
+    print_split(&mut out, reps, split_obo, split_inference)
+}
+
+/// The forward's time per block, op by op and as `predict` runs it.
+fn print_split(
+    out: &mut impl Write,
+    reps: usize,
+    split_obo: (f64, BTreeMap<String, f64>),
+    split_inference: Option<(f64, BTreeMap<String, f64>)>,
+) -> anyhow::Result<()> {
     let (total_obo, times_obo) = split_obo;
     if !times_obo.is_empty() {
         let (total_inf, times_inf) = split_inference.unwrap_or_default();

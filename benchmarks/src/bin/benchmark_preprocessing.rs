@@ -13,7 +13,7 @@
 #![allow(unsafe_code)] // the counting allocator below: GlobalAlloc is an unsafe trait
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use gnn4c_benchmarks::{Meta, Stats, read_events, time_reps};
@@ -106,54 +106,7 @@ fn main() -> anyhow::Result<()> {
     meta.threads = 1;
 
     let mut rows = Vec::new();
-    // The two ways from the file to the cached features, alternated rep by rep in one run.
-    let mut declared = declared_features(&file)?;
-    let mut reference_feats = EventFeatures::default();
-    let mut reference = || {
-        read_events(&file, "events", "hzz", "hzz", 0).map_or(0, |evs| {
-            evs.iter()
-                .filter(|ev| build_features(ev, &selection, &mut reference_feats).is_ok())
-                .count()
-        })
-    };
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    let (mut kept_a, mut kept_b) = (0, 0);
-    let before = ALLOCATED.load(Ordering::Relaxed);
-    for rep in 0..=reps {
-        let t = std::time::Instant::now();
-        kept_a = declared()?;
-        let ta = t.elapsed().as_secs_f64();
-        let t = std::time::Instant::now();
-        kept_b = reference();
-        let tb = t.elapsed().as_secs_f64();
-        if rep > 0 {
-            a.push(ta);
-            b.push(tb);
-        }
-    }
-    anyhow::ensure!(
-        kept_a == kept_b,
-        "the declared path kept {kept_a} events, the reference {kept_b}"
-    );
-    let bytes =
-        (ALLOCATED.load(Ordering::Relaxed) - before) as f64 / ((reps + 1) * 2 * base.len()) as f64;
-    for (name, secs) in [
-        ("file → features, declared (product path)", a),
-        (
-            "file → features, EventSample + build_features (reference)",
-            b,
-        ),
-    ] {
-        let s = Stats::of(&secs);
-        meta.emit(serde_json::json!({
-            "measure": name, "events": base.len(), "kept": kept_a,
-            "mean_s": s.mean, "median_s": s.median, "min_s": s.min, "max_s": s.max,
-            "std_s": s.std, "reps": s.n, "events_per_s": base.len() as f64 / s.median,
-            "alloc_bytes_per_event_both_paths": bytes,
-            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-        }));
-        rows.push((name.to_owned(), base.len(), s, bytes));
-    }
+    alternated(&file, reps, base.len(), &meta, &mut rows)?;
     let mut measure = |name: &str, n: usize, f: &mut dyn FnMut() -> usize| {
         let before = ALLOCATED.load(Ordering::Relaxed);
         let mut kept = 0;
@@ -201,13 +154,85 @@ fn main() -> anyhow::Result<()> {
         kept
     });
 
+    print_table(&meta, base.len(), n, reps, rows)
+}
+
+/// The two ways from the file to the cached features, the declared (the product's) and
+/// `EventSample` + `build_features` (the reference), alternated rep by rep in one run: both
+/// must keep the same events.
+fn alternated(
+    file: &Path,
+    reps: usize,
+    file_events: usize,
+    meta: &Meta,
+    rows: &mut Vec<(String, usize, Stats, f64)>,
+) -> anyhow::Result<()> {
+    let selection = SelectionConfig::default();
+    let mut declared = declared_features(file)?;
+    let mut reference_feats = EventFeatures::default();
+    let mut reference = || {
+        read_events(file, "events", "hzz", "hzz", 0).map_or(0, |evs| {
+            evs.iter()
+                .filter(|ev| build_features(ev, &selection, &mut reference_feats).is_ok())
+                .count()
+        })
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut kept_a, mut kept_b) = (0, 0);
+    let before = ALLOCATED.load(Ordering::Relaxed);
+    for rep in 0..=reps {
+        let t = std::time::Instant::now();
+        kept_a = declared()?;
+        let ta = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        kept_b = reference();
+        let tb = t.elapsed().as_secs_f64();
+        if rep > 0 {
+            a.push(ta);
+            b.push(tb);
+        }
+    }
+    anyhow::ensure!(
+        kept_a == kept_b,
+        "the declared path kept {kept_a} events, the reference {kept_b}"
+    );
+    let bytes =
+        (ALLOCATED.load(Ordering::Relaxed) - before) as f64 / ((reps + 1) * 2 * file_events) as f64;
+    for (name, secs) in [
+        ("file → features, declared (product path)", a),
+        (
+            "file → features, EventSample + build_features (reference)",
+            b,
+        ),
+    ] {
+        let s = Stats::of(&secs);
+        meta.emit(serde_json::json!({
+            "measure": name, "events": file_events, "kept": kept_a,
+            "mean_s": s.mean, "median_s": s.median, "min_s": s.min, "max_s": s.max,
+            "std_s": s.std, "reps": s.n, "events_per_s": file_events as f64 / s.median,
+            "alloc_bytes_per_event_both_paths": bytes,
+            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        }));
+        rows.push((name.to_owned(), file_events, s, bytes));
+    }
+    Ok(())
+}
+
+/// The table of the measures.
+fn print_table(
+    meta: &Meta,
+    file_events: usize,
+    n: usize,
+    reps: usize,
+    rows: Vec<(String, usize, Stats, f64)>,
+) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", meta.header())?;
     writeln!(
         out,
         "uproot-HZZ.root: {} events; features and graphs on them cycled to {n}; {reps} repetitions after 1 warm-up",
-        base.len()
+        file_events
     )?;
     writeln!(
         out,

@@ -326,16 +326,7 @@ fn main() -> anyhow::Result<()> {
     gnn4c_benchmarks::setup_like_the_cli();
     let (events, dump) = (args.events.events, args.dump.dump_batch);
     let (batch, reps) = (args.batch, args.reps);
-    let sizes: Vec<(&str, usize, usize, usize)> = match args.size.as_str() {
-        "default" => vec![("default", 64, 4, 4)],
-        "part" => vec![("ParT-like", 128, 8, 8)],
-        _ => vec![("default", 64, 4, 4), ("ParT-like", 128, 8, 8)],
-    };
-    let kernels: Vec<String> = match args.kernels.as_str() {
-        "op-by-op" => vec!["op-by-op".into()],
-        "both" => vec!["fused".into(), "op-by-op".into()],
-        _ => vec!["fused".into()],
-    };
+    let (sizes, kernels) = grid(&args.size, &args.kernels);
     let host = events.batch(batch, machine().1)?;
     if let Some(path) = &dump {
         gnn4c_benchmarks::dump_batch(&host, path)?;
@@ -425,6 +416,19 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
+    print_splits(&mut out, &meta, reps, splits, step_splits)?;
+    write_peak_rss(&mut out)?;
+    Ok(())
+}
+
+/// The tables of the inference forward and the training step by part.
+fn print_splits(
+    out: &mut impl Write,
+    meta: &Meta,
+    reps: usize,
+    splits: Vec<(&str, String, [f64; PARTS.len()], f64)>,
+    step_splits: Vec<(&str, String, Vec<f64>)>,
+) -> anyhow::Result<()> {
     writeln!(
         out,
         "\nThe inference forward by part (mean s over {reps} runs, each part's calls timed, the layers one at a time; % of that forward):"
@@ -459,6 +463,23 @@ fn main() -> anyhow::Result<()> {
         }));
         writeln!(out, "| {size} | {kernel} | {} |", cells.join(" | "))?;
     }
-    write_peak_rss(&mut out)?;
     Ok(())
+}
+
+/// A model size: its name, width, heads and layers.
+type Size = (&'static str, usize, usize, usize);
+
+/// The sizes and kernels `--size` and `--kernels` ask for.
+fn grid(size: &str, kernels: &str) -> (Vec<Size>, Vec<String>) {
+    let sizes = match size {
+        "default" => vec![("default", 64, 4, 4)],
+        "part" => vec![("ParT-like", 128, 8, 8)],
+        _ => vec![("default", 64, 4, 4), ("ParT-like", 128, 8, 8)],
+    };
+    let kernels = match kernels {
+        "op-by-op" => vec!["op-by-op".into()],
+        "both" => vec!["fused".into(), "op-by-op".into()],
+        _ => vec!["fused".into()],
+    };
+    (sizes, kernels)
 }

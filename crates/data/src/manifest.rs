@@ -238,32 +238,7 @@ pub fn building_dir(target: &Path) -> PathBuf {
 pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
     let path = dir.join(MANIFEST);
     if !path.is_file() {
-        let building = building_dir(dir);
-        let units = std::fs::read_dir(&building)
-            .map(|d| {
-                d.flatten()
-                    .filter(|e| e.file_name().to_string_lossy().starts_with("unit-"))
-                    .count()
-            })
-            .ok();
-        let has_shards = std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("part-"))
-            })
-            .unwrap_or(false);
-        let message = match units {
-            Some(n) => format!(
-                "no cache yet: a preprocess of it was interrupted with {n} input files done (in {}); \
-                 rerun `gnn4colliders preprocess`: it keeps them and reads only the rest",
-                building.display()
-            ),
-            None if has_shards => "no manifest.json: the cache was left half-written; it is not \
-                 read: rerun `gnn4colliders preprocess` to rebuild it"
-                .into(),
-            None => "no cache here (no manifest.json): run `gnn4colliders preprocess` first".into(),
-        };
-        return Err(cache_err(dir, message));
+        return Err(no_manifest(dir));
     }
     let text = std::fs::read_to_string(&path).map_err(|source| DataError::Io {
         path: path.clone(),
@@ -336,6 +311,37 @@ pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
         }
     }
     Ok(manifest)
+}
+
+/// Why `dir` holds no manifest: a build interrupted (its finished units named), a cache left
+/// half-written, or no cache at all.
+fn no_manifest(dir: &Path) -> DataError {
+    let building = building_dir(dir);
+    let units = std::fs::read_dir(&building)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("unit-"))
+                .count()
+        })
+        .ok();
+    let has_shards = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("part-"))
+        })
+        .unwrap_or(false);
+    let message = match units {
+        Some(n) => format!(
+            "no cache yet: a preprocess of it was interrupted with {n} input files done (in {}); \
+             rerun `gnn4colliders preprocess`: it keeps them and reads only the rest",
+            building.display()
+        ),
+        None if has_shards => "no manifest.json: the cache was left half-written; it is not \
+             read: rerun `gnn4colliders preprocess` to rebuild it"
+            .into(),
+        None => "no cache here (no manifest.json): run `gnn4colliders preprocess` first".into(),
+    };
+    cache_err(dir, message)
 }
 
 /// Checks a shard's size and SHA-256 against the manifest, reading it in 1 MiB pieces.

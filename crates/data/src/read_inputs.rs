@@ -315,35 +315,8 @@ fn fill_chunk(
         }
         ci.objects.push(cols);
     }
-    // The weight: one number per entry.
     out.weights.clear();
-    match &plan.weight {
-        Some((columns, bound)) => {
-            let mut values: Vec<Vec<f64>> = vec![Vec::with_capacity(n); columns.len()];
-            for i in 0..n {
-                for (v, (k, branch)) in values.iter_mut().zip(columns) {
-                    let Some(x) = single_value(chunk, *k, i) else {
-                        return Err(DataError::Config(format!(
-                            "{}: tree '{}': the weight branch '{branch}' holds {} values at entry {}, \
-                             but an event weight is one number per entry: name such a branch in the \
-                             sample's `weight:` (or `weight: \"\"` for none)",
-                            reader.path().display(),
-                            reader.tree_name(),
-                            chunk.columns[*k].range(i).len(),
-                            chunk.entry_start + i as u64
-                        )));
-                    };
-                    v.push(x);
-                }
-            }
-            let refs: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
-            let mut w = Vec::new();
-            bound.eval(&refs, n, &mut w);
-            out.weights
-                .extend(w.iter().map(|w| (w * meta.scale) as f32));
-        }
-        None => out.weights.resize(n, meta.scale as f32),
-    }
+    entry_weights(reader, plan, meta, chunk, &mut out.weights)?;
     out.event_numbers.clear();
     for i in 0..n {
         let entry = chunk.entry_start + i as u64;
@@ -387,6 +360,46 @@ fn fill_chunk(
     Ok(())
 }
 
+/// Each entry's weight onto `weights`: the weight expression over its branches times the
+/// sample's scale (the scale alone without one). A weight is one number per entry: a branch
+/// with another count is a config error naming it.
+fn entry_weights(
+    reader: &dyn TreeReader,
+    plan: &Plan,
+    meta: &SampleMeta,
+    chunk: &ColumnChunk,
+    weights: &mut Vec<f32>,
+) -> Result<(), DataError> {
+    let n = chunk.n_entries;
+    match &plan.weight {
+        Some((columns, bound)) => {
+            let mut values: Vec<Vec<f64>> = vec![Vec::with_capacity(n); columns.len()];
+            for i in 0..n {
+                for (v, (k, branch)) in values.iter_mut().zip(columns) {
+                    let Some(x) = single_value(chunk, *k, i) else {
+                        return Err(DataError::Config(format!(
+                            "{}: tree '{}': the weight branch '{branch}' holds {} values at entry {}, \
+                             but an event weight is one number per entry: name such a branch in the \
+                             sample's `weight:` (or `weight: \"\"` for none)",
+                            reader.path().display(),
+                            reader.tree_name(),
+                            chunk.columns[*k].range(i).len(),
+                            chunk.entry_start + i as u64
+                        )));
+                    };
+                    v.push(x);
+                }
+            }
+            let refs: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+            let mut w = Vec::new();
+            bound.eval(&refs, n, &mut w);
+            weights.extend(w.iter().map(|w| (w * meta.scale) as f32));
+        }
+        None => weights.resize(n, meta.scale as f32),
+    }
+    Ok(())
+}
+
 /// One collection's columns for a chunk: objects per entry from its arrays (scalars broadcast),
 /// its expressions evaluated over them, and its kinematics converted.
 #[allow(clippy::needless_range_loop)] // `i` indexes the columns, the skips and the offsets
@@ -405,43 +418,16 @@ fn object_columns(
         .iter()
         .map(|(k, _)| chunk.columns[*k].offsets.is_some())
         .collect();
-    // Objects per entry: the common length of the collection's arrays (scalars broadcast; one
-    // object when all are scalars). A single-object collection needs exactly one value in each.
-    for i in 0..n {
-        let mut count: Option<(usize, &str)> = None;
-        let mut single_ok = true;
-        for ((k, b), &j) in p.columns.iter().zip(&jagged) {
-            let len = chunk.columns[*k].range(i).len();
-            single_ok &= len == 1;
-            if !j || single {
-                continue;
-            }
-            match count {
-                None => count = Some((len, b)),
-                Some((m, b0)) if m != len => {
-                    return Err(DataError::CounterMismatch {
-                        path: reader.path().to_owned(),
-                        tree: reader.tree_name().to_owned(),
-                        branch: b.clone(),
-                        detail: format!(
-                            "entry {}: {len} values but '{b0}' has {m} (one collection's arrays must agree)",
-                            chunk.entry_start + i as u64
-                        ),
-                    });
-                }
-                Some(_) => {}
-            }
-        }
-        let count = if single {
-            if !single_ok && skipped[i].is_none() {
-                skipped[i] = Some(Skip::Count(c));
-            }
-            usize::from(single_ok)
-        } else {
-            count.map_or(1, |(m, _)| m)
-        };
-        cols.offsets[i + 1] = cols.offsets[i] + count;
-    }
+    count_objects(
+        reader,
+        single,
+        c,
+        p,
+        chunk,
+        &jagged,
+        skipped,
+        &mut cols.offsets,
+    )?;
     let n_objects = cols.offsets[n];
     // The collection's branch values, flat over its objects.
     let flat: Vec<Vec<f64>> = p
@@ -512,6 +498,60 @@ fn object_columns(
     }
     for (f, bound) in cols.fields.iter_mut().zip(&p.fields) {
         bound.eval(&refs, n_objects, f);
+    }
+    Ok(())
+}
+
+/// Objects per entry into `offsets`: the common length of the collection's arrays (scalars
+/// broadcast; one object when all are scalars). A single-object collection needs exactly one
+/// value in each (else the entry is skipped as `<name>_count`).
+#[allow(clippy::too_many_arguments)] // object_columns' arguments and its jagged columns
+#[allow(clippy::needless_range_loop)] // `i` indexes the columns, the skips and the offsets
+fn count_objects(
+    reader: &dyn TreeReader,
+    single: bool,
+    c: usize,
+    p: &ObjectPlan,
+    chunk: &ColumnChunk,
+    jagged: &[bool],
+    skipped: &mut [Option<Skip>],
+    offsets: &mut [usize],
+) -> Result<(), DataError> {
+    let n = chunk.n_entries;
+    for i in 0..n {
+        let mut count: Option<(usize, &str)> = None;
+        let mut single_ok = true;
+        for ((k, b), &j) in p.columns.iter().zip(jagged) {
+            let len = chunk.columns[*k].range(i).len();
+            single_ok &= len == 1;
+            if !j || single {
+                continue;
+            }
+            match count {
+                None => count = Some((len, b)),
+                Some((m, b0)) if m != len => {
+                    return Err(DataError::CounterMismatch {
+                        path: reader.path().to_owned(),
+                        tree: reader.tree_name().to_owned(),
+                        branch: b.clone(),
+                        detail: format!(
+                            "entry {}: {len} values but '{b0}' has {m} (one collection's arrays must agree)",
+                            chunk.entry_start + i as u64
+                        ),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        let count = if single {
+            if !single_ok && skipped[i].is_none() {
+                skipped[i] = Some(Skip::Count(c));
+            }
+            usize::from(single_ok)
+        } else {
+            count.map_or(1, |(m, _)| m)
+        };
+        offsets[i + 1] = offsets[i] + count;
     }
     Ok(())
 }

@@ -187,9 +187,47 @@ impl Inputs {
         out.phi.clear();
         out.pt.clear();
         out.mass.clear();
-        // Selection masks over every object, column-wise.
-        let masks: Vec<Option<Vec<f64>>> = self
-            .objects
+        let masks = self.selection_masks(chunk);
+        let nodes = self.select_nodes(chunk, &masks, out);
+        for &(c, k) in &nodes {
+            out.eta.push(chunk.objects[c].eta[k]);
+            out.phi.push(chunk.objects[c].phi[k]);
+        }
+        if self.needs_momenta() {
+            for &(c, k) in &nodes {
+                out.pt.push(chunk.objects[c].pt[k]);
+                out.mass.push(chunk.objects[c].mass[k]);
+            }
+        }
+        let (values, gathered) = self.node_values(chunk, &nodes);
+        let globals = self.global_values(chunk, &nodes, &gathered, out);
+        let d_global = self.d_global();
+        // A feature that is not a finite number skips its event.
+        for i in 0..n {
+            if out.kept[i].is_err() {
+                continue;
+            }
+            let node_ok = values[out.nodes(i).start * d_node..out.nodes(i).end * d_node]
+                .iter()
+                .all(|x| x.is_finite());
+            let global_ok = globals[i * d_global..(i + 1) * d_global]
+                .iter()
+                .all(|x| x.is_finite());
+            if !(node_ok && global_ok) {
+                out.kept[i] = Err(Skip::Reason(SKIP_NON_FINITE));
+            }
+        }
+        out.node_features.clear();
+        out.node_features.extend(values.iter().map(|&x| x as f32));
+        out.global_features.clear();
+        out.global_features
+            .extend(globals.iter().map(|&x| x as f32));
+    }
+
+    /// Each collection's selection over every object of the chunk, column-wise (`None`: no
+    /// selection).
+    fn selection_masks(&self, chunk: &ChunkInputs) -> Vec<Option<Vec<f64>>> {
+        self.objects
             .iter()
             .zip(&chunk.objects)
             .enumerate()
@@ -204,11 +242,20 @@ impl Inputs {
                     mask
                 })
             })
-            .collect();
-        // Per entry: the selected objects of each collection in node order, as (collection, row).
+            .collect()
+    }
+
+    /// Per entry, the selected objects of each collection in node order, as (collection,
+    /// row); each entry's skip reason or `Ok` and its node offsets pushed onto `out`.
+    fn select_nodes(
+        &self,
+        chunk: &ChunkInputs,
+        masks: &[Option<Vec<f64>>],
+        out: &mut ChunkFeatures,
+    ) -> Vec<(usize, usize)> {
         let mut nodes: Vec<(usize, usize)> = Vec::new();
         let mut order = Vec::new();
-        for i in 0..n {
+        for i in 0..chunk.n_entries {
             let start = nodes.len();
             let reason = chunk.skipped.get(i).copied().flatten().or_else(|| {
                 let finite = chunk.objects.iter().all(|cols| {
@@ -245,17 +292,18 @@ impl Inputs {
             }
             out.node_offsets.push(nodes.len());
         }
-        for &(c, k) in &nodes {
-            out.eta.push(chunk.objects[c].eta[k]);
-            out.phi.push(chunk.objects[c].phi[k]);
-        }
-        if self.needs_momenta() {
-            for &(c, k) in &nodes {
-                out.pt.push(chunk.objects[c].pt[k]);
-                out.mass.push(chunk.objects[c].mass[k]);
-            }
-        }
-        // Node features, column-wise per collection over its selected objects.
+        nodes
+    }
+
+    /// The node features `[nodes, d_node]` (standardised, f64), computed column-wise per
+    /// collection over its selected objects; and each collection's field columns over them,
+    /// which the aggregates read.
+    fn node_values(
+        &self,
+        chunk: &ChunkInputs,
+        nodes: &[(usize, usize)],
+    ) -> (Vec<f64>, Vec<Vec<Vec<f64>>>) {
+        let d_node = self.d_node();
         let mut values = vec![0.0f64; nodes.len() * d_node];
         let mut gathered: Vec<Vec<Vec<f64>>> = Vec::with_capacity(self.objects.len());
         for (c, (o, cols)) in self.objects.iter().zip(&chunk.objects).enumerate() {
@@ -292,7 +340,19 @@ impl Inputs {
             }
             gathered.push(fields);
         }
-        // Event-level columns: n_nodes, the aggregates, the branches.
+        (values, gathered)
+    }
+
+    /// The global features `[entries, d_global]` (standardised, f64) from the event-level
+    /// columns: n_nodes, the aggregates over `gathered`, the branches.
+    fn global_values(
+        &self,
+        chunk: &ChunkInputs,
+        nodes: &[(usize, usize)],
+        gathered: &[Vec<Vec<f64>>],
+        out: &ChunkFeatures,
+    ) -> Vec<f64> {
+        let n = chunk.n_entries;
         let mut event_cols: Vec<Vec<f64>> = Vec::with_capacity(1 + self.aggregates.len());
         event_cols.push(
             (0..n)
@@ -330,32 +390,12 @@ impl Inputs {
         let mut globals = vec![0.0f64; n * d_global];
         let mut v = Vec::new();
         for (j, g) in self.globals.iter().enumerate() {
-            let bound = &g.bound;
-            bound.eval(&refs, n, &mut v);
+            g.bound.eval(&refs, n, &mut v);
             for (i, &x) in v.iter().enumerate() {
                 globals[i * d_global + j] = standardized(x, g.standardize);
             }
         }
-        // A feature that is not a finite number skips its event.
-        for i in 0..n {
-            if out.kept[i].is_err() {
-                continue;
-            }
-            let node_ok = values[out.nodes(i).start * d_node..out.nodes(i).end * d_node]
-                .iter()
-                .all(|x| x.is_finite());
-            let global_ok = globals[i * d_global..(i + 1) * d_global]
-                .iter()
-                .all(|x| x.is_finite());
-            if !(node_ok && global_ok) {
-                out.kept[i] = Err(Skip::Reason(SKIP_NON_FINITE));
-            }
-        }
-        out.node_features.clear();
-        out.node_features.extend(values.iter().map(|&x| x as f32));
-        out.global_features.clear();
-        out.global_features
-            .extend(globals.iter().map(|&x| x as f32));
+        globals
     }
 }
 

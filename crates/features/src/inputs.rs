@@ -167,42 +167,7 @@ impl Inputs {
     /// Checks `spec` and parses every expression; an error names the place, the expression,
     /// the position and the closest valid names.
     pub fn new(spec: &InputsSpec) -> Result<Inputs, DeclError> {
-        if spec.objects.is_empty() {
-            return Err(DeclError::plain(
-                "objects",
-                "declare at least one object collection",
-            ));
-        }
-        if spec.node_features.is_empty() {
-            return Err(DeclError::plain(
-                "node_features",
-                "declare at least one node feature",
-            ));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for f in spec.node_features.iter().chain(&spec.globals) {
-            if !seen.insert(f.name.as_str()) {
-                return Err(DeclError::plain(
-                    f.name.clone(),
-                    "two features have this name",
-                ));
-            }
-            if let Some(Standardize::Fixed(s)) = f.standardize
-                && !(s.scale.is_finite() && s.scale != 0.0 && s.center.is_finite())
-            {
-                return Err(DeclError::plain(
-                    f.name.clone(),
-                    "standardize needs a finite center and a finite, non-zero scale",
-                ));
-            }
-        }
-        let mut pairs = std::collections::BTreeSet::new();
-        if let Some(p) = spec.pairs.iter().find(|p| !pairs.insert(p.name())) {
-            return Err(DeclError::plain(
-                "pairs",
-                format!("'{}' is listed twice", p.name()),
-            ));
-        }
+        check_names(spec)?;
         let objects = spec
             .objects
             .iter()
@@ -235,37 +200,9 @@ impl Inputs {
                         collection,
                         field,
                     } => {
-                        let Some(c) = objects.iter().position(|o| o.decl.name == collection) else {
-                            let names = objects.iter().map(|o| o.decl.name.as_str());
-                            return Err(DeclError {
-                                place,
-                                expression: Some(f.expr.clone()),
-                                message: format!(
-                                    "no collection '{collection}' at position {}",
-                                    position + 1
-                                ),
-                                closest: closest_names(&collection, names, 3),
-                                unknown: Some(collection),
-                            });
-                        };
-                        let field_index = if kind == Aggregate::Count {
-                            None
-                        } else {
-                            let names = objects[c].field_names();
-                            let Some(i) = names.iter().position(|n| *n == field) else {
-                                return Err(DeclError {
-                                    place,
-                                    expression: Some(f.expr.clone()),
-                                    message: format!(
-                                        "collection '{collection}' has no field '{field}' at position {}",
-                                        position + 1
-                                    ),
-                                    closest: closest_names(&field, names.iter().copied(), 3),
-                                    unknown: Some(field),
-                                });
-                            };
-                            Some(i)
-                        };
+                        let (c, field_index) = aggregate_columns(
+                            &place, &f.expr, &objects, kind, collection, field, position,
+                        )?;
                         if !aggregates.contains(&(kind, c, field_index)) {
                             aggregates.push((kind, c, field_index));
                         }
@@ -376,6 +313,91 @@ impl Inputs {
     }
 }
 
+/// A declaration's shape before its expressions: collections and node features declared,
+/// feature names unique, fixed scales finite and non-zero, no pair feature twice.
+fn check_names(spec: &InputsSpec) -> Result<(), DeclError> {
+    if spec.objects.is_empty() {
+        return Err(DeclError::plain(
+            "objects",
+            "declare at least one object collection",
+        ));
+    }
+    if spec.node_features.is_empty() {
+        return Err(DeclError::plain(
+            "node_features",
+            "declare at least one node feature",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for f in spec.node_features.iter().chain(&spec.globals) {
+        if !seen.insert(f.name.as_str()) {
+            return Err(DeclError::plain(
+                f.name.clone(),
+                "two features have this name",
+            ));
+        }
+        if let Some(Standardize::Fixed(s)) = f.standardize
+            && !(s.scale.is_finite() && s.scale != 0.0 && s.center.is_finite())
+        {
+            return Err(DeclError::plain(
+                f.name.clone(),
+                "standardize needs a finite center and a finite, non-zero scale",
+            ));
+        }
+    }
+    let mut pairs = std::collections::BTreeSet::new();
+    if let Some(p) = spec.pairs.iter().find(|p| !pairs.insert(p.name())) {
+        return Err(DeclError::plain(
+            "pairs",
+            format!("'{}' is listed twice", p.name()),
+        ));
+    }
+    Ok(())
+}
+
+/// The collection and field column (none for `count`) an aggregate of global `place`
+/// (expression `expr`) reads, at `position` in it; an unknown collection or field is an error
+/// naming the closest.
+fn aggregate_columns(
+    place: &str,
+    expr: &str,
+    objects: &[ObjectInputs],
+    kind: Aggregate,
+    collection: String,
+    field: String,
+    position: usize,
+) -> Result<(usize, Option<usize>), DeclError> {
+    let Some(c) = objects.iter().position(|o| o.decl.name == collection) else {
+        let names = objects.iter().map(|o| o.decl.name.as_str());
+        return Err(DeclError {
+            place: place.to_owned(),
+            expression: Some(expr.to_owned()),
+            message: format!("no collection '{collection}' at position {}", position + 1),
+            closest: closest_names(&collection, names, 3),
+            unknown: Some(collection),
+        });
+    };
+    let field_index = if kind == Aggregate::Count {
+        None
+    } else {
+        let names = objects[c].field_names();
+        let Some(i) = names.iter().position(|n| *n == field) else {
+            return Err(DeclError {
+                place: place.to_owned(),
+                expression: Some(expr.to_owned()),
+                message: format!(
+                    "collection '{collection}' has no field '{field}' at position {}",
+                    position + 1
+                ),
+                closest: closest_names(&field, names.iter().copied(), 3),
+                unknown: Some(field),
+            });
+        };
+        Some(i)
+    };
+    Ok((c, field_index))
+}
+
 /// The event-level column of a name in a global feature: `n_nodes` (0), an aggregate (1 + its
 /// index), a branch (after the aggregates).
 fn event_column(
@@ -419,6 +441,50 @@ fn object_inputs(k: usize, o: &ObjectDecl, all: &[ObjectDecl]) -> Result<ObjectI
             "two collections have this name",
         ));
     }
+    let kinematics = kinematics(o)?;
+    if o.single && (o.select.is_some() || o.max_objects.is_some()) {
+        return Err(DeclError::plain(
+            format!("objects.{}", o.name),
+            "a single object per event (single: true) is never selected: leave out select and max_objects",
+        ));
+    }
+    let mut fields = Vec::new();
+    for (name, text) in &o.fields {
+        if OBJECT_FIELDS.contains(&name.as_str()) {
+            return Err(DeclError::plain(
+                place(&format!("fields.{name}")),
+                format!(
+                    "'{name}' is a field every object has ({})",
+                    OBJECT_FIELDS.join(", ")
+                ),
+            ));
+        }
+        fields.push((
+            name.clone(),
+            parse_at(&place(&format!("fields.{name}")), text)?,
+        ));
+    }
+    let mut inputs = ObjectInputs {
+        decl: o.clone(),
+        kinematics,
+        fields,
+        select: None,
+    };
+    if let Some(text) = &o.select {
+        let p = place("select");
+        let expr = parse_at(&p, text)?;
+        let names = inputs.field_names();
+        let bound = bind_fields(&expr, &names)
+            .map_err(|e| DeclError::in_expression(p, text, e, names.iter().copied()))?;
+        inputs.select = Some(bound);
+    }
+    Ok(inputs)
+}
+
+/// A collection's kinematics: polar (pt, eta, phi; mass or e) or cartesian (px, py; pz, e,
+/// mass), never both.
+fn kinematics(o: &ObjectDecl) -> Result<Kinematics, DeclError> {
+    let place = |what: &str| format!("objects.{}.{what}", o.name);
     let parse = |what: &str, text: &Option<String>| -> Result<Option<Expr>, DeclError> {
         text.as_deref()
             .map(|t| parse_at(&place(what), t))
@@ -426,7 +492,7 @@ fn object_inputs(k: usize, o: &ObjectDecl, all: &[ObjectDecl]) -> Result<ObjectI
     };
     let polar = o.pt.is_some() || o.eta.is_some() || o.phi.is_some();
     let cartesian = o.px.is_some() || o.py.is_some() || o.pz.is_some();
-    let kinematics = match (polar, cartesian) {
+    Ok(match (polar, cartesian) {
         (true, false) => {
             let need = |what: &str, text: &Option<String>| {
                 parse(what, text)?.ok_or_else(|| {
@@ -467,44 +533,7 @@ fn object_inputs(k: usize, o: &ObjectDecl, all: &[ObjectDecl]) -> Result<ObjectI
                 "give either pt, eta and phi or px, py (and pz) for the kinematics",
             ));
         }
-    };
-    if o.single && (o.select.is_some() || o.max_objects.is_some()) {
-        return Err(DeclError::plain(
-            format!("objects.{}", o.name),
-            "a single object per event (single: true) is never selected: leave out select and max_objects",
-        ));
-    }
-    let mut fields = Vec::new();
-    for (name, text) in &o.fields {
-        if OBJECT_FIELDS.contains(&name.as_str()) {
-            return Err(DeclError::plain(
-                place(&format!("fields.{name}")),
-                format!(
-                    "'{name}' is a field every object has ({})",
-                    OBJECT_FIELDS.join(", ")
-                ),
-            ));
-        }
-        fields.push((
-            name.clone(),
-            parse_at(&place(&format!("fields.{name}")), text)?,
-        ));
-    }
-    let mut inputs = ObjectInputs {
-        decl: o.clone(),
-        kinematics,
-        fields,
-        select: None,
-    };
-    if let Some(text) = &o.select {
-        let p = place("select");
-        let expr = parse_at(&p, text)?;
-        let names = inputs.field_names();
-        let bound = bind_fields(&expr, &names)
-            .map_err(|e| DeclError::in_expression(p, text, e, names.iter().copied()))?;
-        inputs.select = Some(bound);
-    }
-    Ok(inputs)
+    })
 }
 
 /// Binds `expr` to a collection's fields (their index in `names`).

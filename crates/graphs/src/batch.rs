@@ -213,27 +213,7 @@ pub fn collate(
     }
     let real_nodes: usize = graphs.iter().map(|g| g.n_nodes()).sum();
     let real_edges: usize = graphs.iter().map(|g| g.n_edges()).sum();
-    let (target_nodes, target_edges) = match padding {
-        Padding::None => (real_nodes, real_edges),
-        Padding::Steps { nodes, edges } => {
-            // The padding graph needs at least one node to own padding edges.
-            let e = round_up(real_edges, edges);
-            let mut n = round_up(real_nodes, nodes);
-            if e > real_edges && n == real_nodes {
-                n = round_up(real_nodes + 1, nodes);
-            }
-            (n, e)
-        }
-        Padding::Fixed { nodes, edges } => {
-            let need_node = usize::from(edges > real_edges);
-            if real_nodes + need_node > nodes || real_edges > edges {
-                return Err(format!(
-                    "batch needs {real_nodes} nodes and {real_edges} edges but fixed padding allows {nodes} and {edges}"
-                ));
-            }
-            (nodes, edges)
-        }
-    };
+    let (target_nodes, target_edges) = padded_size(padding, real_nodes, real_edges)?;
     let multi_k = graphs.iter().find_map(|g| match &g.label {
         Label::Multi(v) => Some(v.len()),
         Label::Class(_) => None,
@@ -285,28 +265,69 @@ pub fn collate(
         offset += g.n_nodes() as i64;
     }
     if padding != Padding::None {
-        let gi = graphs.len() as i64;
-        let (pn, pe) = (target_nodes - real_nodes, target_edges - real_edges);
-        b.node_features
-            .extend(std::iter::repeat_n(0.0, pn * widths.d_node));
-        b.edge_features
-            .extend(std::iter::repeat_n(0.0, pe * widths.d_edge));
-        b.global_features
-            .extend(std::iter::repeat_n(0.0, widths.d_global));
-        b.edge_src.extend(std::iter::repeat_n(offset, pe));
-        b.edge_dst.extend(std::iter::repeat_n(offset, pe));
-        b.node_graph.extend(std::iter::repeat_n(gi, pn));
-        b.edge_graph.extend(std::iter::repeat_n(gi, pe));
-        b.n_nodes.push(pn as u32);
-        b.n_edges.push(pe as u32);
-        b.labels.push(-1);
-        if let Some(k) = multi_k {
-            b.multilabels.extend(std::iter::repeat_n(0.0, k));
-        }
-        b.weights.push(0.0);
-        b.graph_mask.push(0.0);
+        let pad = (target_nodes - real_nodes, target_edges - real_edges);
+        push_padding_graph(&mut b, graphs.len() as i64, offset, pad, multi_k);
     }
     Ok(b)
+}
+
+/// The nodes and edges a batch of `real_nodes` and `real_edges` is padded to.
+fn padded_size(
+    padding: Padding,
+    real_nodes: usize,
+    real_edges: usize,
+) -> Result<(usize, usize), String> {
+    match padding {
+        Padding::None => Ok((real_nodes, real_edges)),
+        Padding::Steps { nodes, edges } => {
+            // The padding graph needs at least one node to own padding edges.
+            let e = round_up(real_edges, edges);
+            let mut n = round_up(real_nodes, nodes);
+            if e > real_edges && n == real_nodes {
+                n = round_up(real_nodes + 1, nodes);
+            }
+            Ok((n, e))
+        }
+        Padding::Fixed { nodes, edges } => {
+            let need_node = usize::from(edges > real_edges);
+            if real_nodes + need_node > nodes || real_edges > edges {
+                return Err(format!(
+                    "batch needs {real_nodes} nodes and {real_edges} edges but fixed padding allows {nodes} and {edges}"
+                ));
+            }
+            Ok((nodes, edges))
+        }
+    }
+}
+
+/// The padding graph onto `b`: graph `gi`, `pn` zero nodes from node `offset` and `pe`
+/// zero-feature edges on its first node; label −1 (zero multilabels), weight 0, masked out.
+fn push_padding_graph(
+    b: &mut HostBatch,
+    gi: i64,
+    offset: i64,
+    (pn, pe): (usize, usize),
+    multi_k: Option<usize>,
+) {
+    let widths = b.widths;
+    b.node_features
+        .extend(std::iter::repeat_n(0.0, pn * widths.d_node));
+    b.edge_features
+        .extend(std::iter::repeat_n(0.0, pe * widths.d_edge));
+    b.global_features
+        .extend(std::iter::repeat_n(0.0, widths.d_global));
+    b.edge_src.extend(std::iter::repeat_n(offset, pe));
+    b.edge_dst.extend(std::iter::repeat_n(offset, pe));
+    b.node_graph.extend(std::iter::repeat_n(gi, pn));
+    b.edge_graph.extend(std::iter::repeat_n(gi, pe));
+    b.n_nodes.push(pn as u32);
+    b.n_edges.push(pe as u32);
+    b.labels.push(-1);
+    if let Some(k) = multi_k {
+        b.multilabels.extend(std::iter::repeat_n(0.0, k));
+    }
+    b.weights.push(0.0);
+    b.graph_mask.push(0.0);
 }
 
 #[cfg(test)]

@@ -381,100 +381,11 @@ fn assemble(
     let scale = plan.energy_scale;
     let val = |k: usize, j: usize| chunk.columns[k].values.f64_at(j);
     for (c, obj) in plan.objects.iter().enumerate() {
-        let Some(obj) = obj else { continue };
-        // Every column of a collection must hold the same number of objects in this entry.
-        let (k0, b0) = &obj.columns[0];
-        let r0 = chunk.columns[*k0].range(i);
-        for (k, b) in &obj.columns[1..] {
-            let r = chunk.columns[*k].range(i);
-            if r.len() != r0.len() {
-                return Err(DataError::CounterMismatch {
-                    path: reader.path().to_owned(),
-                    tree: reader.tree_name().to_owned(),
-                    branch: b.clone(),
-                    detail: format!(
-                        "entry {}: {} values but '{b0}' has {} (one collection's arrays must agree)",
-                        ev.id.entry,
-                        r.len(),
-                        r0.len()
-                    ),
-                });
-            }
-        }
-        for j in 0..r0.len() {
-            let at = |k: usize| val(k, chunk.columns[k].range(i).start + j);
-            let (pt, eta, phi, mass) = match obj.kin {
-                Kin::Polar {
-                    pt,
-                    eta,
-                    phi,
-                    mass,
-                    energy,
-                } => {
-                    let (pt, eta) = (at(pt) * scale, at(eta));
-                    let m = match (mass, energy) {
-                        (Some(m), _) => at(m) * scale,
-                        (None, Some(e)) => {
-                            let e = at(e) * scale;
-                            let p = pt * eta.cosh();
-                            (e * e - p * p).max(0.0).sqrt()
-                        }
-                        (None, None) => 0.0,
-                    };
-                    (pt, eta, at(phi), m)
-                }
-                Kin::Cartesian { px, py, pz, e } => {
-                    let e = e.map_or(0.0, |e| at(e) * scale);
-                    polar_from_cartesian(at(px) * scale, at(py) * scale, at(pz) * scale, e)
-                }
-            };
-            match c {
-                0 => {
-                    let btag = obj.btag.is_some_and(|(k, thr)| match thr {
-                        Some(t) => at(k) > t,
-                        None => at(k) != 0.0,
-                    });
-                    ev.jets.push(pt, eta, phi, mass, btag);
-                }
-                1 | 2 => {
-                    let q = obj.charge.map_or(0.0, at);
-                    let q = if q > 0.0 {
-                        1
-                    } else if q < 0.0 {
-                        -1
-                    } else {
-                        0
-                    };
-                    let coll = if c == 1 {
-                        &mut ev.electrons
-                    } else {
-                        &mut ev.muons
-                    };
-                    coll.push(pt, eta, phi, q);
-                }
-                _ => ev.photons.push(pt, eta, phi),
-            }
+        if let Some(obj) = obj {
+            push_objects(reader, chunk, i, c, obj, scale, &mut ev)?;
         }
     }
-    // The weight is one number per entry: a branch that holds another count is the wrong branch
-    // (a config error), never a reason to drop events.
-    let w = match plan.weight {
-        Some((k, ref branch)) => {
-            let n = chunk.columns[k].range(i).len();
-            if n != 1 {
-                return Err(DataError::Config(format!(
-                    "{}: tree '{}': the weight branch '{branch}' holds {n} values at entry {}, \
-                     but an event weight is one number per entry: name such a branch in the \
-                     sample's `weight:` (or `weight: \"\"` for none)",
-                    reader.path().display(),
-                    reader.tree_name(),
-                    ev.id.entry
-                )));
-            }
-            val(k, chunk.columns[k].range(i).start)
-        }
-        None => 1.0,
-    };
+    let w = entry_weight(reader, plan, chunk, i, ev.id.entry)?;
     ev.weight = (w * meta.scale) as f32;
     let mut fields = || -> Result<(), &'static str> {
         match plan.met {
@@ -503,4 +414,122 @@ fn assemble(
         return Ok(Err("non_finite"));
     }
     Ok(Ok(ev))
+}
+
+/// Collection `c`'s objects of entry `i` onto `ev` (its kinematics times `scale`); arrays of the
+/// collection that disagree in length are an error naming the branch.
+fn push_objects(
+    reader: &dyn TreeReader,
+    chunk: &ColumnChunk,
+    i: usize,
+    c: usize,
+    obj: &ObjectPlan,
+    scale: f64,
+    ev: &mut EventSample,
+) -> Result<(), DataError> {
+    let val = |k: usize, j: usize| chunk.columns[k].values.f64_at(j);
+    // Every column of a collection must hold the same number of objects in this entry.
+    let (k0, b0) = &obj.columns[0];
+    let r0 = chunk.columns[*k0].range(i);
+    for (k, b) in &obj.columns[1..] {
+        let r = chunk.columns[*k].range(i);
+        if r.len() != r0.len() {
+            return Err(DataError::CounterMismatch {
+                path: reader.path().to_owned(),
+                tree: reader.tree_name().to_owned(),
+                branch: b.clone(),
+                detail: format!(
+                    "entry {}: {} values but '{b0}' has {} (one collection's arrays must agree)",
+                    ev.id.entry,
+                    r.len(),
+                    r0.len()
+                ),
+            });
+        }
+    }
+    for j in 0..r0.len() {
+        let at = |k: usize| val(k, chunk.columns[k].range(i).start + j);
+        let (pt, eta, phi, mass) = match obj.kin {
+            Kin::Polar {
+                pt,
+                eta,
+                phi,
+                mass,
+                energy,
+            } => {
+                let (pt, eta) = (at(pt) * scale, at(eta));
+                let m = match (mass, energy) {
+                    (Some(m), _) => at(m) * scale,
+                    (None, Some(e)) => {
+                        let e = at(e) * scale;
+                        let p = pt * eta.cosh();
+                        (e * e - p * p).max(0.0).sqrt()
+                    }
+                    (None, None) => 0.0,
+                };
+                (pt, eta, at(phi), m)
+            }
+            Kin::Cartesian { px, py, pz, e } => {
+                let e = e.map_or(0.0, |e| at(e) * scale);
+                polar_from_cartesian(at(px) * scale, at(py) * scale, at(pz) * scale, e)
+            }
+        };
+        match c {
+            0 => {
+                let btag = obj.btag.is_some_and(|(k, thr)| match thr {
+                    Some(t) => at(k) > t,
+                    None => at(k) != 0.0,
+                });
+                ev.jets.push(pt, eta, phi, mass, btag);
+            }
+            1 | 2 => {
+                let q = obj.charge.map_or(0.0, at);
+                let q = if q > 0.0 {
+                    1
+                } else if q < 0.0 {
+                    -1
+                } else {
+                    0
+                };
+                let coll = if c == 1 {
+                    &mut ev.electrons
+                } else {
+                    &mut ev.muons
+                };
+                coll.push(pt, eta, phi, q);
+            }
+            _ => ev.photons.push(pt, eta, phi),
+        }
+    }
+    Ok(())
+}
+
+/// Entry `i`'s weight branch value (1 without one). The weight is one number per entry: a
+/// branch that holds another count is the wrong branch (a config error), never a reason to
+/// drop events.
+fn entry_weight(
+    reader: &dyn TreeReader,
+    plan: &Plan,
+    chunk: &ColumnChunk,
+    i: usize,
+    entry: u64,
+) -> Result<f64, DataError> {
+    let val = |k: usize, j: usize| chunk.columns[k].values.f64_at(j);
+    match plan.weight {
+        Some((k, ref branch)) => {
+            let n = chunk.columns[k].range(i).len();
+            if n != 1 {
+                return Err(DataError::Config(format!(
+                    "{}: tree '{}': the weight branch '{branch}' holds {n} values at entry {}, \
+                     but an event weight is one number per entry: name such a branch in the \
+                     sample's `weight:` (or `weight: \"\"` for none)",
+                    reader.path().display(),
+                    reader.tree_name(),
+                    entry
+                )));
+            }
+            Ok(val(k, chunk.columns[k].range(i).start))
+        }
+        None => Ok(1.0),
+    }
 }

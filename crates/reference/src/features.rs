@@ -62,45 +62,8 @@ pub fn build_features(
     out.eta.clear();
     out.phi.clear();
     let mut ht = 0.0;
-    let j = &event.jets;
-    let (el, mu, ph) = (&event.electrons, &event.muons, &event.photons);
-    // Collection c, object i → candidate; type index = c.
-    let get = |c: usize, i: usize| -> Obj {
-        match c {
-            0 => Obj {
-                pt: j.pt[i],
-                eta: j.eta[i],
-                phi: j.phi[i],
-                mass: j.mass[i],
-                btag: f64::from(j.btag[i]),
-                charge: 0.0,
-            },
-            1 => Obj {
-                pt: el.pt[i],
-                eta: el.eta[i],
-                phi: el.phi[i],
-                mass: ELECTRON_MASS,
-                btag: 0.0,
-                charge: f64::from(el.charge[i]),
-            },
-            2 => Obj {
-                pt: mu.pt[i],
-                eta: mu.eta[i],
-                phi: mu.phi[i],
-                mass: MUON_MASS,
-                btag: 0.0,
-                charge: f64::from(mu.charge[i]),
-            },
-            _ => Obj {
-                pt: ph.pt[i],
-                eta: ph.eta[i],
-                phi: ph.phi[i],
-                mass: 0.0,
-                btag: 0.0,
-                charge: 0.0,
-            },
-        }
-    };
+    let get = |c: usize, i: usize| candidate(event, c, i);
+    let (j, el, mu, ph) = (&event.jets, &event.electrons, &event.muons, &event.photons);
     let lens = [j.len(), el.len(), mu.len(), ph.len()];
     for (c, &len) in lens.iter().enumerate() {
         let (min_pt, max_eta) = (selection.min_pt.get(c), selection.max_abs_eta.get(c));
@@ -157,6 +120,47 @@ pub fn build_features(
     }
     out.global_features = [(out.n_nodes as f64 / 10.0) as f32, (ht / 1000.0) as f32];
     Ok(())
+}
+
+/// Object `i` of collection `c` (0 jets, 1 electrons, 2 muons, 3 photons) as a candidate; its
+/// type index is `c`.
+fn candidate(event: &EventSample, c: usize, i: usize) -> Obj {
+    let j = &event.jets;
+    let (el, mu, ph) = (&event.electrons, &event.muons, &event.photons);
+    match c {
+        0 => Obj {
+            pt: j.pt[i],
+            eta: j.eta[i],
+            phi: j.phi[i],
+            mass: j.mass[i],
+            btag: f64::from(j.btag[i]),
+            charge: 0.0,
+        },
+        1 => Obj {
+            pt: el.pt[i],
+            eta: el.eta[i],
+            phi: el.phi[i],
+            mass: ELECTRON_MASS,
+            btag: 0.0,
+            charge: f64::from(el.charge[i]),
+        },
+        2 => Obj {
+            pt: mu.pt[i],
+            eta: mu.eta[i],
+            phi: mu.phi[i],
+            mass: MUON_MASS,
+            btag: 0.0,
+            charge: f64::from(mu.charge[i]),
+        },
+        _ => Obj {
+            pt: ph.pt[i],
+            eta: ph.eta[i],
+            phi: ph.phi[i],
+            mass: 0.0,
+            btag: 0.0,
+            charge: 0.0,
+        },
+    }
 }
 
 fn push_node(out: &mut EventFeatures, row: [f64; D_NODE], eta: f64, phi: f64) {

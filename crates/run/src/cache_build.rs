@@ -593,8 +593,6 @@ mod tests {
         .expect("declared read");
         let dir = tempfile::tempdir().expect("tempdir");
         let target = dir.path().join("cache");
-        let builder = CacheBuilder::open(&target, "", 100, true).expect("builder");
-        let mut writer = builder.unit(0).expect("unit");
         let mut built = Vec::new();
         for ev in &events {
             if let Ok(g) = graph_of_event(ev, &selection, &mut features, &mut topo) {
@@ -602,28 +600,7 @@ mod tests {
             }
         }
         assert_eq!(records.len(), built.len());
-        for r in records {
-            writer.push(r).expect("push");
-        }
-        let counts = SampleCounts {
-            read: events.len() as u64,
-            cached: built.len() as u64,
-            ..SampleCounts::default()
-        };
-        writer.finish("hzz", counts).expect("unit");
-        let manifest = CacheManifest {
-            schema_version: CACHE_SCHEMA_VERSION,
-            contract_version: CONTRACT_VERSION.to_owned(),
-            fingerprint: String::new(),
-            fingerprint_inputs: serde_json::Value::Null,
-            n_folds: 5,
-            features: FeatureNames::default(),
-            shards: Vec::new(),
-            samples: BTreeMap::new(),
-            skipped_files: Vec::new(),
-            written_by: "test".into(),
-        };
-        let manifest = builder.finish(1, manifest).expect("finish");
+        let manifest = write_one_unit(&target, records, events.len(), built.len());
         // Read back the way the loader reads: block by block.
         let split = CachedSplit::open(&target, &manifest, &|_| true, None).expect("open");
         let cached: Vec<GraphSample> = (0..split.block_sizes().len())
@@ -648,5 +625,39 @@ mod tests {
             assert_eq!(bits(&c.edge_features), bits(&b.edge_features));
             assert_eq!(bits(&c.node_features), bits(&b.node_features));
         }
+    }
+
+    /// `records` as a one-unit cache in `target`, counted as `read` events of which `cached`
+    /// kept; its manifest.
+    fn write_one_unit(
+        target: &Path,
+        records: Vec<EventRecord>,
+        read: usize,
+        cached: usize,
+    ) -> CacheManifest {
+        let builder = CacheBuilder::open(target, "", 100, true).expect("builder");
+        let mut writer = builder.unit(0).expect("unit");
+        for r in records {
+            writer.push(r).expect("push");
+        }
+        let counts = SampleCounts {
+            read: read as u64,
+            cached: cached as u64,
+            ..SampleCounts::default()
+        };
+        writer.finish("hzz", counts).expect("unit");
+        let manifest = CacheManifest {
+            schema_version: CACHE_SCHEMA_VERSION,
+            contract_version: CONTRACT_VERSION.to_owned(),
+            fingerprint: String::new(),
+            fingerprint_inputs: serde_json::Value::Null,
+            n_folds: 5,
+            features: FeatureNames::default(),
+            shards: Vec::new(),
+            samples: BTreeMap::new(),
+            skipped_files: Vec::new(),
+            written_by: "test".into(),
+        };
+        builder.finish(1, manifest).expect("finish")
     }
 }

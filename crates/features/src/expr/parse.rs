@@ -309,6 +309,53 @@ impl Parser {
         }
     }
 
+    /// The rest of aggregate `name(` (`kind`) at `position`: a collection's field, or for
+    /// `count` a collection, and the closing parenthesis.
+    fn aggregate(
+        &mut self,
+        kind: Aggregate,
+        name: &str,
+        position: usize,
+    ) -> Result<Node, ExprError> {
+        let arg = self.tokens.get(self.at).cloned();
+        let Some(Token {
+            kind: TokenKind::Name(of),
+            position: at,
+        }) = arg
+        else {
+            return Err(err(
+                arg.map_or(position, |t| t.position),
+                format!(
+                    "{name}(…) takes a collection's field (`{name}(jets.pt)`){}",
+                    if kind == Aggregate::Count {
+                        " or a collection (`count(jets)`)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        };
+        self.at += 1;
+        if kind != Aggregate::Count && !of.contains('.') {
+            return Err(err(
+                at,
+                format!("{name}(…) takes collection.field, got '{of}'"),
+            ));
+        }
+        if kind == Aggregate::Count && of.contains('.') {
+            return Err(err(
+                at,
+                format!("count(…) takes a collection name, got '{of}'"),
+            ));
+        }
+        self.expect(&TokenKind::RParen, "')'")?;
+        Ok(Node::Aggregate {
+            kind,
+            of,
+            position: at,
+        })
+    }
+
     fn call(&mut self, name: &str, position: usize) -> Result<Node, ExprError> {
         let aggregate = match name {
             "sum" => Some(Aggregate::Sum),
@@ -319,43 +366,7 @@ impl Parser {
             _ => None,
         };
         if let Some(kind) = aggregate {
-            let arg = self.tokens.get(self.at).cloned();
-            let Some(Token {
-                kind: TokenKind::Name(of),
-                position: at,
-            }) = arg
-            else {
-                return Err(err(
-                    arg.map_or(position, |t| t.position),
-                    format!(
-                        "{name}(…) takes a collection's field (`{name}(jets.pt)`){}",
-                        if kind == Aggregate::Count {
-                            " or a collection (`count(jets)`)"
-                        } else {
-                            ""
-                        }
-                    ),
-                ));
-            };
-            self.at += 1;
-            if kind != Aggregate::Count && !of.contains('.') {
-                return Err(err(
-                    at,
-                    format!("{name}(…) takes collection.field, got '{of}'"),
-                ));
-            }
-            if kind == Aggregate::Count && of.contains('.') {
-                return Err(err(
-                    at,
-                    format!("count(…) takes a collection name, got '{of}'"),
-                ));
-            }
-            self.expect(&TokenKind::RParen, "')'")?;
-            return Ok(Node::Aggregate {
-                kind,
-                of,
-                position: at,
-            });
+            return self.aggregate(kind, name, position);
         }
         let mut args = vec![self.or()?];
         while matches!(

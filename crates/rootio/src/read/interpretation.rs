@@ -2,7 +2,7 @@
 //! an entry's bytes ([`Layout`]) and how packed reals are stored ([`Packing`]), from the branch's
 //! leaves and streamer ([`interpret`]).
 
-use crate::tree::BranchInfo;
+use crate::tree::{BranchInfo, LeafInfo};
 
 /// The number type of a branch's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,6 +334,28 @@ impl Interpretation {
     }
 }
 
+/// How a branch element's entries lay out: jagged inside a collection's objects (with the
+/// process id after a referenced `TObject::fBits`), a fixed array, a pointer to an array, a
+/// leaf-counted array, or one value.
+fn element_layout(kind: i32, streamer_type: i32, leaf: &LeafInfo) -> Layout {
+    if matches!(kind, 31 | 41) {
+        // `TObject::fBits` of referenced objects is followed by a 2-byte process id.
+        if streamer_type == 15 {
+            Layout::JaggedBits
+        } else {
+            Layout::Jagged
+        }
+    } else if streamer_type > 20 && streamer_type < 40 {
+        Layout::Fixed(usize::try_from(leaf.len.max(1)).unwrap_or(1))
+    } else if streamer_type > 40 && leaf.count_leaf.is_some() {
+        Layout::Pointer
+    } else if leaf.count_leaf.is_some() {
+        Layout::Jagged
+    } else {
+        Layout::Fixed(1)
+    }
+}
+
 /// How the values of `branch` are read, or why they cannot be.
 pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
     if let Some(el) = &branch.element {
@@ -395,22 +417,7 @@ pub fn interpret(branch: &BranchInfo) -> Result<Interpretation, String> {
                 .filter(|_| (0..60).contains(&el.streamer_type))
                 .ok_or_else(|| streamer_type_name(el.streamer_type))?,
         };
-        let layout = if matches!(el.kind, 31 | 41) {
-            // `TObject::fBits` of referenced objects is followed by a 2-byte process id.
-            if el.streamer_type == 15 {
-                Layout::JaggedBits
-            } else {
-                Layout::Jagged
-            }
-        } else if el.streamer_type > 20 && el.streamer_type < 40 {
-            Layout::Fixed(usize::try_from(leaf.len.max(1)).unwrap_or(1))
-        } else if el.streamer_type > 40 && leaf.count_leaf.is_some() {
-            Layout::Pointer
-        } else if leaf.count_leaf.is_some() {
-            Layout::Jagged
-        } else {
-            Layout::Fixed(1)
-        };
+        let layout = element_layout(el.kind, el.streamer_type, leaf);
         return Ok(Interpretation {
             number,
             layout,

@@ -90,24 +90,7 @@ impl RootFile {
 
     /// Reads the RNTuple at `path`: anchor, header, footer and page lists.
     pub fn ntuple(&self, path: &str) -> Result<NtupleInfo, RootError> {
-        let key = self.key(path)?;
-        if key.class == OLD_ANCHOR_CLASS {
-            return Err(RootError::Unsupported {
-                path: self.path().to_owned(),
-                place: format!("RNTuple '{path}'"),
-                what: "the pre-release RNTuple format (ROOT::Experimental::RNTuple, before ROOT 6.34); \
-                       rewrite it with ROOT ≥ 6.34"
-                    .into(),
-            });
-        }
-        if key.class != ANCHOR_CLASS {
-            return Err(RootError::NotFound {
-                path: self.path().to_owned(),
-                what: "RNTuple",
-                name: path.to_owned(),
-                hint: format!(" ('{path}' is a {})", key.class),
-            });
-        }
+        let key = self.anchor_key(path)?;
         let place = format!("RNTuple '{path}'");
         let object = self.read_object(key)?;
         let anchor = meta::anchor(&object.bytes)
@@ -200,6 +183,30 @@ impl RootFile {
             deferred,
             max_key_size: anchor.max_key_size,
         })
+    }
+
+    /// The key of the RNTuple anchor at `path`: a pre-release anchor is unsupported by name,
+    /// another class not an RNTuple.
+    fn anchor_key(&self, path: &str) -> Result<&crate::file::Key, RootError> {
+        let key = self.key(path)?;
+        if key.class == OLD_ANCHOR_CLASS {
+            return Err(RootError::Unsupported {
+                path: self.path().to_owned(),
+                place: format!("RNTuple '{path}'"),
+                what: "the pre-release RNTuple format (ROOT::Experimental::RNTuple, before ROOT 6.34); \
+                       rewrite it with ROOT ≥ 6.34"
+                    .into(),
+            });
+        }
+        if key.class != ANCHOR_CLASS {
+            return Err(RootError::NotFound {
+                path: self.path().to_owned(),
+                what: "RNTuple",
+                name: path.to_owned(),
+                hint: format!(" ('{path}' is a {})", key.class),
+            });
+        }
+        Ok(key)
     }
 
     /// The pages of every column leaf `field` reads, in every cluster, as stored (for timing
