@@ -303,6 +303,17 @@ pub fn multiplicity(graphs: &[GraphSample]) -> (f64, f64) {
 /// What every benchmark's `--help` ends with.
 pub const DETAILS: &str = "Details: benchmarks/README.md and docs/performance.md.";
 
+/// `[BATCH] [REPS]`: the batch a model benchmark times, and how often.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BatchArgs {
+    /// Events in the batch.
+    #[arg(default_value_t = 512)]
+    pub batch: usize,
+    /// Timed repetitions (steps per set-up where a benchmark has several).
+    #[arg(default_value_t = 10)]
+    pub reps: usize,
+}
+
 /// `--device`: where a benchmark runs.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DeviceArg {

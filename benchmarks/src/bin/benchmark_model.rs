@@ -16,7 +16,7 @@ use std::time::Instant;
 use burn::backend::Autodiff;
 use burn::prelude::*;
 use gnn4c_benchmarks::{
-    DeviceArg, EdgeNetworkKernel, EventsArg, SpanTimer, Stats, machine, time_reps,
+    BatchArgs, DeviceArg, EdgeNetworkKernel, EventsArg, SpanTimer, Stats, machine, time_reps,
 };
 use gnn4c_graphs::{GraphBatch, HostBatch};
 use gnn4c_root_gnn::{EdgeNetwork, EdgeNetworkConfig};
@@ -178,12 +178,8 @@ fn print_split(
 #[derive(clap::Parser)]
 #[command(after_help = gnn4c_benchmarks::DETAILS)]
 struct Args {
-    /// Events in the batch.
-    #[arg(default_value_t = 512)]
-    batch: usize,
-    /// Timed repetitions.
-    #[arg(default_value_t = 10)]
-    reps: usize,
+    #[command(flatten)]
+    run: BatchArgs,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -198,7 +194,7 @@ fn main() -> anyhow::Result<()> {
     let args = <Args as clap::Parser>::parse();
     gnn4c_benchmarks::setup_like_the_cli();
     let (device, events) = (args.device.device, args.events.events);
-    let (batch, reps, ndarray) = (args.batch, args.reps, args.backend == "ndarray");
+    let (batch, reps, ndarray) = (args.run.batch, args.run.reps, args.backend == "ndarray");
     check_device(device).map_err(anyhow::Error::msg)?;
     let timer = SpanTimer::default();
     tracing_subscriber::registry().with(timer.clone()).init();

@@ -20,7 +20,7 @@ use burn::backend::Autodiff;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use gnn4c_benchmarks::{
-    DeviceArg, DumpArg, EdgeNetworkKernel, EventsArg, Meta, Stats, forward_matmul_flops,
+    BatchArgs, DeviceArg, DumpArg, EdgeNetworkKernel, EventsArg, Meta, Stats, forward_matmul_flops,
     gemm_gflops, machine, matmul_gflops,
 };
 use gnn4c_graphs::HostBatch;
@@ -194,12 +194,8 @@ fn bench<B: TrainingBackend + EdgeNetworkKernel>(
 #[derive(clap::Parser)]
 #[command(after_help = gnn4c_benchmarks::DETAILS)]
 struct Args {
-    /// Events in the batch.
-    #[arg(default_value_t = 512)]
-    batch: usize,
-    /// Timed steps per set-up.
-    #[arg(default_value_t = 10)]
-    reps: usize,
+    #[command(flatten)]
+    run: BatchArgs,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -212,7 +208,7 @@ fn main() -> anyhow::Result<()> {
     let args = <Args as clap::Parser>::parse();
     gnn4c_benchmarks::setup_like_the_cli();
     let (device, events, dump) = (args.device.device, args.events.events, args.dump.dump_batch);
-    let (batch, reps) = (args.batch, args.reps);
+    let (batch, reps) = (args.run.batch, args.run.reps);
     check_device(device).map_err(anyhow::Error::msg)?;
     let host = events.batch(batch, machine().1)?;
     let mut meta = Meta::new("benchmark_training", device);

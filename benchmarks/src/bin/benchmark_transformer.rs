@@ -29,7 +29,7 @@ use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 
 use gnn4c_benchmarks::{
-    DumpArg, EventsArg, Meta, SpanTimer, Stats, gemm_gflops, machine, time_reps,
+    BatchArgs, DumpArg, EventsArg, Meta, SpanTimer, Stats, gemm_gflops, machine, time_reps,
     transformer_matmul_flops, write_peak_rss,
 };
 use gnn4c_graphs::HostBatch;
@@ -302,12 +302,8 @@ where
 #[derive(clap::Parser)]
 #[command(after_help = gnn4c_benchmarks::DETAILS)]
 struct Args {
-    /// Events in the batch.
-    #[arg(default_value_t = 512)]
-    batch: usize,
-    /// Timed repetitions.
-    #[arg(default_value_t = 10)]
-    reps: usize,
+    #[command(flatten)]
+    run: BatchArgs,
     /// The model's size: default (64 wide, 4 heads, 4 layers), part (ParT-like: 128, 8, 8) or
     /// both.
     #[arg(default_value = "both", value_parser = ["default", "part", "both"])]
@@ -325,7 +321,7 @@ fn main() -> anyhow::Result<()> {
     let args = <Args as clap::Parser>::parse();
     gnn4c_benchmarks::setup_like_the_cli();
     let (events, dump) = (args.events.events, args.dump.dump_batch);
-    let (batch, reps) = (args.batch, args.reps);
+    let (batch, reps) = (args.run.batch, args.run.reps);
     let (sizes, kernels) = grid(&args.size, &args.kernels);
     let host = events.batch(batch, machine().1)?;
     if let Some(path) = &dump {
