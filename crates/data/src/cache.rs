@@ -22,7 +22,7 @@ use crate::DataError;
 use crate::error::write_atomically;
 use crate::manifest::{
     CacheManifest, MANIFEST, SampleCounts, ShardInfo, SkippedFile, building_dir, cache_err,
-    check_content, check_shard, sha256_hex,
+    check_content, check_shard, missing_shard, sha256_hex,
 };
 use crate::records::{EventRecord, decode, parquet_bytes, to_batch};
 
@@ -453,7 +453,7 @@ fn shard_bytes(dir: &Path, shard: &ShardInfo) -> Result<Vec<u8>, DataError> {
     let path = dir.join(&shard.file);
     let bytes = std::fs::read(&path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
-            cache_err(&path, "shard listed in the manifest is missing")
+            missing_shard(&path)
         } else {
             DataError::Io {
                 path: path.clone(),

@@ -297,18 +297,8 @@ pub fn read_manifest(dir: &Path) -> Result<CacheManifest, DataError> {
     }
     for s in &manifest.shards {
         let p = dir.join(&s.file);
-        let bytes = std::fs::metadata(&p)
-            .map_err(|_| cache_err(&p, "shard listed in the manifest is missing"))?
-            .len();
-        if bytes != s.bytes {
-            return Err(cache_err(
-                &p,
-                format!(
-                    "shard is {bytes} bytes but the manifest says {} (truncated or replaced)",
-                    s.bytes
-                ),
-            ));
-        }
+        let bytes = std::fs::metadata(&p).map_err(|_| missing_shard(&p))?.len();
+        check_size(&p, s, bytes)?;
     }
     Ok(manifest)
 }
@@ -351,7 +341,7 @@ pub(crate) fn check_shard(dir: &Path, shard: &ShardInfo) -> Result<(), DataError
     let path = dir.join(&shard.file);
     let io = |source: std::io::Error| {
         if source.kind() == std::io::ErrorKind::NotFound {
-            cache_err(&path, "shard listed in the manifest is missing")
+            missing_shard(&path)
         } else {
             DataError::Io {
                 path: path.clone(),
@@ -374,6 +364,25 @@ pub(crate) fn check_shard(dir: &Path, shard: &ShardInfo) -> Result<(), DataError
     check_content(&path, shard, bytes, &hasher.finalize())
 }
 
+/// A shard the manifest lists that is not on disk.
+pub(crate) fn missing_shard(path: &Path) -> DataError {
+    cache_err(path, "shard listed in the manifest is missing")
+}
+
+/// A shard's size (`bytes`) against the manifest's.
+fn check_size(path: &Path, shard: &ShardInfo, bytes: u64) -> Result<(), DataError> {
+    if bytes == shard.bytes {
+        return Ok(());
+    }
+    Err(cache_err(
+        path,
+        format!(
+            "shard is {bytes} bytes but the manifest says {} (truncated or replaced)",
+            shard.bytes
+        ),
+    ))
+}
+
 /// The size and hash checks of a shard whose `bytes` and SHA-256 `digest` were read.
 pub(crate) fn check_content(
     path: &Path,
@@ -381,15 +390,7 @@ pub(crate) fn check_content(
     bytes: u64,
     digest: &[u8],
 ) -> Result<(), DataError> {
-    if bytes != shard.bytes {
-        return Err(cache_err(
-            path,
-            format!(
-                "shard is {bytes} bytes but the manifest says {} (truncated or replaced)",
-                shard.bytes
-            ),
-        ));
-    }
+    check_size(path, shard, bytes)?;
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     if hex != shard.sha256 {
         return Err(cache_err(
