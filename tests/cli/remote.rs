@@ -573,11 +573,13 @@ fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
 /// A TCP relay on a free local port to a server's `port`: bytes pass both ways until `cut_after`
 /// bytes have come back from the server, in the middle of a response; then every connection is
 /// dropped and, with `gone`, the port is closed too (the server went away mid-read). Without
-/// `gone` later connections pass untouched (a connection that broke once).
+/// `gone` later connections pass untouched (a connection that broke once). It counts the
+/// connections it passed.
 struct Relay {
     port: u16,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Drop for Relay {
@@ -598,8 +600,9 @@ impl Relay {
         let done = Arc::new(AtomicBool::new(false));
         let cut = Arc::new(AtomicBool::new(false));
         let passed = Arc::new(AtomicUsize::new(0));
+        let connections = Arc::new(AtomicUsize::new(0));
         let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
-        let (stop, was_cut) = (done.clone(), cut.clone());
+        let (stop, was_cut, counted) = (done.clone(), cut.clone(), connections.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) && (!gone || !cut.load(Ordering::SeqCst)) {
                 let Ok((client, _)) = listener.accept() else {
@@ -610,6 +613,7 @@ impl Relay {
                 let Ok(server) = TcpStream::connect(("127.0.0.1", port)) else {
                     continue;
                 };
+                counted.fetch_add(1, Ordering::SeqCst);
                 let cutting = !cut.load(Ordering::SeqCst);
                 {
                     let mut open = open.lock().expect("lock");
@@ -657,7 +661,13 @@ impl Relay {
             port: relay_port,
             done,
             cut: was_cut,
+            connections,
         }
+    }
+
+    /// The connections it has passed.
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether it has cut the connections.
@@ -740,6 +750,70 @@ fn a_server_that_breaks_or_goes_away_mid_read_is_retried_then_named_or_skipped()
             records(&cwd.join("local")),
             records(&cwd.join(&name)),
             "{protocol}: the local file alone"
+        );
+    }
+}
+
+#[test]
+fn many_files_on_one_server_are_read_over_a_few_shared_connections() {
+    // A dataset of 64 files on one server (64 names for the HZZ file).
+    const FILES: usize = 64;
+    let export = tempfile::tempdir().expect("tempdir");
+    for i in 0..FILES {
+        std::os::unix::fs::symlink(
+            shared("data/real/uproot-HZZ.root"),
+            export.path().join(format!("hzz-{i}.root")),
+        )
+        .expect("link");
+    }
+    std::fs::set_permissions(export.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let server = Server::start(export.path(), false);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let preprocess = |name: &str, files: &[String]| {
+        let files: Vec<String> = files.iter().map(|f| format!("'{f}'")).collect();
+        let config = format!(
+            "name: many\ntree: events\nschema: hzz\nclasses: [a]\nsamples:\n  - {{name: a, files: [{}], label: 0}}\n",
+            files.join(", ")
+        );
+        std::fs::write(cwd.join(format!("{name}.yaml")), config).expect("config");
+        let o = run(
+            cwd,
+            &["preprocess", &format!("{name}.yaml"), "--cache", name],
+        );
+        assert!(o.status.success(), "{name}: {}", text_of(&o));
+    };
+    let local: Vec<String> = (0..FILES)
+        .map(|i| {
+            export
+                .path()
+                .join(format!("hzz-{i}.root"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    preprocess("local", &local);
+    for (protocol, port) in [("root", server.xrd), ("http", server.http)] {
+        let relay = Relay::start(port, usize::MAX, false);
+        let urls: Vec<String> = (0..FILES)
+            .map(|i| match protocol {
+                "http" => format!("http://127.0.0.1:{}/hzz-{i}.root", relay.port),
+                _ => format!("root://127.0.0.1:{}//hzz-{i}.root", relay.port),
+            })
+            .collect();
+        preprocess(protocol, &urls);
+        assert_eq!(
+            records(&cwd.join("local")),
+            records(&cwd.join(protocol)),
+            "{protocol}: the cache of the files read over the network"
+        );
+        // Each file is opened twice (its fingerprint, several at once; its read); the
+        // connections are kept between files, not made again for each (which took three a
+        // file).
+        let connections = relay.connections();
+        assert!(
+            connections <= FILES / 2,
+            "{protocol}: {connections} connections for {FILES} files"
         );
     }
 }

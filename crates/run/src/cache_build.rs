@@ -219,10 +219,21 @@ pub fn build_cache(
         .flat_map(|(k, p)| p.files.iter().map(move |f| (k, f.as_path())))
         .collect();
     let n_units = u32::try_from(units.len()).context("too many input files")?;
+    // Each unit's entries as the fingerprint read them (not there: the file is opened again).
+    let entries: Vec<Option<u64>> = units
+        .iter()
+        .enumerate()
+        .map(|(u, (_, path))| {
+            let file = &inputs["files"][u];
+            let same = file["path"].as_str() == Some(path.display().to_string().as_str());
+            file["entries"].as_u64().filter(|_| same)
+        })
+        .collect();
     let job = BuildJob {
         cfg,
         plans: &plans,
         units: &units,
+        entries: &entries,
         declaration: &declaration,
         builder: &builder,
         folds,
@@ -276,6 +287,8 @@ struct BuildJob<'a> {
     cfg: &'a DatasetConfig,
     plans: &'a [gnn4c_data::SamplePlan],
     units: &'a [(usize, &'a Path)],
+    /// Each unit's entries, where the fingerprint read them.
+    entries: &'a [Option<u64>],
     declaration: &'a Inputs,
     builder: &'a CacheBuilder,
     folds: &'a Folds,
@@ -303,15 +316,18 @@ impl BuildJob<'_> {
     }
 
     /// Each unit of `todo` with the entries of it to read (read a chunk at a time, so memory
-    /// holds a chunk's records per thread whatever the files' sizes); a file that does not
-    /// open is skipped here when the dataset skips bad files.
+    /// holds a chunk's records per thread whatever the files' sizes); a file the fingerprint
+    /// could not read is opened again, and skipped here when it still does not open and the
+    /// dataset skips bad files.
     fn pieces(&self, todo: &[u32]) -> anyhow::Result<Vec<(u32, EntryRange)>> {
         let mut pieces = Vec::with_capacity(todo.len());
         for &u in todo {
             let (k, f) = self.units[u as usize];
             let p = &self.plans[k];
-            let entries = match open_tree(f, &p.tree) {
-                Ok(tree) => tree.entries(),
+            let known = self.entries.get(u as usize).copied().flatten();
+            let entries = match known.map_or_else(|| open_tree(f, &p.tree).map(|t| t.entries()), Ok)
+            {
+                Ok(entries) => entries,
                 Err(e) => {
                     self.skip_or_fail(u, e.into())?;
                     continue;

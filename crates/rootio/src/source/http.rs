@@ -2,11 +2,11 @@
 //! byte-range requests.
 
 use std::io::{self, Read};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::RemoteIdentity;
-use super::net::{NetSettings, ReadAhead, coalesce, count_received, ends};
+use super::net::{ENDS, NetSettings, ReadAhead, coalesce, count_received, ends};
 use super::tls::tls_config;
 
 /// A file on an HTTP(S) server.
@@ -19,25 +19,44 @@ pub(crate) struct HttpFile {
     ahead: ReadAhead,
 }
 
+/// Connections kept per server between requests and files.
+const KEEP_PER_SERVER: usize = 8;
+
+/// The process's agent for `net`'s timeout: its connections are kept between requests, and
+/// between files on the same server (a dataset of many files opens each without a new
+/// connection).
+fn agent(net: &NetSettings) -> io::Result<ureq::Agent> {
+    static AGENTS: Mutex<Vec<(Duration, ureq::Agent)>> = Mutex::new(Vec::new());
+    let mut agents = AGENTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, agent)) = agents.iter().find(|(t, _)| *t == net.timeout) {
+        return Ok(agent.clone());
+    }
+    let agent = ureq::AgentBuilder::new()
+        .tls_config(tls_config()?)
+        .timeout_connect(net.timeout.min(Duration::from_secs(10)))
+        .timeout_read(net.timeout)
+        .timeout_write(net.timeout)
+        .max_idle_connections_per_host(KEEP_PER_SERVER)
+        .build();
+    agents.push((net.timeout, agent.clone()));
+    Ok(agent)
+}
+
 /// Ranges closer than this are read in one request (the bytes between are read and dropped).
 const MERGE_GAP: u64 = 256 * 1024;
 /// The most one read-ahead request asks for.
 const MAX_SPAN: u64 = 8 * 1024 * 1024;
 
 impl HttpFile {
-    /// Asks the server for the file's size (a one-byte range request, which also tells that
-    /// the server serves ranges).
-    pub(super) fn open(url: &str) -> io::Result<HttpFile> {
+    /// Asks the server for the file's first bytes (what a reader reads first), which also
+    /// gives the file's size and tells that the server serves ranges; its last bytes are asked
+    /// for at once, in the background. (A suffix range, `bytes=-N`, would ask for both ends in
+    /// one round trip, but XRootD's HTTP door answers it with the whole file.)
+    pub(super) fn open(url: &str) -> io::Result<Arc<HttpFile>> {
         let net = NetSettings::from_env();
-        let agent = ureq::AgentBuilder::new()
-            .tls_config(tls_config()?)
-            .timeout_connect(net.timeout.min(Duration::from_secs(10)))
-            .timeout_read(net.timeout)
-            .timeout_write(net.timeout)
-            .build();
         let mut f = HttpFile {
             url: url.to_owned(),
-            agent,
+            agent: agent(&net)?,
             net,
             identity: RemoteIdentity {
                 size: 0,
@@ -46,20 +65,18 @@ impl HttpFile {
             },
             ahead: ReadAhead::default(),
         };
-        let response = f.net.with_retries(|| f.get_range(0, 1))?;
-        let size = response
-            .header("Content-Range")
-            .and_then(|r| r.rsplit('/').next())
-            .and_then(|n| n.trim().parse::<u64>().ok())
-            .ok_or_else(|| {
-                io::Error::other("the server gave no file size (Content-Range) for a range request")
-            })?;
-        f.identity = RemoteIdentity {
-            size,
-            modified: response.header("Last-Modified").map(str::to_owned),
-            etag: response.header("ETag").map(str::to_owned),
-        };
-        f.plan_ends();
+        let (head, identity) = f.net.with_retries(|| f.get_start())?;
+        f.identity = identity;
+        let size = f.identity.size;
+        let head_end = head.len() as u64;
+        let start = size.saturating_sub(ENDS).max(head_end);
+        let rest = (start < size).then_some((start, size - start));
+        let tail = f.ahead.plan_fetched(0, head, rest.into_iter().collect());
+        let f = Arc::new(f);
+        if !tail.is_empty() {
+            let file = Arc::clone(&f);
+            std::thread::spawn(move || tail.fetch(|spans| file.fetch_span(spans)));
+        }
         Ok(f)
     }
 
@@ -125,10 +142,41 @@ impl HttpFile {
             })
     }
 
+    /// The file's first [`ENDS`] bytes (all of a smaller file), and its identity from the
+    /// answer's headers.
+    fn get_start(&self) -> io::Result<(Vec<u8>, RemoteIdentity)> {
+        let response = self.get_range(0, ENDS)?;
+        // `Content-Range: bytes 0-LAST/SIZE`.
+        let content_range = response.header("Content-Range").unwrap_or_default();
+        let parsed = content_range
+            .strip_prefix("bytes 0-")
+            .and_then(|r| r.split_once('/'))
+            .and_then(|(last, size)| Some((last.trim().parse().ok()?, size.trim().parse().ok()?)));
+        let Some((last, size)) = parsed.filter(|&(last, size): &(u64, u64)| last < size) else {
+            return Err(io::Error::other(format!(
+                "the server gave no file size for a range request (Content-Range: \
+                 {content_range:?})"
+            )));
+        };
+        let identity = RemoteIdentity {
+            size,
+            modified: response.header("Last-Modified").map(str::to_owned),
+            etag: response.header("ETag").map(str::to_owned),
+        };
+        let mut bytes = vec![0u8; usize::try_from(last + 1).map_err(io::Error::other)?];
+        response.into_reader().read_exact(&mut bytes)?;
+        count_received(bytes.len());
+        Ok((bytes, identity))
+    }
+
     /// A `GET` of `len` bytes at `offset`, answered with exactly that range.
     fn get_range(&self, offset: u64, len: u64) -> io::Result<ureq::Response> {
-        let range = format!("bytes={offset}-{}", offset + len - 1);
-        let mut request = self.agent.get(&self.url).set("Range", &range);
+        self.get(&format!("bytes={offset}-{}", offset + len - 1))
+    }
+
+    /// A `GET` of `range`, answered with a part of the file (206).
+    fn get(&self, range: &str) -> io::Result<ureq::Response> {
+        let mut request = self.agent.get(&self.url).set("Range", range);
         if let Some(token) = &self.net.token {
             request = request.set("Authorization", &format!("Bearer {token}"));
         }

@@ -86,11 +86,11 @@ fn open_remote(url: &str) -> io::Result<Remote> {
     let remote = if XROOTD_SCHEMES.iter().any(|p| url.starts_with(p)) {
         Remote::Xrootd(Arc::new(XrootdFile::open(url)?))
     } else if let Some(rest) = url.strip_prefix("davs://") {
-        Remote::Http(Arc::new(HttpFile::open(&format!("https://{rest}"))?))
+        Remote::Http(HttpFile::open(&format!("https://{rest}"))?)
     } else if let Some(rest) = url.strip_prefix("dav://") {
-        Remote::Http(Arc::new(HttpFile::open(&format!("http://{rest}"))?))
+        Remote::Http(HttpFile::open(&format!("http://{rest}"))?)
     } else {
-        Remote::Http(Arc::new(HttpFile::open(url)?))
+        Remote::Http(HttpFile::open(url)?)
     };
     let mut open = lock();
     open.push((url.to_owned(), remote.clone()));
@@ -109,13 +109,17 @@ pub(crate) enum Source {
 }
 
 impl Drop for Source {
-    /// What a remote file's reader read ahead goes with it; the file stays open for the next
-    /// reader, its two ends planned again.
+    /// What a remote file's reader read ahead goes with it; the file stays known for the next
+    /// reader, its two ends planned again (an XRootD file's connections kept for any file on
+    /// its server).
     fn drop(&mut self) {
         match self {
             Source::Local(_) => {}
             Source::Http(f) => f.plan_ends(),
-            Source::Xrootd(f) => f.plan_ends(),
+            Source::Xrootd(f) => {
+                f.plan_ends();
+                f.release();
+            }
         }
     }
 }

@@ -222,6 +222,24 @@ impl ReadAhead {
         *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = Plan::of(groups);
     }
 
+    /// Plans the bytes `fetched` already holds at `offset`, and one-range groups of `ranges`
+    /// not fetched yet (returned), dropping the last plan.
+    pub(super) fn plan_fetched(
+        &self,
+        offset: u64,
+        fetched: Vec<u8>,
+        ranges: Vec<(u64, u64)>,
+    ) -> Unfetched {
+        let first = Group::new(vec![(offset, fetched.len() as u64)]);
+        let _ = first.bytes.set(Some(fetched));
+        let unfetched: Vec<Arc<Group>> = ranges.into_iter().map(|r| Group::new(vec![r])).collect();
+        let groups = std::iter::once(first)
+            .chain(unfetched.iter().cloned())
+            .collect();
+        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = Plan::of(groups);
+        Unfetched(unfetched)
+    }
+
     /// Plans the reads of `ranges` (`offset`, `len`), keeping what the last plan holds of them:
     /// a range inside a planned group's range is read from that group (fetched, in flight or
     /// not yet), the others are grouped by `group` into new requests; groups holding none of
@@ -301,7 +319,7 @@ impl ReadAhead {
 
 /// The bytes at a file's start and end read with its first read (a ROOT file's header, keys,
 /// streamer info, an RNTuple's anchor and footer): one round trip for what would be several.
-const ENDS: u64 = 128 * 1024;
+pub(super) const ENDS: u64 = 128 * 1024;
 
 /// The ranges at the start and end of a file of `size` bytes a reader reads first.
 pub(super) fn ends(size: u64) -> Vec<(u64, u64)> {
@@ -416,6 +434,32 @@ mod tests {
         ahead.plan(vec![vec![(0, 10)]]);
         assert!(!ahead.read(&mut buf, 0, |_| Err(io::ErrorKind::TimedOut.into())));
         assert!(!ahead.read(&mut buf, 0, fetch));
+    }
+
+    #[test]
+    fn bytes_fetched_with_the_open_are_served_and_the_rest_fetched_once() {
+        let file: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let ahead = ReadAhead::default();
+        let tail = ahead.plan_fetched(0, file[..100].to_vec(), vec![(9_000, 1_000)]);
+        let fetched = Mutex::new(Vec::new());
+        let fetch = |ranges: &[(u64, u64)]| {
+            fetched.lock().expect("lock").extend_from_slice(ranges);
+            Ok(ranges
+                .iter()
+                .flat_map(|&(o, n)| file[o as usize..(o + n) as usize].to_vec())
+                .collect())
+        };
+        let mut buf = [0u8; 10];
+        assert!(ahead.read(&mut buf, 50, fetch));
+        assert_eq!(buf[..], file[50..60]);
+        assert!(
+            fetched.lock().expect("lock").is_empty(),
+            "the head was fetched"
+        );
+        tail.fetch(fetch);
+        assert!(ahead.read(&mut buf, 9_500, fetch));
+        assert_eq!(buf[..], file[9_500..9_510]);
+        assert_eq!(*fetched.lock().expect("lock"), [(9_000, 1_000)]);
     }
 
     #[test]

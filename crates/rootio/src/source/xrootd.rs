@@ -7,14 +7,17 @@
 //!
 //! A file keeps a few connections, each with the file open, so the reader's threads read at
 //! once; a connection that failed or timed out is dropped, and the read tried again on a new
-//! one from the URL's host.
+//! one from the URL's host. When the file closes its connections stay logged in, kept for the
+//! next file on the same server ([`idle`]).
 
 use std::io;
 use std::sync::{Arc, Condvar, Mutex};
 
 mod connection;
+mod idle;
 
 use connection::Connection;
+use idle::LoginKey;
 
 use super::RemoteIdentity;
 use super::net::{NetSettings, ReadAhead, coalesce, count_received, ends};
@@ -25,6 +28,7 @@ const PROTOCOL_VERSION: u32 = 0x0000_0511;
 
 // Request codes.
 const KXR_AUTH: u16 = 3000;
+const KXR_CLOSE: u16 = 3003;
 const KXR_OPEN: u16 = 3010;
 const KXR_PROTOCOL: u16 = 3006;
 const KXR_LOGIN: u16 = 3007;
@@ -231,6 +235,22 @@ impl XrootdFile {
         })
     }
 
+    /// Closes the file on its idle connections, which are kept for the next file on their
+    /// server (a reader that needs this file again opens it again on one: one round trip).
+    pub(super) fn release(&self) {
+        let connections = {
+            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            let idle = std::mem::take(&mut pool.idle);
+            pool.open -= idle.len();
+            idle
+        };
+        for c in connections {
+            if let Some(c) = c.close_file() {
+                idle::keep(c);
+            }
+        }
+    }
+
     /// `request` on an idle connection (or a new one, up to [`MAX_CONNECTIONS`]), tried again
     /// on a new connection while it fails in a way that may pass; a connection whose request
     /// failed in transport is dropped.
@@ -278,6 +298,22 @@ impl XrootdFile {
             None => pool.open -= 1,
         }
         self.returned.notify_one();
+    }
+}
+
+impl Drop for XrootdFile {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// What a connection to `host:port` for `url` may be reused for.
+fn login_key(host: &str, port: u16, url: &XrdUrl, net: &NetSettings) -> LoginKey {
+    LoginKey {
+        server: format!("{host}:{port}"),
+        user: url.user.clone(),
+        tls: url.tls,
+        token: net.token.clone(),
     }
 }
 

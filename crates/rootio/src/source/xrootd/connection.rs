@@ -6,6 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use super::idle::{self, LoginKey};
 use super::*;
 
 /// The bytes of a connection: plain, or TLS started in it.
@@ -72,6 +73,8 @@ pub(super) struct Connection {
     pub(super) handle: [u8; 4],
     /// Its transport failed or answered out of step: not used again.
     pub(super) broken: bool,
+    /// What it may be reused for once its file is closed.
+    pub(super) key: LoginKey,
     /// The server's name, for messages.
     pub(super) server: String,
     pub(super) timeout: Duration,
@@ -86,11 +89,9 @@ impl Connection {
         let (mut host, mut port) = (url.host.clone(), url.port);
         let mut extra_cgi = String::new();
         for _ in 0..MAX_REDIRECTS {
-            let mut c = Connection::login(&host, port, url, net)?;
             let path = url.path_with(&extra_cgi);
-            let mut params = [0u8; 16];
-            params[2..4].copy_from_slice(&(KXR_OPEN_READ | KXR_RETSTAT).to_be_bytes());
-            match c.request(KXR_OPEN, params, path.as_bytes())? {
+            let (mut c, reply) = Connection::open_on(&host, port, url, net, &path)?;
+            match reply {
                 Reply::Ok(body) if body.len() >= 4 => {
                     c.handle.copy_from_slice(&body[..4]);
                     let stat = body.get(12..).unwrap_or_default();
@@ -105,6 +106,8 @@ impl Connection {
                     port: p,
                     cgi,
                 } => {
+                    // Logged in, no file open: kept for the next file on this server.
+                    idle::keep(c);
                     (host, port, extra_cgi) = (h, p, cgi);
                 }
             }
@@ -112,6 +115,44 @@ impl Connection {
         Err(io::Error::other(format!(
             "more than {MAX_REDIRECTS} redirects opening the file (a loop between servers?)"
         )))
+    }
+
+    /// `kXR_open` of `path` on a logged-in connection to `host:port`: one this process kept
+    /// (one that went stale while idle is dropped, and the next tried), else a new one.
+    fn open_on(
+        host: &str,
+        port: u16,
+        url: &XrdUrl,
+        net: &NetSettings,
+        path: &str,
+    ) -> io::Result<(Connection, Reply)> {
+        let mut params = [0u8; 16];
+        params[2..4].copy_from_slice(&(KXR_OPEN_READ | KXR_RETSTAT).to_be_bytes());
+        let key = login_key(host, port, url, net);
+        while let Some(mut c) = idle::take(&key) {
+            match c.request(KXR_OPEN, params, path.as_bytes()) {
+                Ok(reply) => return Ok((c, reply)),
+                Err(_) if c.broken => {}
+                Err(e) => {
+                    idle::keep(c);
+                    return Err(e);
+                }
+            }
+        }
+        let mut c = Connection::login(host, port, url, net)?;
+        let reply = c.request(KXR_OPEN, params, path.as_bytes())?;
+        Ok((c, reply))
+    }
+
+    /// Closes the file open on this connection (`kXR_close`, its answer not waited for: the
+    /// next request skips it); the connection, logged in, for the next file on its server.
+    pub(super) fn close_file(mut self) -> Option<Connection> {
+        let mut params = [0u8; 16];
+        params[..4].copy_from_slice(&self.handle);
+        let close = header_on(CLOSE_STREAM, KXR_CLOSE, params, 0);
+        self.write(&close).ok()?;
+        self.handle = [0; 4];
+        Some(self)
     }
 
     /// Connects to `host:port`, agrees the protocol (starting TLS when asked), logs in and
@@ -132,6 +173,7 @@ impl Connection {
             stream: Stream::Plain(tcp),
             handle: [0; 4],
             broken: false,
+            key: login_key(host, port, url, net),
             server,
             timeout: net.timeout,
             token_found: net.token.is_some(),
@@ -416,7 +458,10 @@ impl Connection {
     pub(super) fn reply_or_wait(&mut self) -> io::Result<Result<Reply, Duration>> {
         let mut body = Vec::new();
         loop {
-            let (_, status, mut part) = self.read_frame()?;
+            let (stream, status, mut part) = self.read_frame()?;
+            if stream == CLOSE_STREAM {
+                continue;
+            }
             match status {
                 KXR_OK => {
                     if body.is_empty() {
@@ -456,15 +501,9 @@ impl Connection {
                     // time the server gives, and the usual timeout besides.
                     let seconds = int_at(&part, 0)?.max(0) as u64;
                     self.set_read_timeout(self.timeout + Duration::from_secs(seconds))?;
-                    let attn = self.read_frame();
+                    let attn = self.deferred_response();
                     self.set_read_timeout(self.timeout)?;
-                    let (_, status, attn) = attn?;
-                    if status != KXR_ATTN
-                        || attn.len() < 16
-                        || int_at(&attn, 0)? as u32 != KXR_ASYNRESP
-                    {
-                        return Err(self.out_of_step("a deferred response"));
-                    }
+                    let attn = attn?;
                     // The deferred response: a response header and its body, after 8 bytes.
                     let status = u16::from_be_bytes([attn[10], attn[11]]);
                     let part = attn[16..].to_vec();
@@ -476,6 +515,24 @@ impl Connection {
                 }
                 KXR_ATTN => {} // A message from the server to no request: not this reply.
                 _ => return Err(self.out_of_step(&format!("status {status}"))),
+            }
+        }
+    }
+
+    /// A `kXR_attn` carrying the deferred response to the request just sent (answers to the
+    /// closes sent before it skipped).
+    fn deferred_response(&mut self) -> io::Result<Vec<u8>> {
+        loop {
+            let (stream, status, attn) = self.read_frame()?;
+            if stream == CLOSE_STREAM {
+                continue;
+            }
+            if status != KXR_ATTN || attn.len() < 16 || int_at(&attn, 0)? as u32 != KXR_ASYNRESP {
+                return Err(self.out_of_step("a deferred response"));
+            }
+            // The response header inside: its stream after 8 bytes.
+            if attn[8..10] == REQUEST_STREAM {
+                return Ok(attn);
             }
         }
     }
@@ -603,10 +660,21 @@ impl Drop for Connection {
     }
 }
 
-/// A request's 24-byte header: stream 1, `code`, its parameters, the length of its data.
+/// The stream of requests whose answers are waited for.
+const REQUEST_STREAM: [u8; 2] = [0, 1];
+/// The stream of `kXR_close`s sent without waiting: their answers are skipped.
+const CLOSE_STREAM: [u8; 2] = [0, 2];
+
+/// A request's 24-byte header: the request stream, `code`, its parameters, the length of its
+/// data.
 pub(super) fn header(code: u16, params: [u8; 16], dlen: u32) -> [u8; 24] {
+    header_on(REQUEST_STREAM, code, params, dlen)
+}
+
+/// A request's 24-byte header on `stream`.
+fn header_on(stream: [u8; 2], code: u16, params: [u8; 16], dlen: u32) -> [u8; 24] {
     let mut h = [0u8; 24];
-    h[1] = 1;
+    h[..2].copy_from_slice(&stream);
     h[2..4].copy_from_slice(&code.to_be_bytes());
     h[4..20].copy_from_slice(&params);
     h[20..24].copy_from_slice(&dlen.to_be_bytes());

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# A dataset of many files over a network (docs/performance.md, "A dataset of many files"):
+# `preprocess --mode rebuild` of 48 demo files (4 seeds × the 12 pretraining processes, EVENTS
+# events each) read locally, over root:// and http:// from a real XRootD (Debian's
+# xrootd-server) on localhost, and through a proxy adding RTT_MS of round-trip latency
+# (reference/latency_proxy.py), on 1 and 2 threads; ROUNDS rounds, every binary of BINS
+# alternated in each (default: this checkout's release build). Prints one JSON line a run, then
+# the medians.
+#
+# Usage: BINS="/path/old /path/new" PYTHON=/tmp/rootenv/bin/python \
+#          benchmarks/net_dataset.sh DIR [ROUNDS] [EVENTS] [RTT_MS]
+# DIR: a folder for the files and caches (kept, so a second run reuses the files). Run as a user
+# xrootd may serve DIR to (as root, xrootd runs as the `xrootd` user).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$1"
+dir=$(cd "$1" && pwd) rounds=${2:-3} events=${3:-5000} rtt=${4:-20}
+py=${PYTHON:-python3}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/gnn4colliders/target}
+if [ -z "${BINS:-}" ]; then
+  (cd "$here/.." && cargo build --release -q -p gnn4c-cli)
+  BINS=$CARGO_TARGET_DIR/release/gnn4colliders
+fi
+read -r -a bins <<< "$BINS"
+first=${bins[0]}
+for seed in 1 2 3 4; do
+  [ -d "$dir/s$seed/pretrain" ] || "$first" generate --out "$dir/s$seed" --events "$events" --seed "$seed" > /dev/null
+done
+chmod -R a+rX "$dir"
+work=$(mktemp -d)
+chmod 755 "$work"
+port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+xrd=$(port) http=$(port) lxrd=$(port) lhttp=$(port)
+cat > "$work/xrd.cfg" <<EOF
+xrd.port $xrd
+xrd.protocol XrdHttp:$http libXrdHttp.so
+all.export /
+oss.localroot $dir
+all.adminpath $work/admin
+all.pidpath $work/run
+EOF
+as=()
+if [ "$(id -u)" = 0 ]; then chown -R xrootd "$work"; as=(-R xrootd); fi
+xrootd "${as[@]}" -c "$work/xrd.cfg" -n dataset -l "$work/xrd.log" -b
+"$py" "$here/reference/latency_proxy.py" "$rtt" "$lxrd:$xrd" "$lhttp:$http" > "$work/proxy.log" &
+proxy=$!
+trap 'kill $proxy 2>/dev/null; pkill -f "$work/xrd.cfg" 2>/dev/null; rm -rf "$work"' EXIT
+sleep 2
+# One dataset config per way of reading: 12 samples of 4 files each.
+for via in local root http root_lat http_lat; do
+  case $via in
+    local) base=$dir/ ;; root) base=root://127.0.0.1:$xrd// ;; http) base=http://127.0.0.1:$http/ ;;
+    root_lat) base=root://127.0.0.1:$lxrd// ;; http_lat) base=http://127.0.0.1:$lhttp/ ;;
+  esac
+  "$py" - "$dir" "$base" > "$work/$via.yaml" <<'PY'
+import glob, os, sys
+folder, base = sys.argv[1:]
+processes = sorted(os.path.basename(f)[:-5] for f in glob.glob(f"{folder}/s1/pretrain/*.root"))
+print(f"name: dataset\ntree: output\nschema: vector\nclasses: [{', '.join(processes)}]\nsamples:")
+for label, p in enumerate(processes):
+    files = ", ".join(f"'{base}s{seed}/pretrain/{p}.root'" for seed in range(1, 5))
+    print(f"  - {{name: {p}, files: [{files}], label: {label}}}")
+PY
+done
+out=$dir/dataset.jsonl
+rm -f "$out"
+for round in $(seq "$rounds"); do
+  echo "round $round of $rounds" >&2
+  for threads in 1 2; do
+    for via in local root http root_lat http_lat; do
+      for b in "${bins[@]}"; do
+        start=$(date +%s%N)
+        "$b" preprocess "$work/$via.yaml" --cache "$dir/cache_$via" --mode rebuild \
+          --threads "$threads" > "$work/last.log" 2>&1 || { cat "$work/last.log" >&2; exit 1; }
+        end=$(date +%s%N)
+        echo "{\"bin\":\"$b\",\"threads\":$threads,\"via\":\"$via\",\"s\":$(( (end - start) / 1000000 ))e-3}" >> "$out"
+      done
+    done
+  done
+done
+cat "$out"
+"$py" - "$out" <<'PY'
+import collections, json, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    runs[(j["bin"], j["threads"], j["via"])].append(j["s"])
+for (b, threads, via), times in sorted(runs.items()):
+    print(f"{b}  {threads} thread(s)  {via:9s}  median {statistics.median(times):.3f} s  {times}")
+PY
