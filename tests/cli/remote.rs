@@ -756,8 +756,8 @@ fn a_server_that_breaks_or_goes_away_mid_read_is_retried_then_named_or_skipped()
 
 #[test]
 fn many_files_on_one_server_are_read_over_a_few_shared_connections() {
-    // A dataset of 64 files on one server (64 names for the HZZ file).
-    const FILES: usize = 64;
+    // A dataset of 96 files on one server (96 names for the HZZ file).
+    const FILES: usize = 96;
     let export = tempfile::tempdir().expect("tempdir");
     for i in 0..FILES {
         std::os::unix::fs::symlink(

@@ -67,7 +67,9 @@ enum Remote {
 
 /// Remote files open in this process, the most recently used last, at most [`KEEP_OPEN`]: a
 /// file opened again (a dataset's fingerprint, then its read) reuses its connections and what
-/// its server said of it, instead of paying the round trips of an open again.
+/// its server said of it, instead of paying the round trips of an open again. A file that
+/// leaves the list closes when its last reader is done, and its connections serve the next
+/// files on its server.
 static OPEN: Mutex<Vec<(String, Remote)>> = Mutex::new(Vec::new());
 const KEEP_OPEN: usize = 8;
 
@@ -109,17 +111,13 @@ pub(crate) enum Source {
 }
 
 impl Drop for Source {
-    /// What a remote file's reader read ahead goes with it; the file stays known for the next
-    /// reader, its two ends planned again (an XRootD file's connections kept for any file on
-    /// its server).
+    /// What a remote file's reader read ahead goes with it; the file stays open for the next
+    /// reader, its two ends planned again.
     fn drop(&mut self) {
         match self {
             Source::Local(_) => {}
             Source::Http(f) => f.plan_ends(),
-            Source::Xrootd(f) => {
-                f.plan_ends();
-                f.release();
-            }
+            Source::Xrootd(f) => f.plan_ends(),
         }
     }
 }

@@ -235,22 +235,6 @@ impl XrootdFile {
         })
     }
 
-    /// Closes the file on its idle connections, which are kept for the next file on their
-    /// server (a reader that needs this file again opens it again on one: one round trip).
-    pub(super) fn release(&self) {
-        let connections = {
-            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-            let idle = std::mem::take(&mut pool.idle);
-            pool.open -= idle.len();
-            idle
-        };
-        for c in connections {
-            if let Some(c) = c.close_file() {
-                idle::keep(c);
-            }
-        }
-    }
-
     /// `request` on an idle connection (or a new one, up to [`MAX_CONNECTIONS`]), tried again
     /// on a new connection while it fails in a way that may pass; a connection whose request
     /// failed in transport is dropped.
@@ -302,8 +286,14 @@ impl XrootdFile {
 }
 
 impl Drop for XrootdFile {
+    /// Closes the file on its connections, which are kept for the next file on their server.
     fn drop(&mut self) {
-        self.release();
+        let pool = self.pool.get_mut().unwrap_or_else(|p| p.into_inner());
+        for c in pool.idle.drain(..) {
+            if let Some(c) = c.close_file() {
+                idle::keep(c);
+            }
+        }
     }
 }
 
