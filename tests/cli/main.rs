@@ -561,7 +561,6 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
     assert!(pre(&[]).status.success());
 }
 
-/// Every file of a folder (not recursive): name and bytes, sorted by name.
 #[test]
 fn bad_input_files_fail_the_build_or_are_skipped_named_and_read_again() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -679,6 +678,84 @@ fn bad_input_files_fail_the_build_or_are_skipped_named_and_read_again() {
     );
 }
 
+#[test]
+fn files_added_to_or_removed_from_a_dataset_are_the_only_work_of_a_rerun() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    assert!(
+        run(cwd, &["generate", "--out", "demo", "--events", "200"])
+            .status
+            .success()
+    );
+    let config = |even: &str| {
+        format!(
+            "name: ft\ntree: output\nschema: vector\nsamples:\n  - {{name: even, files: [{even}], label: 0}}\n  - {{name: odd, files: [demo/finetune/ttH_CPodd.root], label: 1}}\n"
+        )
+    };
+    let pre = |even: &str, cache: &str, mode: &str| {
+        std::fs::write(cwd.join("ft.yaml"), config(even)).expect("config");
+        run_ok(
+            cwd,
+            &["preprocess", "ft.yaml", "--cache", cache, "--mode", mode],
+        )
+    };
+    let cached = |cache: &str, sample: &str| {
+        json(&cwd.join(format!("{cache}/manifest.json")))["samples"][sample]["cached"]
+            .as_u64()
+            .expect("cached")
+    };
+    let (even, added) = ("demo/finetune/ttH_CPeven.root", "demo/pretrain/ttH.root");
+    pre(even, "ft", "auto");
+    pre(added, "added_alone", "rebuild");
+    // A file added before the sample's other: only it is read, the other files' shards are
+    // kept (under the units they are now), and the cache is the one a build from nothing
+    // writes.
+    let both = format!("{added}, {even}");
+    let out = pre(&both, "ft", "auto");
+    assert!(
+        out.contains("is stale (")
+            && out.contains("(the other 2 input files' shards are kept)")
+            && out.contains(&format!(
+                "({} of them by this run",
+                cached("added_alone", "even")
+            )),
+        "{out}"
+    );
+    pre(&both, "scratch", "rebuild");
+    assert!(
+        folder_files(&cwd.join("ft")) == folder_files(&cwd.join("scratch")),
+        "the cache with a file added is the one built from nothing"
+    );
+    // The file removed again: nothing is read.
+    let out = pre(even, "ft", "auto");
+    assert!(
+        out.contains("(the other 2 input files' shards are kept)")
+            && out.contains("(0 of them by this run"),
+        "{out}"
+    );
+    pre(even, "scratch", "rebuild");
+    assert!(
+        folder_files(&cwd.join("ft")) == folder_files(&cwd.join("scratch")),
+        "the cache with the file removed is the one built from nothing"
+    );
+    // A kept file's shard damaged meanwhile: that file is read again too.
+    let shard = cwd.join("ft/part-f0-u000000-0000.parquet");
+    let mut bytes = std::fs::read(&shard).expect("shard");
+    bytes.push(0);
+    std::fs::write(&shard, bytes).expect("damage");
+    let out = pre(&both, "ft", "auto");
+    assert!(
+        out.contains("(the other 1 input files' shards are kept)"),
+        "{out}"
+    );
+    pre(&both, "scratch", "rebuild");
+    assert!(
+        folder_files(&cwd.join("ft")) == folder_files(&cwd.join("scratch")),
+        "the cache with a damaged shard read again is the one built from nothing"
+    );
+}
+
+/// Every file of a folder (not recursive): name and bytes, sorted by name.
 fn folder_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .expect("ls")

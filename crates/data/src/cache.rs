@@ -5,7 +5,9 @@
 //! one input file each, at most `shard_events`, in row groups of [`ROW_GROUP_EVENTS`]; a split
 //! reads only its folds' files) and `manifest.json` (schema and contract versions, the
 //! preprocessing fingerprint and its inputs, shards with event counts, sizes and SHA-256 content
-//! hashes, per-sample and per-reason counts). A cache is built unit by unit in a sibling folder
+//! hashes, per-sample and per-reason counts), beside each unit's marker (`unit-<unit>.json`: its
+//! input file's sample, counts and shards, what a later build of a changed dataset takes as it
+//! is when that file did not change). A cache is built unit by unit in a sibling folder
 //! ([`CacheBuilder`]) and moved into place with its manifest, so a folder without one was never
 //! completed and is never read. A shard is checked against its hash whenever it is read whole and
 //! by the up-to-date check, so a corrupted one is refused by name rather than served.
@@ -173,21 +175,30 @@ impl CacheBuilder {
         })
     }
 
-    /// Takes unit `done` as it is in the finished cache `from` (its shards linked, or copied
-    /// where they cannot be): the same input file, read for a cache that differs only in other
-    /// files.
-    pub fn adopt_unit(&self, from: &Path, done: &UnitDone) -> Result<(), DataError> {
-        self.clear_unit(done.unit)?;
+    /// Takes unit `done` of the finished cache `from` as unit `unit` of this build (its shards
+    /// linked under the unit's names, or copied where they cannot be linked): the same input
+    /// file, read the same way, for a cache that differs in other files.
+    pub fn adopt_unit(&self, from: &Path, unit: u32, done: &UnitDone) -> Result<(), DataError> {
+        self.clear_unit(unit)?;
+        let (was, now) = (format!("-u{:06}-", done.unit), format!("-u{unit:06}-"));
+        let mut shards = Vec::with_capacity(done.shards.len());
         for shard in &done.shards {
-            let (src, dst) = (from.join(&shard.file), self.dir.join(&shard.file));
+            let file = shard.file.replacen(&was, &now, 1);
+            let (src, dst) = (from.join(&shard.file), self.dir.join(&file));
             if std::fs::hard_link(&src, &dst).is_err() {
                 std::fs::copy(&src, &dst).map_err(io_err(&src))?;
             }
+            shards.push(ShardInfo {
+                file,
+                ..shard.clone()
+            });
         }
         write_marker(
             &self.dir,
             &UnitDone {
                 fingerprint: self.fingerprint.clone(),
+                unit,
+                shards,
                 ..done.clone()
             },
         )
@@ -243,19 +254,18 @@ impl CacheBuilder {
         // Shards in (fold, unit, index) order: a split's events come in input-file order.
         shards.sort_by(|a, b| (a.fold, &a.file).cmp(&(b.fold, &b.file)));
         manifest.shards = shards;
-        // Nothing but the manifest's shards goes into the cache; and, where input files were
-        // left out, the units' markers, so that a rerun reads only those files again
-        // ([`kept_units`]).
+        // Nothing but the manifest's shards goes into the cache, and the units' markers, so that
+        // a later build of a changed dataset reads only the files that changed
+        // ([`finished_units`]).
         let keep: std::collections::BTreeSet<&str> =
             manifest.shards.iter().map(|s| s.file.as_str()).collect();
-        let keep_markers = !manifest.skipped_files.is_empty();
         for e in std::fs::read_dir(&self.dir)
             .map_err(io_err(&self.dir))?
             .flatten()
         {
             let name = e.file_name().to_string_lossy().into_owned();
             let marker = name.starts_with("unit-") && name.ends_with(".json");
-            if !keep.contains(name.as_str()) && (!keep_markers || !marker) {
+            if !keep.contains(name.as_str()) && !marker {
                 std::fs::remove_file(e.path()).map_err(io_err(&e.path()))?;
             }
         }
@@ -380,29 +390,32 @@ fn write_marker(dir: &Path, done: &UnitDone) -> Result<(), DataError> {
     write_atomically(&path, |tmp| std::fs::write(tmp, text).map_err(io_err(tmp)))
 }
 
-/// The units a finished cache that left out input files keeps markers of (see
-/// [`CacheBuilder::finish`]), those read whole and intact: every shard there, at its size and
-/// SHA-256 (checked as [`verify_cache`] checks, on every core). Empty for a cache that left out
-/// nothing.
-pub fn kept_units(dir: &Path) -> Result<BTreeMap<u32, UnitDone>, DataError> {
-    let units: Vec<UnitDone> = read_markers(dir)?
+/// The units whose markers a finished cache keeps (see [`CacheBuilder::finish`]), by unit; a
+/// unit that left its file out (`on_bad_file: skip`) is not one. Empty for a cache written
+/// before markers were kept.
+pub fn finished_units(dir: &Path) -> Result<BTreeMap<u32, UnitDone>, DataError> {
+    Ok(read_markers(dir)?
         .into_values()
         .flatten()
         .filter(|d| d.skipped.is_none())
-        .collect();
-    let shards: Vec<ShardInfo> = units.iter().flat_map(|d| d.shards.clone()).collect();
+        .map(|d| (d.unit, d))
+        .collect())
+}
+
+/// Of `units` (of the cache in `dir`, by any key), those read whole and intact: every shard
+/// there, at its size and SHA-256 (checked as [`verify_cache`] checks, on every core).
+pub fn intact_units<K: Ord>(dir: &Path, units: BTreeMap<K, UnitDone>) -> BTreeMap<K, UnitDone> {
+    let shards: Vec<ShardInfo> = units.values().flat_map(|d| d.shards.clone()).collect();
     let bad: std::collections::BTreeSet<&str> = shards
         .iter()
         .zip(per_shard(&shards, &|s| check_shard(dir, s).is_ok()))
         .filter(|(_, ok)| !ok)
         .map(|(s, _)| s.file.as_str())
         .collect();
-    let kept = units
-        .iter()
-        .filter(|d| d.shards.iter().all(|s| !bad.contains(s.file.as_str())))
-        .map(|d| (d.unit, d.clone()))
-        .collect();
-    Ok(kept)
+    units
+        .into_iter()
+        .filter(|(_, d)| d.shards.iter().all(|s| !bad.contains(s.file.as_str())))
+        .collect()
 }
 
 /// The unit markers in `dir`, by unit (`None`: a marker that does not parse).

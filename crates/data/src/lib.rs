@@ -27,7 +27,9 @@ mod root;
 mod schema;
 
 pub use blocks::CachedSplit;
-pub use cache::{CacheBuilder, UnitDone, UnitWriter, kept_units, read_cache, verify_cache};
+pub use cache::{
+    CacheBuilder, UnitDone, UnitWriter, finished_units, intact_units, read_cache, verify_cache,
+};
 pub use config::{
     BUILTIN_DECLARATIONS, DatasetConfig, InputsRef, LabelSpec, OnBadFile, SampleConfig, SampleMeta,
     SamplePlan, SchemaRef, builtin_inputs,

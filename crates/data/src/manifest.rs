@@ -164,7 +164,15 @@ pub fn first_difference(old: &serde_json::Value, new: &serde_json::Value) -> Opt
                 .enumerate()
                 .find_map(|(i, (u, v))| walk(&format!("{path}[{i}]"), u, v)),
             _ if a == b => None,
-            _ => Some(format!("{path}: {a} → {b}")),
+            _ => Some(format!("{path}: {} → {}", short(a), short(b))),
+        }
+    }
+    // A long list (a sample's files) by its length.
+    fn short(v: &Value) -> String {
+        let text = v.to_string();
+        match v {
+            Value::Array(items) if text.len() > 120 => format!("{} entries", items.len()),
+            _ => text,
         }
     }
     walk("", old, new)

@@ -50,7 +50,7 @@ pub enum BuildFrom {
     /// From nothing.
     Nothing,
     /// From an interrupted build of the same inputs, if any, and these units of the cache in
-    /// place (read before from the same files).
+    /// place (read before from the same files), by the unit each becomes.
     Keeping(BTreeMap<u32, gnn4c_data::UnitDone>),
 }
 
@@ -201,8 +201,8 @@ pub fn build_cache(
     };
     let builder = CacheBuilder::open(dir, &fingerprint, build.shard_events, fresh)?
         .with_auto(gnn4c_features::AutoColumns::of(&declaration.spec));
-    for done in kept.values() {
-        builder.adopt_unit(dir, done)?;
+    for (&unit, done) in &kept {
+        builder.adopt_unit(dir, unit, done)?;
     }
     let plans = cfg
         .samples

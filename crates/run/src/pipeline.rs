@@ -2,14 +2,15 @@
 //! finished or rebuilt otherwise ([`preprocess`], [`ensure_cache`]); the build itself is
 //! `cache_build.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use gnn4c_data::{
     CACHE_SCHEMA_VERSION, CONTRACT_VERSION, CacheManifest, DatasetConfig, Folds, OnBadFile,
-    file_identity, fingerprint_of, first_difference, open_tree, read_manifest, verify_cache,
+    UnitDone, file_identity, fingerprint_of, first_difference, open_tree, read_manifest,
+    verify_cache,
 };
 
 use crate::cache_build::report_skipped_files;
@@ -151,7 +152,7 @@ pub fn preprocess_cache(
     let base = std::env::current_dir().context("reading the current folder")?;
     let inputs = fingerprint_inputs(cfg, folds.n_folds, &base)?;
     let fingerprint = fingerprint_of(&inputs);
-    // Units of a cache that left out input files, kept when those files are read again.
+    // Units of the cache in place whose input files did not change, kept as they are.
     let mut kept = BTreeMap::new();
     if mode != CacheMode::Rebuild && dir.exists() {
         // A cache whose inputs match is only up to date if every shard is intact.
@@ -161,30 +162,11 @@ pub fn preprocess_cache(
             }
             Ok(m)
         });
+        let up_to_date = |m: &CacheManifest| {
+            m.fingerprint == fingerprint && (m.skipped_files.is_empty() || mode != CacheMode::Auto)
+        };
         match found {
-            Ok(m)
-                if !m.skipped_files.is_empty()
-                    && mode == CacheMode::Auto
-                    && let Some(same) =
-                        same_but_unreadable_files(&m.fingerprint_inputs, &inputs) =>
-            {
-                if build.part.is_none() {
-                    kept = gnn4c_data::kept_units(dir)?;
-                    kept.retain(|u, _| same.get(*u as usize).copied().unwrap_or(false));
-                }
-                writeln!(
-                    out,
-                    "cache {} left out {} input files it could not read: reading them again{}",
-                    dir.display(),
-                    m.skipped_files.len(),
-                    if kept.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (the other {} input files' shards are kept)", kept.len())
-                    }
-                )?;
-            }
-            Ok(m) if m.fingerprint == fingerprint => {
+            Ok(m) if up_to_date(&m) => {
                 writeln!(
                     out,
                     "cache {} is up to date ({} events, fingerprint {})",
@@ -196,15 +178,36 @@ pub fn preprocess_cache(
                 return Ok(Some(m));
             }
             Ok(m) => {
-                let what = first_difference(&m.fingerprint_inputs, &inputs)
-                    .unwrap_or_else(|| "the fingerprint".into());
+                let what = first_difference(&m.fingerprint_inputs, &inputs);
                 if mode == CacheMode::ReadOnly {
                     bail!(
-                        "cache {} is stale ({what}) and cache mode is read_only: rebuild it with --mode rebuild",
-                        dir.display()
+                        "cache {} is stale ({}) and cache mode is read_only: rebuild it with --mode rebuild",
+                        dir.display(),
+                        what.unwrap_or_else(|| "the fingerprint".into())
                     );
                 }
-                writeln!(out, "cache {} is stale ({what}): rebuilding", dir.display())?;
+                if build.part.is_none() {
+                    kept = unchanged_units(cfg, dir, &base, &m, &inputs)?;
+                }
+                let keeping = if kept.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (the other {} input files' shards are kept)", kept.len())
+                };
+                match what {
+                    // Only the files it could not read: they are tried again.
+                    None => writeln!(
+                        out,
+                        "cache {} left out {} input files it could not read: reading them again{keeping}",
+                        dir.display(),
+                        m.skipped_files.len(),
+                    )?,
+                    Some(what) => writeln!(
+                        out,
+                        "cache {} is stale ({what}): rebuilding{keeping}",
+                        dir.display()
+                    )?,
+                }
             }
             Err(e) if mode == CacheMode::ReadOnly => {
                 return Err(e).context("cache mode is read_only");
@@ -232,30 +235,105 @@ pub fn preprocess_cache(
     )
 }
 
-/// Per input file, whether a cache of `old` inputs holds it as `new` would: `None` unless the
-/// two differ at most in files `old` could not read (what a rerun under `on_bad_file: skip`
-/// reads again).
-fn same_but_unreadable_files(
+/// The units of the cache in `dir` (its manifest `m`) a build of `inputs` takes as they are
+/// ([`reusable_units`]), those whose shards are intact.
+fn unchanged_units(
+    cfg: &DatasetConfig,
+    dir: &Path,
+    base: &Path,
+    m: &CacheManifest,
+    inputs: &serde_json::Value,
+) -> anyhow::Result<BTreeMap<u32, UnitDone>> {
+    let reusable = reusable_units(
+        &m.fingerprint_inputs,
+        inputs,
+        &gnn4c_data::finished_units(dir)?,
+        &unit_samples(cfg, base)?,
+    );
+    Ok(gnn4c_data::intact_units(dir, reusable))
+}
+
+/// The sample of every input file, in unit order (as the fingerprint lists the files).
+fn unit_samples(cfg: &DatasetConfig, base: &Path) -> anyhow::Result<Vec<String>> {
+    let mut samples = Vec::new();
+    for s in &cfg.samples {
+        let n = cfg.sample_files(s, base)?.len();
+        samples.extend(std::iter::repeat_n(s.name.clone(), n));
+    }
+    Ok(samples)
+}
+
+/// The units of a cache built from `old` inputs that a build from `new` inputs takes as they
+/// are, by the unit each becomes: the same input file (path, size, version, entries) read for a
+/// sample of the same name and settings, where everything else the cache depends on (the
+/// declaration, the folds, the dataset's settings besides its samples' files) is the same. A
+/// file the old cache could not read is read again; so is every file when anything else
+/// changed. `samples`: the sample of each of `new`'s files.
+fn reusable_units(
     old: &serde_json::Value,
     new: &serde_json::Value,
-) -> Option<Vec<bool>> {
-    let (o, n) = (old.as_object()?, new.as_object()?);
-    let others_equal = o.len() == n.len()
-        && o.iter()
-            .all(|(k, v)| k == "files" || n.get(k).is_some_and(|w| w == v));
-    let (of, nf) = (o.get("files")?.as_array()?, n.get("files")?.as_array()?);
-    if !others_equal || of.len() != nf.len() {
-        return None;
+    units: &BTreeMap<u32, UnitDone>,
+    samples: &[String],
+) -> BTreeMap<u32, UnitDone> {
+    let mut kept = BTreeMap::new();
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+        return kept;
+    };
+    let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+    let others_equal = keys
+        .into_iter()
+        .filter(|k| !matches!(k.as_str(), "files" | "dataset"))
+        .all(|k| o.get(k) == n.get(k));
+    let (od, nd) = (
+        dataset_settings(&o["dataset"]),
+        dataset_settings(&n["dataset"]),
+    );
+    let (Some(old_files), Some(new_files)) = (o["files"].as_array(), n["files"].as_array()) else {
+        return kept;
+    };
+    if !others_equal || od.0 != nd.0 {
+        return kept;
     }
-    let mut same = Vec::with_capacity(of.len());
-    for (a, b) in of.iter().zip(nf) {
-        let unreadable = a.get("unreadable").is_some();
-        if a != b && !unreadable {
-            return None;
+    let mut taken = BTreeSet::new();
+    for (j, (file, sample)) in new_files.iter().zip(samples).enumerate() {
+        let same_sample =
+            nd.1.get(sample)
+                .is_some_and(|s| od.1.get(sample) == Some(s));
+        if file.get("unreadable").is_some() || !same_sample {
+            continue;
         }
-        same.push(a == b && !unreadable);
+        let found = units.iter().find(|(i, d)| {
+            !taken.contains(*i) && d.sample == *sample && old_files.get(**i as usize) == Some(file)
+        });
+        if let Some((&i, done)) = found {
+            taken.insert(i);
+            kept.insert(j as u32, done.clone());
+        }
     }
-    Some(same)
+    kept
+}
+
+/// A dataset's settings as the fingerprint holds them, split: everything but its samples, and
+/// each sample's settings but its files, by name.
+fn dataset_settings(
+    dataset: &serde_json::Value,
+) -> (serde_json::Value, BTreeMap<String, serde_json::Value>) {
+    let mut rest = dataset.clone();
+    let samples = rest
+        .as_object_mut()
+        .and_then(|d| d.remove("samples"))
+        .and_then(|s| s.as_array().cloned())
+        .unwrap_or_default();
+    let by_name = samples
+        .into_iter()
+        .filter_map(|mut s| {
+            let settings = s.as_object_mut()?;
+            settings.remove("files");
+            settings.remove("files_from");
+            Some((settings.get("name")?.as_str()?.to_owned(), s))
+        })
+        .collect();
+    (rest, by_name)
 }
 
 #[cfg(test)]
@@ -263,31 +341,87 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cache_keeps_its_units_only_where_nothing_but_unreadable_files_changed() {
-        let inputs = |files: serde_json::Value, n_folds: u32| serde_json::json!({"dataset": {"name": "d"}, "n_folds": n_folds, "files": files});
-        let a = serde_json::json!({"path": "a.root", "size": 1});
-        let b = serde_json::json!({"path": "b.root", "unreadable": true});
+    fn a_cache_keeps_the_units_of_the_files_that_did_not_change() {
+        let sample = |name: &str, files: &[&str], label: u32| serde_json::json!({"name": name, "files": files, "label": label});
+        let inputs = |samples: serde_json::Value, files: serde_json::Value, n_folds: u32| serde_json::json!({"dataset": {"name": "d", "samples": samples}, "n_folds": n_folds, "files": files});
+        let unit = |unit: u32, sample: &str| UnitDone {
+            fingerprint: "old".into(),
+            unit,
+            sample: sample.into(),
+            counts: gnn4c_data::SampleCounts::default(),
+            shards: Vec::new(),
+            skipped: None,
+        };
+        let (a, b, c) = (
+            serde_json::json!({"path": "a.root", "size": 1}),
+            serde_json::json!({"path": "b.root", "unreadable": true}),
+            serde_json::json!({"path": "c.root", "size": 3}),
+        );
+        // Sample s: a, b (unreadable then); sample t: c.
+        let old = inputs(
+            serde_json::json!([
+                sample("s", &["a.root", "b.root"], 0),
+                sample("t", &["c.root"], 1)
+            ]),
+            serde_json::json!([a, b, c]),
+            5,
+        );
+        let units: BTreeMap<u32, UnitDone> = [(0, unit(0, "s")), (2, unit(2, "t"))].into();
+        let samples = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let kept = |new: &serde_json::Value, of: &[&str]| {
+            reusable_units(&old, new, &units, &samples(of))
+                .into_iter()
+                .map(|(j, d)| (j, d.unit))
+                .collect::<Vec<_>>()
+        };
+        // The unreadable file reads now: the others are kept where they are.
         let b_now = serde_json::json!({"path": "b.root", "size": 2});
-        let old = inputs(serde_json::json!([a, b]), 5);
-        // The unreadable file reads now: the other is kept.
-        assert_eq!(
-            same_but_unreadable_files(&old, &inputs(serde_json::json!([a, b_now]), 5)),
-            Some(vec![true, false])
+        let same_samples = serde_json::json!([
+            sample("s", &["a.root", "b.root"], 0),
+            sample("t", &["c.root"], 1)
+        ]);
+        let new = inputs(same_samples.clone(), serde_json::json!([a, b_now, c]), 5);
+        assert_eq!(kept(&new, &["s", "s", "t"]), [(0, 0), (2, 2)]);
+        // A file added to s, before the others: they are kept under their new units.
+        let d = serde_json::json!({"path": "d.root", "size": 4});
+        let new = inputs(
+            serde_json::json!([
+                sample("s", &["d.root", "a.root", "b.root"], 0),
+                sample("t", &["c.root"], 1)
+            ]),
+            serde_json::json!([d, a, b_now, c]),
+            5,
         );
-        // Still unreadable: the same.
-        assert_eq!(
-            same_but_unreadable_files(&old, &old),
-            Some(vec![true, false])
+        assert_eq!(kept(&new, &["s", "s", "s", "t"]), [(1, 0), (3, 2)]);
+        // A file that changed, or moved to another sample, is read again.
+        let a_changed = serde_json::json!({"path": "a.root", "size": 9});
+        let new = inputs(
+            same_samples.clone(),
+            serde_json::json!([a_changed, b_now, c]),
+            5,
         );
-        // A readable file changed, a file added, or anything else: nothing is kept.
-        let a_changed = serde_json::json!({"path": "a.root", "size": 3});
-        for new in [
-            inputs(serde_json::json!([a_changed, b]), 5),
-            inputs(serde_json::json!([a, b, a]), 5),
-            inputs(serde_json::json!([a, b]), 4),
-        ] {
-            assert_eq!(same_but_unreadable_files(&old, &new), None, "{new}");
-        }
+        assert_eq!(kept(&new, &["s", "s", "t"]), [(2, 2)]);
+        let new = inputs(
+            serde_json::json!([
+                sample("s", &["b.root"], 0),
+                sample("t", &["a.root", "c.root"], 1)
+            ]),
+            serde_json::json!([b_now, a, c]),
+            5,
+        );
+        assert_eq!(kept(&new, &["s", "t", "t"]), [(2, 2)]);
+        // A sample's settings changed: its files are read again; anything else: every file.
+        let new = inputs(
+            serde_json::json!([
+                sample("s", &["a.root", "b.root"], 7),
+                sample("t", &["c.root"], 1)
+            ]),
+            serde_json::json!([a, b_now, c]),
+            5,
+        );
+        assert_eq!(kept(&new, &["s", "s", "t"]), [(2, 2)]);
+        let new = inputs(same_samples, serde_json::json!([a, b_now, c]), 4);
+        assert_eq!(kept(&new, &["s", "s", "t"]), []);
     }
 
     #[test]

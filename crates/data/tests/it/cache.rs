@@ -302,9 +302,11 @@ fn an_interrupted_build_keeps_its_finished_units_and_names_itself() {
     let files = std::fs::read_dir(&dir).expect("ls").count();
     assert_eq!(
         files,
-        built.shards.len() + 1,
-        "only the shards and the manifest"
+        built.shards.len() + 3 + 1,
+        "only the shards, the units' markers and the manifest"
     );
+    let units = gnn4c_data::finished_units(&dir).expect("markers");
+    assert_eq!(units.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
 }
 
 #[test]
@@ -459,6 +461,17 @@ fn fingerprint_difference_names_the_field() {
     );
     assert_eq!(first_difference(&a, &a), None);
     assert_ne!(fingerprint_of(&a), fingerprint_of(&b));
+    // A file added to a long list is said by the list's length.
+    let files: Vec<String> = (0..20).map(|i| format!("/data/file-{i}.root")).collect();
+    let more = [files.clone(), vec!["/data/new.root".into()]].concat();
+    assert_eq!(
+        first_difference(
+            &serde_json::json!({"files": files}),
+            &serde_json::json!({"files": more})
+        )
+        .as_deref(),
+        Some("files: 20 entries → 21 entries")
+    );
 }
 
 #[test]
