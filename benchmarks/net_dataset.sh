@@ -4,8 +4,9 @@
 # events each) read locally, over root:// and http:// from a real XRootD (Debian's
 # xrootd-server) on localhost, and through a proxy adding RTT_MS of round-trip latency
 # (reference/latency_proxy.py), on 1 and 2 threads; ROUNDS rounds, every binary of BINS
-# alternated in each (default: this checkout's release build). Prints one JSON line a run, then
-# the medians.
+# alternated in each (default: this checkout's release build). Then, the same way, a rerun of
+# `preprocess` after a fifth seed's 12 files were added to the dataset (60 files, --mode auto).
+# Prints one JSON line a run, then the medians.
 #
 # Usage: BINS="/path/old /path/new" PYTHON=/tmp/rootenv/bin/python \
 #          benchmarks/net_dataset.sh DIR [ROUNDS] [EVENTS] [RTT_MS]
@@ -23,7 +24,7 @@ if [ -z "${BINS:-}" ]; then
 fi
 read -r -a bins <<< "$BINS"
 first=${bins[0]}
-for seed in 1 2 3 4; do
+for seed in 1 2 3 4 5; do
   [ -d "$dir/s$seed/pretrain" ] || "$first" generate --out "$dir/s$seed" --events "$events" --seed "$seed" > /dev/null
 done
 chmod -R a+rX "$dir"
@@ -46,35 +47,51 @@ xrootd "${as[@]}" -c "$work/xrd.cfg" -n dataset -l "$work/xrd.log" -b
 proxy=$!
 trap 'kill $proxy 2>/dev/null; pkill -f "$work/xrd.cfg" 2>/dev/null; rm -rf "$work"' EXIT
 sleep 2
-# One dataset config per way of reading: 12 samples of 4 files each.
+# One dataset config per way of reading: 12 samples of 4 files each (VIA.4.yaml), and of 5
+# (VIA.5.yaml: a fifth seed added).
 for via in local root http root_lat http_lat; do
   case $via in
     local) base=$dir/ ;; root) base=root://127.0.0.1:$xrd// ;; http) base=http://127.0.0.1:$http/ ;;
     root_lat) base=root://127.0.0.1:$lxrd// ;; http_lat) base=http://127.0.0.1:$lhttp/ ;;
   esac
-  "$py" - "$dir" "$base" > "$work/$via.yaml" <<'PY'
+  for seeds in 4 5; do
+    "$py" - "$dir" "$base" "$seeds" > "$work/$via.$seeds.yaml" <<'PY'
 import glob, os, sys
-folder, base = sys.argv[1:]
+folder, base, seeds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 processes = sorted(os.path.basename(f)[:-5] for f in glob.glob(f"{folder}/s1/pretrain/*.root"))
 print(f"name: dataset\ntree: output\nschema: vector\nclasses: [{', '.join(processes)}]\nsamples:")
 for label, p in enumerate(processes):
-    files = ", ".join(f"'{base}s{seed}/pretrain/{p}.root'" for seed in range(1, 5))
+    files = ", ".join(f"'{base}s{seed}/pretrain/{p}.root'" for seed in range(1, seeds + 1))
     print(f"  - {{name: {p}, files: [{files}], label: {label}}}")
 PY
+  done
 done
 out=$dir/dataset.jsonl
 rm -f "$out"
+preprocess() { # BIN VIA SEEDS THREADS MODE: the seconds it took
+  local start end
+  start=$(date +%s%N)
+  "$1" preprocess "$work/$2.$3.yaml" --cache "$dir/cache_$2" --mode "$5" --threads "$4" \
+    > "$work/last.log" 2>&1 || { cat "$work/last.log" >&2; exit 1; }
+  end=$(date +%s%N)
+  echo "$(( (end - start) / 1000000 ))e-3"
+}
 for round in $(seq "$rounds"); do
   echo "round $round of $rounds" >&2
   for threads in 1 2; do
     for via in local root http root_lat http_lat; do
       for b in "${bins[@]}"; do
-        start=$(date +%s%N)
-        "$b" preprocess "$work/$via.yaml" --cache "$dir/cache_$via" --mode rebuild \
-          --threads "$threads" > "$work/last.log" 2>&1 || { cat "$work/last.log" >&2; exit 1; }
-        end=$(date +%s%N)
-        echo "{\"bin\":\"$b\",\"threads\":$threads,\"via\":\"$via\",\"s\":$(( (end - start) / 1000000 ))e-3}" >> "$out"
+        s=$(preprocess "$b" "$via" 4 "$threads" rebuild)
+        echo "{\"bin\":\"$b\",\"threads\":$threads,\"via\":\"$via\",\"s\":$s}" >> "$out"
       done
+    done
+  done
+  # 12 files added to a cached dataset of 48: the rerun's time.
+  for via in local root_lat http_lat; do
+    for b in "${bins[@]}"; do
+      preprocess "$b" "$via" 4 2 rebuild > /dev/null
+      s=$(preprocess "$b" "$via" 5 2 auto)
+      echo "{\"bin\":\"$b\",\"threads\":2,\"via\":\"$via added\",\"s\":$s}" >> "$out"
     done
   done
 done
