@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use gnn4c_features::AutoColumns;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -63,10 +63,50 @@ pub struct CacheBuilder {
     fingerprint: String,
     shard_events: usize,
     auto: AutoColumns,
+    files: UnitFiles,
 }
 
 fn unit_marker(unit: u32) -> String {
     format!("unit-{unit:06}.json")
+}
+
+/// A build folder's files by the unit they belong to (markers, shards): those there when the
+/// build opened and those it wrote since, so that a unit's files are removed without listing
+/// the folder for each unit (which made a build of thousands of files quadratic).
+#[derive(Debug, Clone, Default)]
+struct UnitFiles(Arc<Mutex<BTreeMap<u32, Vec<String>>>>);
+
+impl UnitFiles {
+    /// The unit files in `dir`.
+    fn of(dir: &Path) -> Result<UnitFiles, DataError> {
+        let files = UnitFiles::default();
+        for e in std::fs::read_dir(dir).map_err(io_err(dir))?.flatten() {
+            files.add(&e.file_name().to_string_lossy());
+        }
+        Ok(files)
+    }
+
+    /// Notes `name` under its unit (a name of no unit is not noted).
+    fn add(&self, name: &str) {
+        let unit = name
+            .strip_prefix("unit-")
+            .and_then(|n| n.strip_suffix(".json"))
+            .or_else(|| {
+                let shard = name.strip_prefix("part-f")?.strip_suffix(".parquet")?;
+                shard.split('-').find_map(|part| part.strip_prefix('u'))
+            })
+            .and_then(|n| n.parse::<u32>().ok());
+        if let Some(unit) = unit {
+            let mut files = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            files.entry(unit).or_default().push(name.to_owned());
+        }
+    }
+
+    /// The files noted under `unit`, forgotten.
+    fn take(&self, unit: u32) -> Vec<String> {
+        let mut files = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        files.remove(&unit).unwrap_or_default()
+    }
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> DataError + '_ {
@@ -103,6 +143,7 @@ impl CacheBuilder {
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let builder = CacheBuilder {
             target: target.to_owned(),
+            files: UnitFiles::of(&dir)?,
             dir,
             fingerprint: fingerprint.to_owned(),
             shard_events,
@@ -147,15 +188,13 @@ impl CacheBuilder {
 
     /// Removes a unit's marker and shards.
     fn clear_unit(&self, unit: u32) -> Result<(), DataError> {
-        let tag = format!("-u{unit:06}-");
-        let marker = unit_marker(unit);
-        for e in std::fs::read_dir(&self.dir)
-            .map_err(io_err(&self.dir))?
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name == marker || (name.starts_with("part-") && name.contains(&tag)) {
-                std::fs::remove_file(e.path()).map_err(io_err(&e.path()))?;
+        for name in self.files.take(unit) {
+            let path = self.dir.join(name);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_err(&path)(e));
+                }
+                _ => {}
             }
         }
         Ok(())
@@ -166,6 +205,7 @@ impl CacheBuilder {
         self.clear_unit(unit)?;
         Ok(UnitWriter {
             dir: self.dir.clone(),
+            files: self.files.clone(),
             fingerprint: self.fingerprint.clone(),
             unit,
             shard_events: self.shard_events,
@@ -185,6 +225,7 @@ impl CacheBuilder {
         for shard in &done.shards {
             let file = shard.file.replacen(&was, &now, 1);
             let (src, dst) = (from.join(&shard.file), self.dir.join(&file));
+            self.files.add(&file);
             if std::fs::hard_link(&src, &dst).is_err() {
                 std::fs::copy(&src, &dst).map_err(io_err(&src))?;
             }
@@ -195,6 +236,7 @@ impl CacheBuilder {
         }
         write_marker(
             &self.dir,
+            &self.files,
             &UnitDone {
                 fingerprint: self.fingerprint.clone(),
                 unit,
@@ -216,7 +258,7 @@ impl CacheBuilder {
             shards: Vec::new(),
             skipped: Some(skipped),
         };
-        write_marker(&self.dir, &done)?;
+        write_marker(&self.dir, &self.files, &done)?;
         Ok(done)
     }
 
@@ -304,6 +346,7 @@ impl CacheBuilder {
 #[derive(Debug)]
 pub struct UnitWriter {
     dir: PathBuf,
+    files: UnitFiles,
     fingerprint: String,
     unit: u32,
     shard_events: usize,
@@ -333,6 +376,7 @@ impl UnitWriter {
         let index = self.shards.iter().filter(|s| s.fold == fold).count();
         let file = format!("part-f{fold}-u{:06}-{index:04}.parquet", self.unit);
         let path = self.dir.join(&file);
+        self.files.add(&file);
         let batch = to_batch(&records).map_err(|e| cache_err(&path, e))?;
         let bytes = parquet_bytes(&batch).map_err(|e| cache_err(&path, e))?;
         write_atomically(&path, |tmp| {
@@ -378,14 +422,16 @@ impl UnitWriter {
             shards: self.shards,
             skipped: None,
         };
-        write_marker(&self.dir, &done)?;
+        write_marker(&self.dir, &self.files, &done)?;
         Ok(done)
     }
 }
 
 /// Writes `done`'s marker in `dir` (atomically: a marker is whole or absent).
-fn write_marker(dir: &Path, done: &UnitDone) -> Result<(), DataError> {
-    let path = dir.join(unit_marker(done.unit));
+fn write_marker(dir: &Path, files: &UnitFiles, done: &UnitDone) -> Result<(), DataError> {
+    let name = unit_marker(done.unit);
+    files.add(&name);
+    let path = dir.join(name);
     let text = serde_json::to_string_pretty(done).map_err(|e| cache_err(&path, e.to_string()))?;
     write_atomically(&path, |tmp| std::fs::write(tmp, text).map_err(io_err(tmp)))
 }
