@@ -286,6 +286,24 @@ fn a_dataset_over_root_and_http_caches_what_the_local_files_give_and_bad_urls_ar
         assert!(manifest.contains(&server.url(protocol, tree)), "{manifest}");
         assert!(manifest.contains(&format!("\"size\":{size}")), "{manifest}");
 
+        // A file smaller than what an open reads first (19 kB): read as the local file is.
+        let small = "real/uproot-small-dy-nooffsets.root";
+        let (here, there) = (local(small), server.url(protocol, small));
+        let (o_here, o_there) = (
+            run(cwd, &["inspect", &here]),
+            run(cwd, &["inspect", &there]),
+        );
+        assert!(
+            o_there.status.success(),
+            "{protocol}: {}",
+            text_of(&o_there)
+        );
+        assert_eq!(
+            text(&o_there).0.replace(&there, "FILE"),
+            text(&o_here).0.replace(&here, "FILE"),
+            "{protocol}: a small file"
+        );
+
         // A missing file: named, exit code 2 as for a missing local file.
         let missing = server.url(protocol, "real/no-such-file.root");
         let o = run(cwd, &["inspect", &missing]);

@@ -145,14 +145,35 @@ impl HttpFile {
     /// The file's first [`ENDS`] bytes (all of a smaller file), and its identity from the
     /// answer's headers.
     fn get_start(&self) -> io::Result<(Vec<u8>, RemoteIdentity)> {
-        let response = self.get_range(0, ENDS)?;
-        // `Content-Range: bytes 0-LAST/SIZE`.
+        let (mut response, mut last, identity) = self.start_of(ENDS)?;
+        // A range past the end of a smaller file: a server may answer it as asked, not cut to
+        // the file (XRootD's HTTP door also announces the asked length and sends less), so the
+        // answer is dropped unread and the file asked for exactly.
+        if last >= identity.size && identity.size > 0 {
+            (response, last, _) = self.start_of(identity.size)?;
+        }
+        if last >= identity.size {
+            return Err(io::Error::other(format!(
+                "the server answered bytes 0-{last} of a file of {} bytes",
+                identity.size
+            )));
+        }
+        let mut bytes = vec![0u8; usize::try_from(last + 1).map_err(io::Error::other)?];
+        response.into_reader().read_exact(&mut bytes)?;
+        count_received(bytes.len());
+        Ok((bytes, identity))
+    }
+
+    /// A `GET` of the file's first `len` bytes: the answer, the last byte it holds, and the
+    /// file's identity from its headers (`Content-Range: bytes 0-LAST/SIZE`).
+    fn start_of(&self, len: u64) -> io::Result<(ureq::Response, u64, RemoteIdentity)> {
+        let response = self.get_range(0, len)?;
         let content_range = response.header("Content-Range").unwrap_or_default();
         let parsed = content_range
             .strip_prefix("bytes 0-")
             .and_then(|r| r.split_once('/'))
             .and_then(|(last, size)| Some((last.trim().parse().ok()?, size.trim().parse().ok()?)));
-        let Some((last, size)) = parsed.filter(|&(last, size): &(u64, u64)| last < size) else {
+        let Some((last, size)) = parsed else {
             return Err(io::Error::other(format!(
                 "the server gave no file size for a range request (Content-Range: \
                  {content_range:?})"
@@ -163,10 +184,7 @@ impl HttpFile {
             modified: response.header("Last-Modified").map(str::to_owned),
             etag: response.header("ETag").map(str::to_owned),
         };
-        let mut bytes = vec![0u8; usize::try_from(last + 1).map_err(io::Error::other)?];
-        response.into_reader().read_exact(&mut bytes)?;
-        count_received(bytes.len());
-        Ok((bytes, identity))
+        Ok((response, last, identity))
     }
 
     /// A `GET` of `len` bytes at `offset`, answered with exactly that range.
