@@ -28,25 +28,9 @@ for seed in 1 2 3 4 5; do
   [ -d "$dir/s$seed/pretrain" ] || "$first" generate --out "$dir/s$seed" --events "$events" --seed "$seed" > /dev/null
 done
 chmod -R a+rX "$dir"
-work=$(mktemp -d)
-chmod 755 "$work"
-port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-xrd=$(port) http=$(port) lxrd=$(port) lhttp=$(port)
-cat > "$work/xrd.cfg" <<EOF
-xrd.port $xrd
-xrd.protocol XrdHttp:$http libXrdHttp.so
-all.export /
-oss.localroot $dir
-all.adminpath $work/admin
-all.pidpath $work/run
-EOF
-as=()
-if [ "$(id -u)" = 0 ]; then chown -R xrootd "$work"; as=(-R xrootd); fi
-xrootd "${as[@]}" -c "$work/xrd.cfg" -n dataset -l "$work/xrd.log" -b
-"$py" "$here/reference/latency_proxy.py" "$rtt" "$lxrd:$xrd" "$lhttp:$http" > "$work/proxy.log" &
-proxy=$!
-trap 'kill $proxy 2>/dev/null; pkill -f "$work/xrd.cfg" 2>/dev/null; rm -rf "$work"' EXIT
-sleep 2
+# shellcheck source=reference/serve_xrootd.sh
+. "$here/reference/serve_xrootd.sh"
+serve_xrootd "$dir" "$rtt"
 # One dataset config per way of reading: 12 samples of 4 files each (VIA.4.yaml), and of 5
 # (VIA.5.yaml: a fifth seed added).
 for via in local root http root_lat http_lat; do

@@ -19,24 +19,9 @@ files=("$@")
 py=${PYTHON:-python3}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/gnn4colliders/target}
 (cd "$here/.." && cargo build --release -q -p gnn4c-benchmarks --bin benchmark_io)
-work=$(mktemp -d)
-port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-xrd=$(port) http=$(port) lxrd=$(port) lhttp=$(port)
-cat > "$work/xrd.cfg" <<EOF
-xrd.port $xrd
-xrd.protocol XrdHttp:$http libXrdHttp.so
-all.export /
-oss.localroot $dir
-all.adminpath $work/admin
-all.pidpath $work/run
-EOF
-as=()
-if [ "$(id -u)" = 0 ]; then chown -R xrootd "$work"; as=(-R xrootd); fi
-xrootd "${as[@]}" -c "$work/xrd.cfg" -n bench -l "$work/xrd.log" -b
-"$py" "$here/reference/latency_proxy.py" "$rtt" "$lxrd:$xrd" "$lhttp:$http" > "$work/proxy.log" &
-proxy=$!
-trap 'kill $proxy 2>/dev/null; pkill -f "$work/xrd.cfg" 2>/dev/null; rm -rf "$work"' EXIT
-sleep 2
+# shellcheck source=reference/serve_xrootd.sh
+. "$here/reference/serve_xrootd.sh"
+serve_xrootd "$dir" "$rtt"
 # One listing per file and way of reading it.
 for f in "${files[@]}"; do
   for via in local root http root_lat http_lat; do
