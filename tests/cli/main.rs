@@ -399,13 +399,8 @@ fn every_test_file_with_physics_objects_scans_and_preprocesses() {
 
 #[test]
 fn preprocess_builds_validates_and_rebuilds_the_cache() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = with_demo(300);
     let cwd = dir.path();
-    assert!(
-        run(cwd, &["generate", "--out", "demo", "--events", "300"])
-            .status
-            .success()
-    );
     let config = "name: ft\ntree: output\nschema: vector\nsamples:\n  - {name: even, files: [demo/finetune/ttH_CPeven.root], label: 0}\n  - {name: odd, files: [demo/finetune/ttH_CPodd.root], label: 1}\n";
     std::fs::write(cwd.join("ft.yaml"), config).expect("write config");
     let pre = |extra: &[&str]| {
@@ -563,13 +558,8 @@ fn preprocess_builds_validates_and_rebuilds_the_cache() {
 
 #[test]
 fn bad_input_files_fail_the_build_or_are_skipped_named_and_read_again() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = with_demo(200);
     let cwd = dir.path();
-    assert!(
-        run(cwd, &["generate", "--out", "demo", "--events", "200"])
-            .status
-            .success()
-    );
     std::fs::write(cwd.join("broken.root"), b"not a ROOT file").expect("write");
     let config = |on_bad_file: &str, even: &str| {
         format!(
@@ -680,13 +670,8 @@ fn bad_input_files_fail_the_build_or_are_skipped_named_and_read_again() {
 
 #[test]
 fn files_added_to_or_removed_from_a_dataset_are_the_only_work_of_a_rerun() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = with_demo(200);
     let cwd = dir.path();
-    assert!(
-        run(cwd, &["generate", "--out", "demo", "--events", "200"])
-            .status
-            .success()
-    );
     let config = |even: &str| {
         format!(
             "name: ft\ntree: output\nschema: vector\nsamples:\n  - {{name: even, files: [{even}], label: 0}}\n  - {{name: odd, files: [demo/finetune/ttH_CPodd.root], label: 1}}\n"
@@ -755,6 +740,16 @@ fn files_added_to_or_removed_from_a_dataset_are_the_only_work_of_a_rerun() {
         folder_files(&cwd.join("ft")) == folder_files(&cwd.join("scratch")),
         "the cache with a damaged shard read again is the one built from nothing"
     );
+}
+
+/// A temporary folder holding the demo dataset (`demo/`) of `events` events per process.
+fn with_demo(events: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_ok(
+        dir.path(),
+        &["generate", "--out", "demo", "--events", &events.to_string()],
+    );
+    dir
 }
 
 /// Every file of a folder (not recursive): name and bytes, sorted by name.
@@ -846,13 +841,8 @@ fn checkpoint_bits(path: &Path) -> Vec<(String, Vec<u32>)> {
 
 #[test]
 fn train_kill_resume_and_finetune_from_the_cli() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = with_demo(150);
     let cwd = dir.path();
-    assert!(
-        run(cwd, &["generate", "--out", "demo", "--events", "150"])
-            .status
-            .success()
-    );
     write_demo_configs(cwd);
 
     // A binary task on a dataset of one class is a config error (exit code 2).
