@@ -303,7 +303,12 @@ fn login_key(host: &str, port: u16, url: &XrdUrl, net: &NetSettings) -> LoginKey
         server: format!("{host}:{port}"),
         user: url.user.clone(),
         tls: url.tls,
-        token: net.token.clone(),
+        token: net.token.as_ref().map(|t| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            t.hash(&mut h);
+            h.finish()
+        }),
     }
 }
 

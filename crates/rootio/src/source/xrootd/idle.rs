@@ -22,7 +22,8 @@ pub(super) struct LoginKey {
     pub(super) server: String,
     pub(super) user: Option<String>,
     pub(super) tls: bool,
-    pub(super) token: Option<String>,
+    /// A hash of the bearer token it authenticated with (not the token: keys are printable).
+    pub(super) token: Option<u64>,
 }
 
 struct Kept {
