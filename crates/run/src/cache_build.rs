@@ -366,9 +366,21 @@ impl BuildJob<'_> {
         // inside each file.
         let per_file = (self.build.threads / threads).max(1);
         // After a failure or a stop request, the pieces not started are left (`None`).
-        let outcomes = gnn4c_rootio::map_on_threads(pieces.to_vec(), threads, |(u, range)| {
+        let jobs: Vec<(usize, (u32, EntryRange))> = pieces.iter().copied().enumerate().collect();
+        let outcomes = gnn4c_rootio::map_on_threads(jobs, threads, |(i, (u, range))| {
             if failed.load(std::sync::atomic::Ordering::Relaxed) || stop.is_requested() {
                 return None;
+            }
+            // The remote file a thread takes next opened meanwhile, in the background (while
+            // the process keeps open both the files being read and those opened ahead).
+            let ahead = pieces
+                .get(i + threads)
+                .filter(|_| 2 * threads <= gnn4c_rootio::REMOTE_FILES_KEPT);
+            if let Some(&(next, _)) = ahead {
+                let path = self.units[next as usize].1;
+                if gnn4c_rootio::is_url(path) {
+                    gnn4c_rootio::open_ahead(&path.to_string_lossy());
+                }
             }
             let outcome = self
                 .read_unit(u, range, per_file, &progress)

@@ -65,13 +65,14 @@ enum Remote {
     Xrootd(Arc<XrootdFile>),
 }
 
-/// Remote files open in this process, the most recently used last, at most [`KEEP_OPEN`]: a
+/// Remote files open in this process, the most recently used last, at most [`REMOTE_FILES_KEPT`]: a
 /// file opened again (a dataset's fingerprint, then its read) reuses its connections and what
 /// its server said of it, instead of paying the round trips of an open again. A file that
 /// leaves the list closes when its last reader is done, and its connections serve the next
 /// files on its server.
 static OPEN: Mutex<Vec<(String, Remote)>> = Mutex::new(Vec::new());
-const KEEP_OPEN: usize = 8;
+/// Remote files kept open at most (see [`OPEN`]).
+pub const REMOTE_FILES_KEPT: usize = 8;
 
 /// The remote file at `url`: the one open in this process, else opened now.
 fn open_remote(url: &str) -> io::Result<Remote> {
@@ -95,11 +96,28 @@ fn open_remote(url: &str) -> io::Result<Remote> {
         Remote::Http(HttpFile::open(url)?)
     };
     let mut open = lock();
+    // Opened meanwhile by another thread (a file opened ahead): that one is kept.
+    if let Some((_, first)) = open.iter().find(|(u, _)| u == url) {
+        return Ok(first.clone());
+    }
     open.push((url.to_owned(), remote.clone()));
-    if open.len() > KEEP_OPEN {
+    if open.len() > REMOTE_FILES_KEPT {
         open.remove(0);
     }
     Ok(remote)
+}
+
+/// Opens the remote file at `url` in the background, its two ends fetched, for a reader about
+/// to read it (a dataset's next file): the open's round trips pass while other files are read.
+/// A failure is left for that reader to meet and report.
+pub fn open_ahead(url: &str) {
+    let url = url.to_owned();
+    std::thread::spawn(move || {
+        // Over HTTP the open fetched the start and asked for the end already.
+        if let Ok(Remote::Xrootd(f)) = open_remote(&url) {
+            f.fetch_planned();
+        }
+    });
 }
 
 /// An open file's bytes.

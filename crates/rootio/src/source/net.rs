@@ -240,6 +240,18 @@ impl ReadAhead {
         Unfetched(unfetched)
     }
 
+    /// The planned groups not fetched yet.
+    pub(super) fn unfetched(&self) -> Unfetched {
+        let plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
+        Unfetched(
+            plan.groups
+                .iter()
+                .filter(|g| g.bytes.get().is_none())
+                .cloned()
+                .collect(),
+        )
+    }
+
     /// Plans the reads of `ranges` (`offset`, `len`), keeping what the last plan holds of them:
     /// a range inside a planned group's range is read from that group (fetched, in flight or
     /// not yet), the others are grouped by `group` into new requests; groups holding none of

@@ -210,6 +210,13 @@ impl XrootdFile {
         }
     }
 
+    /// Fetches what is planned and not yet fetched (at open, the file's two ends).
+    pub(super) fn fetch_planned(&self) {
+        self.ahead
+            .unfetched()
+            .fetch(|ranges| self.with_connection(|c| c.read_vector(ranges)));
+    }
+
     /// Plans the file's two ends alone, in one vector read (what a reader's first reads
     /// need), dropping what was read ahead.
     pub(super) fn plan_ends(&self) {
