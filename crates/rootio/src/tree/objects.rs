@@ -190,24 +190,22 @@ impl Reader<'_> {
         Ok(items)
     }
 
+    /// A `TObjArray`'s branches (objects of other classes left out).
     pub(super) fn branch_array(&mut self) -> Result<Vec<BranchInfo>, BufError> {
-        let (v, n) = self.objarray_header()?;
-        let mut out = Vec::with_capacity(n.min(4096));
-        for _ in 0..n {
-            out.extend(self.object_any()?.into_branch());
-        }
-        self.c.finish(v)?;
-        Ok(out)
+        Ok(self
+            .objarray()?
+            .into_iter()
+            .filter_map(Any::into_branch)
+            .collect())
     }
 
+    /// A `TObjArray`'s leaves (objects of other classes left out).
     pub(super) fn leaf_array(&mut self) -> Result<Vec<LeafInfo>, BufError> {
-        let (v, n) = self.objarray_header()?;
-        let mut out = Vec::with_capacity(n.min(4096));
-        for _ in 0..n {
-            out.extend(self.object_any()?.into_leaf());
-        }
-        self.c.finish(v)?;
-        Ok(out)
+        Ok(self
+            .objarray()?
+            .into_iter()
+            .filter_map(Any::into_leaf)
+            .collect())
     }
 
     pub(super) fn basket_array(&mut self) -> Result<Vec<EmbeddedBasket>, BufError> {
