@@ -44,8 +44,9 @@ impl Server {
         Server::start_with(root, tls, "", None)
     }
 
-    /// As [`Server::start`], with more configuration lines (`{xrd}` in them: its own port) and
-    /// the cache folder of its token library (`XDG_CACHE_HOME`).
+    /// As [`Server::start`], with more configuration lines (`{xrd}` in them: its own port;
+    /// `{dir}`: its folder, where its CA and certificate are) and the cache folder of its token
+    /// library (`XDG_CACHE_HOME`).
     fn start_with(root: &Path, tls: bool, more: &str, cache_home: Option<&Path>) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let (xrd, http) = (free_port(), free_port());
@@ -75,7 +76,11 @@ impl Server {
                 "xrd.tls {d}/host.pem {d}/host.key\nxrd.tlsca certdir {d}/ca\n"
             ));
         }
-        text.push_str(&more.replace("{xrd}", &xrd.to_string()));
+        text.push_str(
+            &more
+                .replace("{xrd}", &xrd.to_string())
+                .replace("{dir}", &d.to_string()),
+        );
         std::fs::write(&config, text).expect("config");
         // XRootD refuses to run as root: it then runs as the package's `xrootd` user.
         let as_root = Command::new("id")
@@ -551,26 +556,11 @@ fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
         ),
         Some(auth.path()),
     );
-    // A user certificate from the server's CA, and a proxy it signs (RFC 3820), in one file
-    // as `voms-proxy-init` writes it: the proxy, its key, the user certificate.
-    let script = "set -e\n\
-        openssl req -newkey rsa:2048 -nodes -keyout user.key -out user.csr -subj '/CN=gnn4c tester'\n\
-        printf 'extendedKeyUsage=clientAuth\\n' > user.cnf\n\
-        openssl x509 -req -in user.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out user.pem -days 1 -extfile user.cnf\n\
-        openssl req -newkey rsa:2048 -nodes -keyout proxy.key -out proxy.csr -subj '/CN=gnn4c tester/CN=1234567'\n\
-        printf 'proxyCertInfo=critical,language:id-ppl-inheritAll\\nkeyUsage=critical,digitalSignature,keyEncipherment\\n' > proxy.cnf\n\
-        openssl x509 -req -in proxy.csr -CA user.pem -CAkey user.key -set_serial 1234567 -out proxy.pem -days 1 -extfile proxy.cnf\n\
-        cat proxy.pem proxy.key user.pem > x509up\n";
-    let made = Command::new("sh")
-        .current_dir(server.dir.path())
-        .args(["-c", script])
-        .output()
-        .expect("openssl runs");
-    assert!(made.status.success(), "{}", text_of(&made));
+    let proxy = make_proxy(&server, "gnn4c tester");
     let url = server.url("http", "real/uproot-HZZ.root");
     let inspect =
         |proxy: Option<&Path>| inspect_with(&server, &url, proxy.map(|p| ("X509_USER_PROXY", p)));
-    let o = inspect(Some(&server.dir.path().join("x509up")));
+    let o = inspect(Some(&proxy));
     assert!(o.status.success(), "{}", text_of(&o));
     assert!(text(&o).0.contains("2421 entries"), "{}", text_of(&o));
     let o = inspect(None);
@@ -584,6 +574,98 @@ fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
     assert!(!o.status.success(), "{err}");
     assert!(
         err.contains("X509_USER_PROXY") && err.contains("x509up_missing"),
+        "{err}"
+    );
+}
+
+/// A user certificate for `/CN=<user>` from `server`'s CA, and a proxy it signs (RFC 3820), in
+/// one file as `voms-proxy-init` writes it (the proxy, its key, the user certificate): its path.
+fn make_proxy(server: &Server, user: &str) -> PathBuf {
+    let file = format!("x509up_{}", user.replace(' ', "_"));
+    let script = format!(
+        "set -e\n\
+        openssl req -newkey rsa:2048 -nodes -keyout user.key -out user.csr -subj '/CN={user}'\n\
+        printf 'extendedKeyUsage=clientAuth\\n' > user.cnf\n\
+        openssl x509 -req -in user.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out user.pem -days 1 -extfile user.cnf\n\
+        openssl req -newkey rsa:2048 -nodes -keyout proxy.key -out proxy.csr -subj '/CN={user}/CN=1234567'\n\
+        printf 'proxyCertInfo=critical,language:id-ppl-inheritAll\\nkeyUsage=critical,digitalSignature,keyEncipherment\\n' > proxy.cnf\n\
+        openssl x509 -req -in proxy.csr -CA user.pem -CAkey user.key -set_serial 1234567 -out proxy.pem -days 1 -extfile proxy.cnf\n\
+        cat proxy.pem proxy.key user.pem > {file}\n\
+        chmod 600 {file}\n"
+    );
+    let made = Command::new("sh")
+        .current_dir(server.dir.path())
+        .args(["-c", &script])
+        .output()
+        .expect("openssl runs");
+    assert!(made.status.success(), "{}", text_of(&made));
+    server.dir.path().join(file)
+}
+
+#[test]
+fn an_x509_proxy_authenticates_over_root_with_gsi_and_the_server_is_checked() {
+    // XRootD's gsi, as grid storage asks for it: the proxy's subject mapped by the
+    // grid-mapfile (required) to the one user the authorization file lets read.
+    let auth = tempfile::tempdir().expect("tempdir");
+    let (gridmap, authdb) = (auth.path().join("grid-mapfile"), auth.path().join("authdb"));
+    std::fs::write(&gridmap, "\"/CN=gnn4c tester\" gnn4c\n").expect("grid-mapfile");
+    std::fs::write(&authdb, "u gnn4c / rl\n").expect("authdb");
+    let server = Server::start_with(
+        &shared("data"),
+        true,
+        &format!(
+            "xrootd.seclib libXrdSec.so\n\
+             sec.protocol gsi -certdir:{{dir}}/ca -cert:{{dir}}/host.pem -key:{{dir}}/host.key \
+             -crl:0 -gridmap:{} -gmapopt:2\n\
+             ofs.authorize 1\nacc.authdb {}\nacc.audit deny grant\n",
+            gridmap.display(),
+            authdb.display()
+        ),
+        Some(auth.path()),
+    );
+    let proxy = make_proxy(&server, "gnn4c tester");
+    let plain = format!("root://127.0.0.1:{}//real/uproot-HZZ.root", server.xrd);
+    let inspect = |url: &str, proxy: Option<&Path>| {
+        inspect_with(&server, url, proxy.map(|p| ("X509_USER_PROXY", p)))
+    };
+    // Over root:// and over roots://, as the mapped user.
+    for url in [plain.clone(), server.url("root", "real/uproot-HZZ.root")] {
+        let o = inspect(&url, Some(&proxy));
+        assert!(o.status.success(), "{url}: {}", text_of(&o));
+        assert!(text(&o).0.contains("2421 entries"), "{}", text_of(&o));
+    }
+    let log = std::fs::read_to_string(server.dir.path().join("gnn4c/xrd.log")).unwrap_or_default();
+    assert!(log.contains("grant gsi gnn4c@"), "{log}");
+    // No proxy: refused, and said so.
+    let o = inspect(&plain, None);
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains(&plain) && err.contains("no X.509 proxy was found"),
+        "{err}"
+    );
+    // A proxy of a user the grid-mapfile does not know: the server's refusal, named.
+    let stranger = make_proxy(&server, "gnn4c stranger");
+    let o = inspect(&plain, Some(&stranger));
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains(&plain) && err.contains("x509up_gnn4c_stranger"),
+        "{err}"
+    );
+    // A server whose CA this client does not trust is not given the proxy.
+    let mut cmd = bin();
+    let o = cmd
+        .env("X509_CERT_DIR", auth.path())
+        .env("X509_USER_PROXY", &proxy)
+        .env("GNN4C_NET_RETRIES", "0")
+        .args(["inspect", &plain])
+        .output()
+        .expect("the binary runs");
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("the server's certificate") && err.contains("X509_CERT_DIR"),
         "{err}"
     );
 }

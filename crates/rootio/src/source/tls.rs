@@ -18,22 +18,11 @@ pub(super) fn tls_config() -> io::Result<Arc<rustls::ClientConfig>> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-            for file in ca_files() {
-                let Ok(certs) = CertificateDer::pem_file_iter(&file) else {
-                    continue;
-                };
-                for cert in certs.flatten() {
-                    // A certificate the store cannot use is left out, as OpenSSL does.
-                    let _ = roots.add(cert);
-                }
-            }
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
                 .with_safe_default_protocol_versions()
                 .map_err(|e| format!("TLS settings: {e}"))?
-                .with_root_certificates(roots);
+                .with_root_certificates(trusted_roots());
             let config = match x509_proxy()? {
                 Some((path, chain, key)) => {
                     // Presented as it is: a proxy's own certificate carries an extension
@@ -51,6 +40,26 @@ pub(super) fn tls_config() -> io::Result<Arc<rustls::ClientConfig>> {
         })
         .clone()
         .map_err(io::Error::other)
+}
+
+/// The CAs every remote read trusts, read once: the Mozilla roots, the CA bundle
+/// `SSL_CERT_FILE` names or the system's, and the CAs in `X509_CERT_DIR`.
+pub(super) fn trusted_roots() -> Arc<rustls::RootCertStore> {
+    static ROOTS: OnceLock<Arc<rustls::RootCertStore>> = OnceLock::new();
+    Arc::clone(ROOTS.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for file in ca_files() {
+            let Ok(certs) = CertificateDer::pem_file_iter(&file) else {
+                continue;
+            };
+            for cert in certs.flatten() {
+                // A certificate the store cannot use is left out, as OpenSSL does.
+                let _ = roots.add(cert);
+            }
+        }
+        Arc::new(roots)
+    }))
 }
 
 /// The certificate chain and key presented to every server that asks for one.
@@ -76,9 +85,7 @@ impl rustls::client::ResolvesClientCert for ClientCertificate {
 fn ca_files() -> Vec<PathBuf> {
     let bundle = std::env::var_os("SSL_CERT_FILE")
         .map_or_else(|| "/etc/ssl/certs/ca-certificates.crt".into(), Into::into);
-    let dir: PathBuf = std::env::var_os("X509_CERT_DIR")
-        .map_or_else(|| "/etc/grid-security/certificates".into(), Into::into);
-    let in_dir = std::fs::read_dir(dir)
+    let in_dir = std::fs::read_dir(ca_dir())
         .into_iter()
         .flatten()
         .flatten()
@@ -94,8 +101,15 @@ fn ca_files() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The folder of the sites' CAs, hashed as OpenSSL's `c_rehash` names them: `X509_CERT_DIR`,
+/// else `/etc/grid-security/certificates`.
+pub(super) fn ca_dir() -> PathBuf {
+    std::env::var_os("X509_CERT_DIR")
+        .map_or_else(|| "/etc/grid-security/certificates".into(), Into::into)
+}
+
 /// The proxy's file, its certificate chain (the proxy first) and its key.
-type Proxy = (
+pub(super) type Proxy = (
     PathBuf,
     Vec<CertificateDer<'static>>,
     PrivateKeyDer<'static>,
@@ -104,8 +118,8 @@ type Proxy = (
 /// The user's X.509 proxy (what `voms-proxy-init` or `grid-proxy-init` writes: certificates
 /// and key in one PEM file): the file `X509_USER_PROXY` names, else `/tmp/x509up_u$UID` when it
 /// exists. A file named but unreadable is an error naming it.
-fn x509_proxy() -> Result<Option<Proxy>, String> {
-    let (path, named) = match std::env::var_os("X509_USER_PROXY") {
+pub(super) fn x509_proxy() -> Result<Option<Proxy>, String> {
+    let (path, named) = match std::env::var_os("X509_USER_PROXY").filter(|p| !p.is_empty()) {
         Some(p) => (PathBuf::from(p), true),
         None => match user_id() {
             Some(uid) => (PathBuf::from(format!("/tmp/x509up_u{uid}")), false),

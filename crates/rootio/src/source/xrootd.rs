@@ -14,6 +14,7 @@ use std::io;
 use std::sync::{Arc, Condvar, Mutex};
 
 mod connection;
+mod gsi;
 mod idle;
 
 use connection::Connection;

@@ -1,5 +1,6 @@
 //! One connection to an XRootD server: TCP (and TLS when asked), the handshake,
-//! `kXR_protocol`, `kXR_login`, token authentication (`ztn`), requests framed and their
+//! `kXR_protocol`, `kXR_login`, authentication (tokens: `ztn`; X.509 proxies: `gsi`), requests
+//! framed and their
 //! replies read (partial, waits, redirects, deferred responses, errors by code).
 
 use std::io::{self, Read, Write};
@@ -80,6 +81,8 @@ pub(super) struct Connection {
     pub(super) timeout: Duration,
     /// Whether a bearer token was found (a refusal then says so).
     pub(super) token_found: bool,
+    /// Whether it authenticated with the user's X.509 proxy (`gsi`).
+    pub(super) by_proxy: bool,
 }
 
 impl Connection {
@@ -177,6 +180,7 @@ impl Connection {
             server,
             timeout: net.timeout,
             token_found: net.token.is_some(),
+            by_proxy: false,
         };
         // The handshake (4, 2012 after three zeros), then `kXR_protocol` in the same write; and
         // `kXR_login` too where this server said before that it does not want TLS (the login
@@ -249,7 +253,7 @@ impl Connection {
             .trim_end_matches('\0')
             .to_owned();
         if !asked.trim().is_empty() {
-            c.authenticate(&asked, net)?;
+            c.authenticate(&asked, host, net)?;
         }
         Ok(c)
     }
@@ -291,34 +295,54 @@ impl Connection {
         Ok(())
     }
 
-    /// Authenticates with the first protocol the server offers that this client speaks:
-    /// `ztn`, a WLCG bearer token (over TLS only, as the protocol requires).
-    pub(super) fn authenticate(&mut self, asked: &str, net: &NetSettings) -> io::Result<()> {
-        let offered: Vec<&str> = asked
+    /// Authenticates with the first protocol the server offers that this client speaks and
+    /// has a credential for: `ztn`, a WLCG bearer token (over TLS only, as the protocol
+    /// requires); `gsi`, the user's X.509 proxy. `host` is the server's name in the URL.
+    pub(super) fn authenticate(
+        &mut self,
+        asked: &str,
+        host: &str,
+        net: &NetSettings,
+    ) -> io::Result<()> {
+        let offers: Vec<(&str, &str)> = asked
             .split("&P=")
-            .filter_map(|p| p.split(',').next())
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
+            .map(|p| p.split_once(',').unwrap_or((p, "")))
+            .map(|(name, params)| (name.trim(), params.trim_end_matches('\0')))
+            .filter(|(name, _)| !name.is_empty())
             .collect();
+        let offered: Vec<&str> = offers.iter().map(|(name, _)| *name).collect();
         let tls = matches!(self.stream, Stream::Tls(_));
-        if offered.contains(&"ztn")
-            && tls
-            && let Some(token) = &net.token
-        {
-            let mut params = [0u8; 16];
-            params[12..16].copy_from_slice(b"ztn\0");
-            return match self.request(KXR_AUTH, params, &ztn_credential(token)?)? {
-                Reply::Ok(_) => Ok(()),
-                Reply::Redirect { .. } => Err(self.out_of_step("kXR_auth")),
-            };
+        let proxy = if offered.contains(&"gsi") {
+            super::gsi::proxy()?
+        } else {
+            None
+        };
+        for (name, params) in &offers {
+            match *name {
+                "ztn" if tls && net.token.is_some() => {
+                    let token = net.token.as_deref().unwrap_or_default();
+                    return match self.auth_step(*b"ztn\0", &ztn_credential(token)?)? {
+                        None => Ok(()),
+                        Some(_) => Err(self.out_of_step("kXR_auth")),
+                    };
+                }
+                "gsi" if proxy.is_some() => {
+                    let proxy = proxy.as_deref().expect("a proxy");
+                    self.by_proxy = true;
+                    return super::gsi::authenticate(self, params, host, proxy);
+                }
+                _ => {}
+            }
         }
         let hint = if offered.contains(&"ztn") && net.token.is_none() {
             "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)"
         } else if offered.contains(&"ztn") && !tls {
             "; tokens (ztn) go over TLS only: read the file as roots://"
+        } else if offered.contains(&"gsi") {
+            "; no X.509 proxy was found (run voms-proxy-init, or set X509_USER_PROXY)"
         } else {
-            "; this reader authenticates with tokens (ztn): read the file over https:// with a \
-             token, or ask the site for token access"
+            "; this reader authenticates with tokens (ztn) and X.509 proxies (gsi): read the \
+             file over https:// with a token, or ask the site for token access"
         };
         Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -328,6 +352,34 @@ impl Connection {
                 offered.join(", ")
             ),
         ))
+    }
+
+    /// One round of `kXR_auth` with `credential` of type `kind`: `None` once the server
+    /// accepts, or what it sends back to continue (`kXR_authmore`).
+    pub(super) fn auth_step(
+        &mut self,
+        kind: [u8; 4],
+        credential: &[u8],
+    ) -> io::Result<Option<Vec<u8>>> {
+        let mut params = [0u8; 16];
+        params[12..16].copy_from_slice(&kind);
+        let len = u32::try_from(credential.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a credential over 4 GiB"))?;
+        let mut message = header(KXR_AUTH, params, len).to_vec();
+        message.extend_from_slice(credential);
+        self.write(&message)?;
+        loop {
+            let (stream, status, body) = self.read_frame()?;
+            if stream == CLOSE_STREAM {
+                continue;
+            }
+            return match status {
+                KXR_OK => Ok(None),
+                KXR_AUTHMORE => Ok(Some(body)),
+                KXR_ERROR => Err(self.server_error(&body)),
+                _ => Err(self.out_of_step("kXR_auth")),
+            };
+        }
     }
 
     /// `len(buf)` bytes at `offset` (`kXR_read`).
@@ -610,6 +662,12 @@ impl Connection {
             .to_owned();
         let (kind, what, hint) = match code {
             3011 => (io::ErrorKind::NotFound, "not found", ""),
+            3010 | 3030 if self.by_proxy => (
+                io::ErrorKind::PermissionDenied,
+                "not authorized",
+                "; the X.509 proxy was refused, or its subject may not read this (ask the site \
+                 to map it)",
+            ),
             3010 | 3030 if !self.token_found => (
                 io::ErrorKind::PermissionDenied,
                 "not authorized",
@@ -623,10 +681,14 @@ impl Connection {
             3007 | 3012 | 3024 => (io::ErrorKind::ResourceBusy, "server error", ""),
             _ => (io::ErrorKind::Other, "error", ""),
         };
+        let message = match message.is_empty() {
+            true => String::new(),
+            false => format!(": {message}"),
+        };
         io::Error::new(
             kind,
             format!(
-                "XRootD {what} (kXR error {code}) from {}: {message}{hint}",
+                "XRootD {what} (kXR error {code}) from {}{message}{hint}",
                 self.server
             ),
         )
