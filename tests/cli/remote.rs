@@ -556,7 +556,7 @@ fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
         ),
         Some(auth.path()),
     );
-    let proxy = make_proxy(&server, "gnn4c tester");
+    let proxy = make_proxy(&server, "gnn4c tester", 1);
     let url = server.url("http", "real/uproot-HZZ.root");
     let inspect =
         |proxy: Option<&Path>| inspect_with(&server, &url, proxy.map(|p| ("X509_USER_PROXY", p)));
@@ -578,10 +578,11 @@ fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
     );
 }
 
-/// A user certificate for `/CN=<user>` from `server`'s CA, and a proxy it signs (RFC 3820), in
-/// one file as `voms-proxy-init` writes it (the proxy, its key, the user certificate): its path.
-fn make_proxy(server: &Server, user: &str) -> PathBuf {
-    let file = format!("x509up_{}", user.replace(' ', "_"));
+/// A user certificate for `/CN=<user>` from `server`'s CA, and a proxy it signs (RFC 3820) valid
+/// for `days` (0: expiring as it is made), in one file as `voms-proxy-init` writes it (the
+/// proxy, its key, the user certificate): its path.
+fn make_proxy(server: &Server, user: &str, days: u32) -> PathBuf {
+    let file = format!("x509up_{}_{days}", user.replace(' ', "_"));
     let script = format!(
         "set -e\n\
         openssl req -newkey rsa:2048 -nodes -keyout user.key -out user.csr -subj '/CN={user}'\n\
@@ -589,7 +590,7 @@ fn make_proxy(server: &Server, user: &str) -> PathBuf {
         openssl x509 -req -in user.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out user.pem -days 1 -extfile user.cnf\n\
         openssl req -newkey rsa:2048 -nodes -keyout proxy.key -out proxy.csr -subj '/CN={user}/CN=1234567'\n\
         printf 'proxyCertInfo=critical,language:id-ppl-inheritAll\\nkeyUsage=critical,digitalSignature,keyEncipherment\\n' > proxy.cnf\n\
-        openssl x509 -req -in proxy.csr -CA user.pem -CAkey user.key -set_serial 1234567 -out proxy.pem -days 1 -extfile proxy.cnf\n\
+        openssl x509 -req -in proxy.csr -CA user.pem -CAkey user.key -set_serial 1234567 -out proxy.pem -days {days} -extfile proxy.cnf\n\
         cat proxy.pem proxy.key user.pem > {file}\n\
         chmod 600 {file}\n"
     );
@@ -623,7 +624,7 @@ fn an_x509_proxy_authenticates_over_root_with_gsi_and_the_server_is_checked() {
         ),
         Some(auth.path()),
     );
-    let proxy = make_proxy(&server, "gnn4c tester");
+    let proxy = make_proxy(&server, "gnn4c tester", 1);
     let plain = format!("root://127.0.0.1:{}//real/uproot-HZZ.root", server.xrd);
     let inspect = |url: &str, proxy: Option<&Path>| {
         inspect_with(&server, url, proxy.map(|p| ("X509_USER_PROXY", p)))
@@ -645,12 +646,22 @@ fn an_x509_proxy_authenticates_over_root_with_gsi_and_the_server_is_checked() {
         "{err}"
     );
     // A proxy of a user the grid-mapfile does not know: the server's refusal, named.
-    let stranger = make_proxy(&server, "gnn4c stranger");
+    let stranger = make_proxy(&server, "gnn4c stranger", 1);
     let o = inspect(&plain, Some(&stranger));
     let err = text(&o).1;
     assert!(!o.status.success(), "{err}");
     assert!(
         err.contains(&plain) && err.contains("x509up_gnn4c_stranger"),
+        "{err}"
+    );
+    // An expired proxy: not sent, and said so.
+    let expired = make_proxy(&server, "gnn4c tester", 0);
+    std::thread::sleep(Duration::from_millis(1100));
+    let o = inspect(&plain, Some(&expired));
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("expired") && err.contains("voms-proxy-init"),
         "{err}"
     );
     // A server whose CA this client does not trust is not given the proxy.

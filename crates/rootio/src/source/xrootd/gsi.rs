@@ -38,6 +38,9 @@ pub(super) const CREDENTIAL_TYPE: [u8; 4] = *b"gsi\0";
 const VERSION: u32 = 10300;
 /// The client's options as a stock client sends them, without delegation.
 const CLIENT_OPTIONS: u32 = 0x80;
+/// Why a server asking for the proxy (`kXGS_pxyreq`) is refused.
+const NO_DELEGATION: &str =
+    "the server asks for the proxy to be delegated to it, which this reader does not do";
 /// The session cipher; its key is the first 16 bytes of the Diffie-Hellman secret.
 const CIPHER: &str = "aes-128-cbc";
 const KEY_LEN: usize = 16;
@@ -73,6 +76,8 @@ pub(super) struct Proxy {
     key: RsaPrivateKey,
     /// The hash (`<hash>.0` in `X509_CERT_DIR`) of the CA that signed the user's certificate.
     issuer_hash: Option<String>,
+    /// When the first of its certificates expires (seconds since 1970).
+    expires: Option<i64>,
 }
 
 /// The user's X.509 proxy for `gsi`, read once: `None` where there is none.
@@ -98,11 +103,13 @@ pub(super) fn proxy() -> io::Result<Option<Arc<Proxy>>> {
             };
             let chain_pem = chain.iter().flat_map(|c| pem("CERTIFICATE", c)).collect();
             let issuer_hash = issuer_hash(&chain);
+            let expires = chain.iter().filter_map(|c| not_after(c)).min();
             Ok(Some(Arc::new(Proxy {
                 path,
                 chain_pem,
                 key,
                 issuer_hash,
+                expires,
             })))
         })
         .clone()
@@ -135,6 +142,17 @@ pub(super) fn authenticate(
             .unwrap_or_default()
             .to_owned()
     };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if let Some(expired) = proxy.expires.filter(|&t| t < now) {
+        let minutes = (now - expired) / 60;
+        return Err(failed(format!(
+            "the proxy expired {} h {} min ago: renew it (voms-proxy-init)",
+            minutes / 60,
+            minutes % 60
+        )));
+    }
     let modules = offered("c:");
     if !modules.is_empty() && !modules.split([':', '|']).any(|m| m == "ssl") {
         return Err(failed(format!(
@@ -174,9 +192,7 @@ pub(super) fn authenticate(
         Some(more) => {
             let step = Buffer::decode(&more).map(|b| b.step).unwrap_or(0);
             Err(failed(if step == SERVER_PROXY_REQUEST {
-                "the server asks for the proxy to be delegated to it, which this reader does \
-                 not do"
-                    .into()
+                NO_DELEGATION.into()
             } else {
                 format!("the server asked for more after the certificate (step {step})")
             }))
@@ -188,12 +204,7 @@ pub(super) fn authenticate(
 fn respond(answer: &Buffer, tag: &[u8], host: &str, proxy: &Proxy) -> io::Result<Buffer> {
     match answer.step {
         SERVER_CERT => {}
-        SERVER_PROXY_REQUEST => {
-            return Err(invalid(
-                "the server asks for the proxy to be delegated to it, which this reader does not \
-                 do",
-            ));
-        }
+        SERVER_PROXY_REQUEST => return Err(invalid(NO_DELEGATION)),
         step => return Err(invalid(format!("the server answered step {step}"))),
     }
     if let Some(message) = answer.get(MESSAGE) {
@@ -479,6 +490,49 @@ fn issuer_hash(chain: &[CertificateDer<'_>]) -> Option<String> {
     })
 }
 
+/// When the certificate `der` stops being valid (its `notAfter`), in seconds since 1970.
+fn not_after(der: &[u8]) -> Option<i64> {
+    let (_, certificate, _) = der_item(der)?;
+    let (_, tbs, _) = der_item(certificate)?;
+    // An explicit version ([0]) comes first where there is one.
+    let (tag, _, after_version) = der_item(tbs)?;
+    let mut rest = if tag == 0xa0 { after_version } else { tbs };
+    // The serial number, the signature's algorithm, the issuer.
+    for _ in 0..3 {
+        rest = der_item(rest)?.2;
+    }
+    let (_, validity, _) = der_item(rest)?;
+    let (_, _, after_start) = der_item(validity)?;
+    let (tag, time, _) = der_item(after_start)?;
+    asn1_time(tag, std::str::from_utf8(time).ok()?)
+}
+
+/// An ASN.1 UTCTime (`YYMMDDHHMMSSZ`, tag 0x17) or GeneralizedTime (`YYYYMMDDHHMMSSZ`, 0x18) in
+/// seconds since 1970.
+fn asn1_time(tag: u8, text: &str) -> Option<i64> {
+    let digits = text
+        .strip_suffix('Z')
+        .filter(|d| d.bytes().all(|b| b.is_ascii_digit()))?;
+    let (year, rest) = match tag {
+        0x17 if digits.len() == 12 => {
+            let yy: i64 = digits[..2].parse().ok()?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &digits[2..])
+        }
+        0x18 if digits.len() == 14 => (digits[..4].parse().ok()?, &digits[4..]),
+        _ => return None,
+    };
+    let field = |k: usize| rest.get(2 * k..2 * k + 2)?.parse::<i64>().ok();
+    let (month, day) = (field(0)?, field(1)?);
+    // Days since 1970-01-01 of the civil date (years counted from March).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(days * 86_400 + field(2)? * 3600 + field(3)? * 60 + field(4)?)
+}
+
 /// `der` as a PEM block labelled `label`.
 fn pem(label: &str, der: &[u8]) -> Vec<u8> {
     use base64::Engine;
@@ -567,6 +621,17 @@ mod tests {
         let err = Buffer::decode(&bytes[..bytes.len() - 10]).unwrap_err();
         assert!(err.to_string().contains("shorter"), "{err}");
         assert!(Buffer::decode(b"ztn\0\0\0\0\0").is_err());
+    }
+
+    #[test]
+    fn certificate_times_read_as_seconds_since_1970() {
+        assert_eq!(asn1_time(0x17, "000101000000Z"), Some(946_684_800));
+        assert_eq!(asn1_time(0x17, "991231235959Z"), Some(946_684_799));
+        assert_eq!(asn1_time(0x18, "20500101000000Z"), Some(2_524_608_000));
+        assert_eq!(asn1_time(0x18, "20240229120000Z"), Some(1_709_208_000));
+        assert_eq!(asn1_time(0x17, "000101000000"), None);
+        assert_eq!(asn1_time(0x04, "000101000000Z"), None);
+        assert_eq!(asn1_time(0x17, "0001010000é0Z"), None);
     }
 
     #[test]
