@@ -538,14 +538,21 @@ fn a_token_protected_export_is_read_with_a_token_and_refused_without() {
     }
 }
 
-#[test]
-fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
-    // The server lets the user its grid-mapfile names read, by the subject of the certificate
-    // behind the proxy; anyone else is refused.
+/// A folder with a grid-mapfile mapping the subject `/CN=gnn4c tester` to the user `gnn4c`, and
+/// an authorization file letting `gnn4c` alone read everything: the folder and the two files.
+fn tester_may_read() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let auth = tempfile::tempdir().expect("tempdir");
     let (gridmap, authdb) = (auth.path().join("grid-mapfile"), auth.path().join("authdb"));
     std::fs::write(&gridmap, "\"/CN=gnn4c tester\" gnn4c\n").expect("grid-mapfile");
     std::fs::write(&authdb, "u gnn4c / rl\n").expect("authdb");
+    (auth, gridmap, authdb)
+}
+
+#[test]
+fn an_x509_proxy_is_presented_to_an_https_server_that_maps_its_subject() {
+    // The server lets the user its grid-mapfile names read, by the subject of the certificate
+    // behind the proxy; anyone else is refused.
+    let (auth, gridmap, authdb) = tester_may_read();
     let server = Server::start_with(
         &shared("data"),
         true,
@@ -607,10 +614,7 @@ fn make_proxy(server: &Server, user: &str, days: u32) -> PathBuf {
 fn an_x509_proxy_authenticates_over_root_with_gsi_and_the_server_is_checked() {
     // XRootD's gsi, as grid storage asks for it: the proxy's subject mapped by the
     // grid-mapfile (required) to the one user the authorization file lets read.
-    let auth = tempfile::tempdir().expect("tempdir");
-    let (gridmap, authdb) = (auth.path().join("grid-mapfile"), auth.path().join("authdb"));
-    std::fs::write(&gridmap, "\"/CN=gnn4c tester\" gnn4c\n").expect("grid-mapfile");
-    std::fs::write(&authdb, "u gnn4c / rl\n").expect("authdb");
+    let (auth, gridmap, authdb) = tester_may_read();
     let server = Server::start_with(
         &shared("data"),
         true,

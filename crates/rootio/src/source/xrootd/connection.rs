@@ -1,7 +1,6 @@
 //! One connection to an XRootD server: TCP (and TLS when asked), the handshake,
 //! `kXR_protocol`, `kXR_login`, authentication (tokens: `ztn`; X.509 proxies: `gsi`), requests
-//! framed and their
-//! replies read (partial, waits, redirects, deferred responses, errors by code).
+//! framed and their replies read (partial, waits, redirects, deferred responses, errors by code).
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -334,22 +333,29 @@ impl Connection {
                 _ => {}
             }
         }
-        let hint = if offered.contains(&"ztn") && net.token.is_none() {
-            "; no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)"
-        } else if offered.contains(&"ztn") && !tls {
-            "; tokens (ztn) go over TLS only: read the file as roots://"
-        } else if offered.contains(&"gsi") {
-            "; no X.509 proxy was found (run voms-proxy-init, or set X509_USER_PROXY)"
-        } else {
-            "; this reader authenticates with tokens (ztn) and X.509 proxies (gsi): read the \
-             file over https:// with a token, or ask the site for token access"
-        };
+        // Why none was used: what is missing for each one offered that this client speaks.
+        let mut hints = Vec::new();
+        if offered.contains(&"ztn") && net.token.is_none() {
+            hints.push("no bearer token was found (set BEARER_TOKEN or BEARER_TOKEN_FILE)");
+        } else if offered.contains(&"ztn") {
+            hints.push("tokens (ztn) go over TLS only: read the file as roots://");
+        }
+        if offered.contains(&"gsi") {
+            hints.push("no X.509 proxy was found (run voms-proxy-init, or set X509_USER_PROXY)");
+        }
+        if hints.is_empty() {
+            hints.push(
+                "this reader authenticates with tokens (ztn) and X.509 proxies (gsi): read the \
+                 file over https:// with a token, or ask the site for token access",
+            );
+        }
         Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
-                "{} asks for authentication by {}{hint}",
+                "{} asks for authentication by {}; {}",
                 self.server,
-                offered.join(", ")
+                offered.join(", "),
+                hints.join("; ")
             ),
         ))
     }

@@ -220,23 +220,7 @@ fn respond(answer: &Buffer, tag: &[u8], host: &str, proxy: &Proxy) -> io::Result
         .map_err(|_| {
             invalid("the server's signature of the random tag does not match its certificate's key")
         })?;
-    let ciphers = String::from_utf8_lossy(answer.need(CIPHER_ALGORITHMS)?).into_owned();
-    if !ciphers
-        .trim_end_matches('\0')
-        .split(':')
-        .any(|c| c == CIPHER)
-    {
-        return Err(invalid(format!(
-            "the server offers the ciphers {ciphers}, not {CIPHER}"
-        )));
-    }
-    let digests = String::from_utf8_lossy(answer.need(DIGEST_ALGORITHMS)?).into_owned();
-    let digest = digests
-        .trim_end_matches('\0')
-        .split(':')
-        .next()
-        .unwrap_or("sha1")
-        .to_owned();
+    let digest = session_digest(answer)?;
     let Some(blob) = answer.get(PUBLIC_KEY) else {
         if answer.get(SIGNED_CIPHER).is_some() {
             return Err(invalid(
@@ -275,6 +259,24 @@ fn respond(answer: &Buffer, tag: &[u8], host: &str, proxy: &Proxy) -> io::Result
             (MAIN, aes128_cbc_encrypt(&key, &inner.encode())),
         ],
     ))
+}
+
+/// The digest named back to the server (its first: this client signs no requests), once the
+/// session cipher is found among the server's.
+fn session_digest(answer: &Buffer) -> io::Result<String> {
+    let listed = |kind| {
+        answer
+            .need(kind)
+            .map(|b| String::from_utf8_lossy(b).trim_end_matches('\0').to_owned())
+    };
+    let ciphers = listed(CIPHER_ALGORITHMS)?;
+    if !ciphers.split(':').any(|c| c == CIPHER) {
+        return Err(invalid(format!(
+            "the server offers the ciphers {ciphers}, not {CIPHER}"
+        )));
+    }
+    let digests = listed(DIGEST_ALGORITHMS)?;
+    Ok(digests.split(':').next().unwrap_or("sha1").to_owned())
 }
 
 /// The server's RSA key, once its certificate (PEM, the first in `pem`) is found trusted by
@@ -328,18 +330,22 @@ impl PeerKey {
     /// `<PEM parameters>---BPUB---<hex public value>---EPUB--` (the server writes the
     /// closing marker one dash short).
     fn parse(blob: &[u8]) -> io::Result<PeerKey> {
-        let text = String::from_utf8_lossy(blob);
-        let start = text
-            .find("---BPUB---")
+        let find = |needle: &[u8], from: usize| {
+            blob.get(from..)?
+                .windows(needle.len())
+                .position(|w| w == needle)
+                .map(|at| from + at)
+        };
+        let start = find(b"---BPUB---", 0)
             .ok_or_else(|| invalid("the server's Diffie-Hellman value has no ---BPUB---"))?;
-        let end = text[start..]
-            .find("---EPUB--")
-            .map(|e| start + e)
+        let end = find(b"---EPUB--", start + 10)
             .ok_or_else(|| invalid("the server's Diffie-Hellman value has no ---EPUB---"))?;
-        let public = BigUint::parse_bytes(text[start + 10..end].trim().as_bytes(), 16)
+        let public = BigUint::parse_bytes(blob[start + 10..end].trim_ascii(), 16)
             .ok_or_else(|| invalid("the server's Diffie-Hellman value is not hexadecimal"))?;
         let params_pem = blob[..start].to_vec();
-        let der = pem_body(&text[..start])
+        let der = std::str::from_utf8(&params_pem)
+            .ok()
+            .and_then(pem_body)
             .ok_or_else(|| invalid("the server's Diffie-Hellman parameters are not PEM"))?;
         let (prime, generator) = dh_parameters(&der)
             .ok_or_else(|| invalid("the server's Diffie-Hellman parameters are not DER"))?;
@@ -360,7 +366,7 @@ impl PeerKey {
     /// key (the first bytes of the shared secret, its leading zeros dropped as OpenSSL's
     /// `DH_compute_key` drops them).
     fn agree(&self) -> io::Result<(BigUint, Vec<u8>)> {
-        // A 512-bit exponent: twice the strength of the largest groups servers use.
+        // A 512-bit private exponent: at least twice the security strength of the group.
         let three = BigUint::from(3u8);
         let private = BigUint::from_bytes_be(&random_bytes(PRIVATE_LEN)?) % (&self.prime - &three)
             + BigUint::from(2u8);
@@ -690,5 +696,7 @@ mod tests {
         let server_secret = client_public.modpow(&server_private, &prime).to_bytes_be();
         assert_eq!(key, server_secret[..KEY_LEN]);
         assert!(PeerKey::parse(b"no markers").is_err());
+        assert!(PeerKey::parse(b"---BPUB---EPUB--").is_err());
+        assert!(PeerKey::parse(b"\xff\xfe---BPUB---12---EPUB--").is_err());
     }
 }
