@@ -64,6 +64,9 @@ pub(super) enum Reply {
         port: u16,
         cgi: String,
     },
+    /// An authentication's next step: what the server sends back to continue
+    /// (`kXR_authmore`).
+    AuthMore(Vec<u8>),
 }
 
 /// A logged-in connection to one server, with the file open on it.
@@ -102,7 +105,7 @@ impl Connection {
                         .to_owned();
                     return Ok((c, stat));
                 }
-                Reply::Ok(_) => return Err(c.out_of_step("kXR_open")),
+                Reply::Ok(_) | Reply::AuthMore(_) => return Err(c.out_of_step("kXR_open")),
                 Reply::Redirect {
                     host: h,
                     port: p,
@@ -369,22 +372,10 @@ impl Connection {
     ) -> io::Result<Option<Vec<u8>>> {
         let mut params = [0u8; 16];
         params[12..16].copy_from_slice(&kind);
-        let len = u32::try_from(credential.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a credential over 4 GiB"))?;
-        let mut message = header(KXR_AUTH, params, len).to_vec();
-        message.extend_from_slice(credential);
-        self.write(&message)?;
-        loop {
-            let (stream, status, body) = self.read_frame()?;
-            if stream == CLOSE_STREAM {
-                continue;
-            }
-            return match status {
-                KXR_OK => Ok(None),
-                KXR_AUTHMORE => Ok(Some(body)),
-                KXR_ERROR => Err(self.server_error(&body)),
-                _ => Err(self.out_of_step("kXR_auth")),
-            };
+        match self.request(KXR_AUTH, params, credential)? {
+            Reply::Ok(_) => Ok(None),
+            Reply::AuthMore(more) => Ok(Some(more)),
+            Reply::Redirect { .. } => Err(self.out_of_step("kXR_auth")),
         }
     }
 
@@ -529,9 +520,7 @@ impl Connection {
                     return Ok(Ok(Reply::Ok(body)));
                 }
                 KXR_OKSOFAR => body.append(&mut part),
-                KXR_AUTHMORE => {
-                    return Err(self.out_of_step("kXR_authmore (a multi-step authentication)"));
-                }
+                KXR_AUTHMORE => return Ok(Ok(Reply::AuthMore(part))),
                 KXR_ERROR => return Err(self.server_error(&part)),
                 KXR_REDIRECT => {
                     let port = int_at(&part, 0)?;
