@@ -3,7 +3,7 @@
 # `preprocess --mode rebuild` of 48 demo files (4 seeds × the 12 pretraining processes, EVENTS
 # events each) read locally, over root:// and http:// from a real XRootD (Debian's
 # xrootd-server) on localhost, and through a proxy adding RTT_MS of round-trip latency
-# (reference/latency_proxy.py), on 1 and 2 threads; ROUNDS rounds, every binary of BINS
+# (the `latency_proxy` binary), on 1 and 2 threads; ROUNDS rounds, every binary of BINS
 # alternated in each (default: this checkout's release build). Then, the same way, a rerun of
 # `preprocess` after a fifth seed's 12 files were added to the dataset (60 files, --mode auto).
 # Prints one JSON line a run, then the medians.

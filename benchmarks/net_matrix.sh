@@ -2,7 +2,7 @@
 # Reading over a network (docs/performance.md, "Reading over a network"): the files of an
 # io_matrix.sh folder served by a real XRootD (Debian's xrootd-server) on localhost, read by
 # this project over root:// and http://, directly and through a proxy adding RTT_MS of round-trip
-# latency (reference/latency_proxy.py), against the local files, and by uproot locally and over
+# latency (the `latency_proxy` binary), against the local files, and by uproot locally and over
 # http:// (both latencies); ROUNDS rounds, everything alternated.
 #
 # Usage: PYTHON=/tmp/rootenv/bin/python benchmarks/net_matrix.sh DIR [ROUNDS] [REPS] [RTT_MS] [FILE ...]
