@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::RemoteIdentity;
-use super::net::{ENDS, NetSettings, ReadAhead, coalesce, count_received, ends};
+use super::net::{ENDS, NetSettings, PIECE, ReadAhead, Sink, Unfetched, coalesce, count_received};
 use super::tls::tls_config;
 
 /// A file on an HTTP(S) server.
@@ -71,11 +71,11 @@ impl HttpFile {
         let head_end = head.len() as u64;
         let start = size.saturating_sub(ENDS).max(head_end);
         let rest = (start < size).then_some((start, size - start));
-        let tail = f.ahead.plan_fetched(0, head, rest.into_iter().collect());
+        let tail = f.ahead.keep_ends_fetched(head, rest.into_iter().collect());
         let f = Arc::new(f);
         if !tail.is_empty() {
             let file = Arc::clone(&f);
-            std::thread::spawn(move || tail.fetch(|spans| file.fetch_span(spans)));
+            std::thread::spawn(move || tail.fetch(|spans, sink| file.fetch_span(spans, sink)));
         }
         Ok(f)
     }
@@ -83,47 +83,67 @@ impl HttpFile {
     /// Plans the reads of `ranges`: coalesced into spans, each one range request, keeping what
     /// was planned of them before; the new ones are requested at once, in the background.
     pub(super) fn plan(self: &Arc<Self>, ranges: &[(u64, usize)]) {
-        let unfetched = self.ahead.plan_keeping(ranges, |new| {
+        self.fetch_in_background(self.ahead.plan_keeping(ranges, |new| {
             let spans = coalesce(new, MERGE_GAP, MAX_SPAN);
             spans.into_iter().map(|s| vec![s]).collect()
-        });
-        // Requested now, in the background: the reader decodes while they come.
-        if !unfetched.is_empty() {
+        }));
+    }
+
+    /// Requests `spans` in the background: the reader decodes while they come.
+    fn fetch_in_background(self: &Arc<Self>, spans: Unfetched) {
+        if !spans.is_empty() {
             let file = Arc::clone(self);
-            std::thread::spawn(move || unfetched.fetch(|spans| file.fetch_span(spans)));
+            std::thread::spawn(move || spans.fetch(|spans, sink| file.fetch_span(spans, sink)));
         }
     }
 
-    /// Plans the file's two ends alone (what a reader's first reads need), dropping what was
-    /// read ahead.
-    pub(super) fn plan_ends(&self) {
-        self.ahead.plan(
-            ends(self.identity.size)
-                .into_iter()
-                .map(|r| vec![r])
-                .collect(),
-        );
+    /// Drops what was read ahead for a reader done with the file; its ends and small reads
+    /// stay for the next.
+    pub(super) fn drop_plan(&self) {
+        self.ahead.drop_plan();
     }
 
     /// Fills `buf` with the bytes at `offset`: from a planned span, else in one range
     /// request.
-    pub(super) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    pub(super) fn read_exact_at(self: &Arc<Self>, buf: &mut [u8], offset: u64) -> io::Result<()> {
         if buf.is_empty() {
             return Ok(());
         }
-        let served = self.ahead.read(buf, offset, |spans| self.fetch_span(spans));
-        if served {
+        if self
+            .ahead
+            .read(buf, offset, |spans| self.fetch_in_background(spans))
+        {
             return Ok(());
         }
-        self.fetch(buf, offset)
+        self.fetch(buf, offset)?;
+        self.ahead.keep_read(offset, buf);
+        Ok(())
     }
 
-    /// The bytes of a planned span (one range: `spans` holds one).
-    fn fetch_span(&self, spans: &[(u64, u64)]) -> io::Result<Vec<u8>> {
-        let (start, len) = spans[0];
-        let mut all = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
-        self.fetch(&mut all, start)?;
-        Ok(all)
+    /// The bytes of a planned span (one range: `spans` holds one), into `sink` as they
+    /// come.
+    fn fetch_span(&self, spans: &[(u64, u64)], sink: &mut Sink<'_>) -> io::Result<()> {
+        let (offset, len) = spans[0];
+        self.net
+            .with_retries(|| {
+                sink.restart();
+                let mut answer = self.get_range(offset, len)?.into_reader();
+                let mut left = len as usize;
+                while left > 0 {
+                    let mut piece = vec![0u8; left.min(PIECE)];
+                    answer.read_exact(&mut piece)?;
+                    count_received(piece.len());
+                    left -= piece.len();
+                    sink.take(piece);
+                }
+                Ok(())
+            })
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{e} (reading {len} bytes at offset {offset})"),
+                )
+            })
     }
 
     /// Fills `buf` with the bytes at `offset`: one range request.

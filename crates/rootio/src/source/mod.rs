@@ -130,12 +130,12 @@ pub(crate) enum Source {
 
 impl Drop for Source {
     /// What a remote file's reader read ahead goes with it; the file stays open for the next
-    /// reader, its two ends planned again.
+    /// reader, with its ends and small reads kept.
     fn drop(&mut self) {
         match self {
             Source::Local(_) => {}
-            Source::Http(f) => f.plan_ends(),
-            Source::Xrootd(f) => f.plan_ends(),
+            Source::Http(f) => f.drop_plan(),
+            Source::Xrootd(f) => f.drop_plan(),
         }
     }
 }

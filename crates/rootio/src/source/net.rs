@@ -4,7 +4,7 @@
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Bytes received from remote files by this process.
@@ -30,6 +30,10 @@ pub(super) struct NetSettings {
     pub(super) retries: u32,
     /// The WLCG bearer token, when one is found.
     pub(super) token: Option<String>,
+    /// How a request failed for good in a way that says the server is gone (the connection
+    /// refused, broken or timed out at every try): the file's later requests fail so at once,
+    /// and a reader stops at its first read instead of after every read's tries.
+    gone: OnceLock<(io::ErrorKind, String)>,
 }
 
 impl NetSettings {
@@ -38,14 +42,19 @@ impl NetSettings {
             timeout: Duration::from_secs_f64(env_number("GNN4C_NET_TIMEOUT_S", 60.0).max(0.001)),
             retries: env_number("GNN4C_NET_RETRIES", 3.0).max(0.0) as u32,
             token: bearer_token(),
+            gone: OnceLock::new(),
         }
     }
 
-    /// `request`, tried again after a backoff while it fails in a way that may pass.
+    /// `request`, tried again after a backoff while it fails in a way that may pass; once
+    /// one has failed so at every try, every later one fails at once the same way.
     pub(super) fn with_retries<T>(
         &self,
         mut request: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
+        if let Some((kind, why)) = self.gone.get() {
+            return Err(io::Error::new(*kind, why.clone()));
+        }
         let mut attempt = 0;
         loop {
             match request() {
@@ -53,11 +62,13 @@ impl NetSettings {
                     attempt += 1;
                     std::thread::sleep(backoff(attempt));
                 }
-                Err(e) if attempt > 0 => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("{e} (after {} tries)", attempt + 1),
-                    ));
+                Err(e) if retriable(&e) => {
+                    let e = match attempt {
+                        0 => e,
+                        _ => io::Error::new(e.kind(), format!("{e} (after {} tries)", attempt + 1)),
+                    };
+                    let _ = self.gone.set((e.kind(), e.to_string()));
+                    return Err(e);
                 }
                 result => return result,
             }
@@ -153,19 +164,34 @@ pub(super) fn coalesce(ranges: &[(u64, usize)], gap: u64, max: u64) -> Vec<(u64,
 }
 
 /// Byte ranges planned ahead of the reads that need them, in groups each fetched in one
-/// request (one HTTP range, one XRootD vector read) by the first read that needs one of its
-/// ranges, and kept until the next plan. A group whose request failed is not tried again:
-/// its reads then go alone and fail by name.
+/// request (one HTTP range, one XRootD vector read), and kept until the next plan. A group's
+/// bytes serve reads as they arrive: a read waits for its own bytes, not for its whole request
+/// (decoding starts while the rest of a large request is on its way). A group whose request
+/// failed is not tried again: the reads of what it did not bring then go alone and fail by
+/// name.
+///
+/// Beside the plan, bytes kept for every reader of the file while it stays open: its two ends
+/// (header, keys, streamer info, an RNTuple's anchor and footer), and small reads outside any
+/// plan (a directory's keys, a tree's own record), at most [`KEPT_READS`] bytes of those. A
+/// file read again pays no round trip for what it read before the data.
 #[derive(Debug, Default)]
 pub(super) struct ReadAhead {
     plan: Mutex<Plan>,
+    kept: Mutex<Plan>,
 }
+
+/// A read outside any plan at most this long is kept ([`ReadAhead`]).
+const KEPT_READ: usize = 64 * 1024;
+/// Bytes of reads outside any plan kept at most, per file.
+const KEPT_READS: usize = 1024 * 1024;
 
 #[derive(Debug, Default)]
 struct Plan {
     /// Every planned range, sorted by offset, not overlapping.
     pieces: Vec<Piece>,
     groups: Vec<Arc<Group>>,
+    /// Bytes of reads outside any plan it holds (what is kept: [`ReadAhead::keep_read`]).
+    small_reads: usize,
 }
 
 impl Plan {
@@ -185,7 +211,11 @@ impl Plan {
             }
         }
         pieces.sort_unstable_by_key(|p| p.offset);
-        Plan { pieces, groups }
+        Plan {
+            pieces,
+            groups,
+            small_reads: 0,
+        }
     }
 
     /// The planned range holding the bytes `start..end`, if one does.
@@ -206,50 +236,116 @@ struct Piece {
     at: usize,
 }
 
+/// Ranges fetched in one request, their bytes kept as they arrive.
 #[derive(Debug)]
-struct Group {
+pub(super) struct Group {
     /// Its ranges (`offset`, `len`), in order.
     ranges: Vec<(u64, u64)>,
-    /// Its ranges' bytes, one after the other; `None` when the request failed.
-    bytes: OnceLock<Option<Vec<u8>>>,
+    /// Their bytes in all.
+    len: usize,
+    filling: Mutex<Filling>,
+    /// Notified as bytes arrive and when the request ends.
+    arrived: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Filling {
+    stage: Stage,
+    /// Its ranges' bytes, one after the other, as far as they have arrived: each part with
+    /// where it starts.
+    parts: Vec<(usize, Arc<Vec<u8>>)>,
+    /// Bytes arrived.
+    held: usize,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Not asked for yet.
+    #[default]
+    Planned,
+    /// Its request is on its way.
+    Fetching,
+    /// Its request ended: `held` says how far it came.
+    Ended,
 }
 
 impl ReadAhead {
     /// Plans `groups` (each a list of sorted, disjoint ranges `(offset, len)`; no range in
     /// two groups), dropping the last plan.
-    pub(super) fn plan(&self, groups: Vec<Vec<(u64, u64)>>) {
+    #[cfg(test)]
+    fn plan(&self, groups: Vec<Vec<(u64, u64)>>) {
         let groups = groups.into_iter().map(Group::new).collect();
-        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = Plan::of(groups);
+        *lock(&self.plan) = Plan::of(groups);
     }
 
-    /// Plans the bytes `fetched` already holds at `offset`, and one-range groups of `ranges`
-    /// not fetched yet (returned), dropping the last plan.
-    pub(super) fn plan_fetched(
-        &self,
-        offset: u64,
-        fetched: Vec<u8>,
-        ranges: Vec<(u64, u64)>,
-    ) -> Unfetched {
-        let first = Group::new(vec![(offset, fetched.len() as u64)]);
-        let _ = first.bytes.set(Some(fetched));
-        let unfetched: Vec<Arc<Group>> = ranges.into_iter().map(|r| Group::new(vec![r])).collect();
-        let groups = std::iter::once(first)
-            .chain(unfetched.iter().cloned())
+    /// Keeps the file's two ends (`ranges`, one request), to be fetched by the first read
+    /// that needs them.
+    pub(super) fn keep_ends(&self, ranges: Vec<(u64, u64)>) {
+        *lock(&self.kept) = Plan::of(vec![Group::new(ranges)]);
+    }
+
+    /// Keeps the file's start, `fetched` (its bytes from 0), and the one-range groups of the
+    /// rest of its ends, `ranges`, not fetched yet (returned).
+    pub(super) fn keep_ends_fetched(&self, fetched: Vec<u8>, ranges: Vec<(u64, u64)>) -> Unfetched {
+        let rest: Vec<Arc<Group>> = ranges.into_iter().map(|r| Group::new(vec![r])).collect();
+        let groups = std::iter::once(Group::fetched(0, fetched))
+            .chain(rest.iter().cloned())
             .collect();
-        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = Plan::of(groups);
-        Unfetched(unfetched)
+        *lock(&self.kept) = Plan::of(groups);
+        Unfetched(rest)
     }
 
-    /// The planned groups not fetched yet.
-    pub(super) fn unfetched(&self) -> Unfetched {
-        let plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
-        Unfetched(
-            plan.groups
+    /// Keeps `bytes`, read at `offset` outside any plan, if they are few enough
+    /// ([`KEPT_READ`], [`KEPT_READS`]).
+    pub(super) fn keep_read(&self, offset: u64, bytes: &[u8]) {
+        let mut kept = lock(&self.kept);
+        if bytes.len() > KEPT_READ || kept.small_reads + bytes.len() > KEPT_READS {
+            return;
+        }
+        let mut groups = kept.groups.clone();
+        groups.push(Group::fetched(offset, bytes.to_vec()));
+        let small_reads = kept.small_reads + bytes.len();
+        *kept = Plan::of(groups);
+        kept.small_reads = small_reads;
+    }
+
+    /// Drops the plan (a reader is done with the file); what is kept stays, a kept group whose
+    /// request failed planned again for the next reader.
+    pub(super) fn drop_plan(&self) {
+        *lock(&self.plan) = Plan::default();
+        let mut kept = lock(&self.kept);
+        let failed = |g: &Arc<Group>| {
+            let filling = g.lock();
+            filling.stage == Stage::Ended && filling.held < g.len
+        };
+        if kept.groups.iter().any(failed) {
+            let small_reads = kept.small_reads;
+            let groups = kept
+                .groups
                 .iter()
-                .filter(|g| g.bytes.get().is_none())
+                .map(|g| match failed(g) {
+                    true => Group::new(g.ranges.clone()),
+                    false => Arc::clone(g),
+                })
+                .collect();
+            *kept = Plan::of(groups);
+            kept.small_reads = small_reads;
+        }
+    }
+
+    /// The planned groups not asked for yet.
+    pub(super) fn unfetched(&self) -> Unfetched {
+        let planned = |plan: &Mutex<Plan>| -> Vec<Arc<Group>> {
+            lock(plan)
+                .groups
+                .iter()
+                .filter(|g| g.lock().stage == Stage::Planned)
                 .cloned()
-                .collect(),
-        )
+                .collect()
+        };
+        let mut groups = planned(&self.kept);
+        groups.extend(planned(&self.plan));
+        Unfetched(groups)
     }
 
     /// Plans the reads of `ranges` (`offset`, `len`), keeping what the last plan holds of them:
@@ -262,10 +358,18 @@ impl ReadAhead {
         ranges: &[(u64, usize)],
         group: impl FnOnce(&[(u64, usize)]) -> Vec<Vec<(u64, u64)>>,
     ) -> Unfetched {
-        let mut plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
+        let ranges: Vec<(u64, usize)> = {
+            let kept = lock(&self.kept);
+            ranges
+                .iter()
+                .filter(|&&(o, n)| n > 0 && kept.piece_holding(o, o + n as u64).is_none())
+                .copied()
+                .collect()
+        };
+        let mut plan = lock(&self.plan);
         let mut kept = vec![false; plan.groups.len()];
         let mut new = Vec::new();
-        for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
+        for &(offset, len) in &ranges {
             match plan.piece_holding(offset, offset + len as u64) {
                 Some(p) => kept[p.group] = true,
                 None => new.push((offset, len)),
@@ -284,49 +388,45 @@ impl ReadAhead {
         Unfetched(added)
     }
 
-    /// Fills `buf` with the bytes at `offset` when a planned range holds them, fetching its
-    /// group with `fetch` (the group's ranges → their bytes, one after the other) if no read
-    /// has yet — and with it, on threads of their own, the next groups of the plan not yet
-    /// fetched, up to [`FETCH_AT_ONCE`] requests in flight (a link's latency paid once for
-    /// them); `false` when no range holds them or the group's request failed.
-    pub(super) fn read(
-        &self,
-        buf: &mut [u8],
-        offset: u64,
-        fetch: impl Fn(&[(u64, u64)]) -> io::Result<Vec<u8>> + Sync,
-    ) -> bool {
+    /// Fills `buf` with the bytes at `offset` when a planned range holds them, waiting for
+    /// them to arrive. When its group has not been asked for, `start` is given it and the
+    /// plan's next groups not yet asked for, up to [`FETCH_AT_ONCE`] requests (a link's
+    /// latency paid once for them), to fetch in the background. `false` when no range holds
+    /// the bytes or its group's request ended without them.
+    pub(super) fn read(&self, buf: &mut [u8], offset: u64, start: impl FnOnce(Unfetched)) -> bool {
         let end = offset + buf.len() as u64;
-        let found = {
-            let plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
+        let found = [&self.kept, &self.plan].into_iter().find_map(|plan| {
+            let plan = lock(plan);
             plan.piece_holding(offset, end).map(|p| {
                 let group = Arc::clone(&plan.groups[p.group]);
-                // Not fetched yet: this group, then the plan's next ones not yet fetched.
-                let along = group.bytes.get().is_none().then(|| {
-                    Unfetched(
-                        plan.groups[p.group..]
-                            .iter()
-                            .filter(|g| g.bytes.get().is_none())
-                            .take(FETCH_AT_ONCE)
-                            .cloned()
-                            .collect(),
-                    )
-                });
+                let planned = |g: &Arc<Group>| g.lock().stage == Stage::Planned;
+                // Not asked for yet: this group, then the plan's next ones not asked for.
+                let along: Vec<Arc<Group>> = if planned(&group) {
+                    plan.groups[p.group..]
+                        .iter()
+                        .filter(|g| planned(g))
+                        .take(FETCH_AT_ONCE)
+                        .cloned()
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 (p, group, along)
             })
-        };
+        });
         let Some((piece, group, along)) = found else {
             return false;
         };
-        if let Some(along) = along {
-            along.fetch(&fetch);
+        if !along.is_empty() {
+            start(Unfetched(along));
         }
-        let Some(Some(bytes)) = group.bytes.get() else {
-            return false;
-        };
-        let from = piece.at + (offset - piece.offset) as usize;
-        buf.copy_from_slice(&bytes[from..from + buf.len()]);
-        true
+        group.copy_out(buf, piece.at + (offset - piece.offset) as usize)
     }
+}
+
+/// `mutex`'s value, also after a thread panicked holding it.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The bytes at a file's start and end read with its first read (a ROOT file's header, keys,
@@ -342,15 +442,19 @@ pub(super) fn ends(size: u64) -> Vec<(u64, u64)> {
     }
 }
 
-/// Groups just planned, not yet fetched.
+/// How a group's request is sent: its ranges, and where the answer's bytes go as they come.
+pub(super) trait Fetch: Fn(&[(u64, u64)], &mut Sink<'_>) -> io::Result<()> + Sync {}
+impl<F: Fn(&[(u64, u64)], &mut Sink<'_>) -> io::Result<()> + Sync> Fetch for F {}
+
+/// Groups just planned, not yet asked for.
 #[must_use = "fetch them, or they are fetched when a read first needs them"]
 pub(super) struct Unfetched(Vec<Arc<Group>>);
 
 impl Unfetched {
     /// Fetches every group with `fetch`, up to [`FETCH_AT_ONCE`] at a time, in plan order (a
-    /// read needing one being fetched waits for it; a failed one is left for the reads to
-    /// fetch alone).
-    pub(super) fn fetch(self, fetch: impl Fn(&[(u64, u64)]) -> io::Result<Vec<u8>> + Sync) {
+    /// read needing one being fetched waits for its bytes; a failed one is left for the
+    /// reads to fetch alone).
+    pub(super) fn fetch(self, fetch: impl Fetch) {
         let next = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             for _ in 0..FETCH_AT_ONCE.min(self.0.len()) {
@@ -370,26 +474,123 @@ impl Unfetched {
 }
 
 impl Group {
-    /// A group of `ranges`, not fetched.
+    /// A group of `ranges`, not asked for.
     fn new(ranges: Vec<(u64, u64)>) -> Arc<Group> {
+        let len = ranges.iter().map(|r| r.1 as usize).sum();
         Arc::new(Group {
             ranges,
-            bytes: OnceLock::new(),
+            len,
+            filling: Mutex::new(Filling::default()),
+            arrived: Condvar::new(),
         })
     }
 
-    /// Its bytes, fetched with `fetch` unless another read has (or is doing so).
-    fn fill(&self, fetch: impl Fn(&[(u64, u64)]) -> io::Result<Vec<u8>>) {
-        self.bytes.get_or_init(|| {
-            fetch(&self.ranges)
-                .ok()
-                .filter(|b| b.len() == self.ranges.iter().map(|r| r.1 as usize).sum())
-        });
+    /// A group of the bytes `fetched` holds at `offset`.
+    fn fetched(offset: u64, fetched: Vec<u8>) -> Arc<Group> {
+        let group = Group::new(vec![(offset, fetched.len() as u64)]);
+        {
+            let mut filling = group.lock();
+            filling.stage = Stage::Ended;
+            filling.held = fetched.len();
+            filling.parts.push((0, Arc::new(fetched)));
+        }
+        group
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Filling> {
+        lock(&self.filling)
+    }
+
+    /// Fetches its bytes with `fetch`, unless another thread has asked for them.
+    fn fill(&self, fetch: &impl Fetch) {
+        {
+            let mut filling = self.lock();
+            if filling.stage != Stage::Planned {
+                return;
+            }
+            filling.stage = Stage::Fetching;
+        }
+        let mut sink = Sink { group: self, at: 0 };
+        let _failed_reads_go_alone = fetch(&self.ranges, &mut sink);
+        self.lock().stage = Stage::Ended;
+        self.arrived.notify_all();
+    }
+
+    /// Fills `buf` with its bytes from `at`, once they arrive; `false` when its request ended
+    /// without them.
+    fn copy_out(&self, buf: &mut [u8], at: usize) -> bool {
+        let end = at + buf.len();
+        let parts: Vec<(usize, Arc<Vec<u8>>)> = {
+            let mut filling = self.lock();
+            while filling.held < end {
+                if filling.stage == Stage::Ended {
+                    return false;
+                }
+                filling = self
+                    .arrived
+                    .wait(filling)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
+            // The parts overlapping `at..end`.
+            let first = filling.parts.partition_point(|(start, _)| *start <= at) - 1;
+            filling.parts[first..]
+                .iter()
+                .take_while(|(start, _)| *start < end)
+                .cloned()
+                .collect()
+        };
+        for (start, part) in parts {
+            let from = at.max(start);
+            let to = end.min(start + part.len());
+            buf[from - at..to - at].copy_from_slice(&part[from - start..to - start]);
+        }
+        true
+    }
+}
+
+/// Where a request's answer goes as it comes: its group's bytes, in order. A request tried
+/// again starts over ([`Sink::restart`]); bytes its group holds already are not taken twice.
+pub(super) struct Sink<'a> {
+    group: &'a Group,
+    /// Bytes of the answer this try has given.
+    at: usize,
+}
+
+impl Sink<'_> {
+    /// A new try of the request: its answer comes again from the start.
+    pub(super) fn restart(&mut self) {
+        self.at = 0;
+    }
+
+    /// The answer's next bytes. Bytes past the group's end are dropped (the request's own
+    /// length check fails it).
+    pub(super) fn take(&mut self, bytes: Vec<u8>) {
+        let (start, end) = (self.at, self.at + bytes.len());
+        self.at = end;
+        let mut filling = self.group.lock();
+        let held = filling.held;
+        if end <= held || start > held || held >= self.group.len {
+            return;
+        }
+        let mut part = if start < held {
+            bytes[held - start..].to_vec()
+        } else {
+            bytes
+        };
+        part.truncate(self.group.len - held);
+        filling.held += part.len();
+        filling.parts.push((held, Arc::new(part)));
+        drop(filling);
+        self.group.arrived.notify_all();
     }
 }
 
 /// The most requests one read sends at once (its own group's and the next ones').
 const FETCH_AT_ONCE: usize = 4;
+
+/// The most bytes a request's answer is read in at a time, each then served to the reads
+/// waiting for them.
+pub(super) const PIECE: usize = 256 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -410,19 +611,35 @@ mod tests {
         );
     }
 
+    /// A fetch of `file`'s bytes that counts its requests in `log`, answering each in pieces
+    /// of `piece` bytes.
+    fn fetch_of<'a>(
+        file: &'a [u8],
+        log: &'a Mutex<Vec<Vec<(u64, u64)>>>,
+        piece: usize,
+    ) -> impl Fetch + 'a {
+        move |ranges: &[(u64, u64)], sink: &mut Sink<'_>| {
+            log.lock().expect("lock").push(ranges.to_vec());
+            sink.restart();
+            let bytes: Vec<u8> = ranges
+                .iter()
+                .flat_map(|&(o, n)| file[o as usize..(o + n) as usize].to_vec())
+                .collect();
+            for part in bytes.chunks(piece) {
+                sink.take(part.to_vec());
+            }
+            Ok(())
+        }
+    }
+
     #[test]
     fn planned_ranges_are_served_from_one_fetch_of_their_group_and_others_are_not() {
         let file: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
         let ahead = ReadAhead::default();
         ahead.plan(vec![vec![(100, 50), (400, 10)], vec![(1000, 100)]]);
-        let fetches = std::sync::atomic::AtomicUsize::new(0);
-        let fetch = |ranges: &[(u64, u64)]| {
-            fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Ok(ranges
-                .iter()
-                .flat_map(|&(o, n)| file[o as usize..(o + n) as usize].to_vec())
-                .collect())
-        };
+        let log = Mutex::new(Vec::new());
+        // Answers in pieces of 7 bytes: reads spanning pieces are put together.
+        let fetch = fetch_of(&file, &log, 7);
         let mut buf = [0u8; 5];
         for (offset, expect) in [
             (402, true),
@@ -431,72 +648,140 @@ mod tests {
             (148, false),
             (0, false),
         ] {
-            assert_eq!(ahead.read(&mut buf, offset, fetch), expect, "{offset}");
+            let served = ahead.read(&mut buf, offset, |u| u.fetch(&fetch));
+            assert_eq!(served, expect, "{offset}");
             if expect {
                 assert_eq!(buf[..], file[offset as usize..offset as usize + 5]);
             }
         }
         // The first read fetched both groups at once; the others read what was fetched.
-        assert_eq!(
-            fetches.load(std::sync::atomic::Ordering::Relaxed),
-            2,
-            "one fetch per group"
-        );
-        // A group whose fetch failed serves nothing.
+        assert_eq!(log.lock().expect("lock").len(), 2, "one fetch per group");
+        // A group whose fetch failed serves nothing, and is not asked for again.
         ahead.plan(vec![vec![(0, 10)]]);
-        assert!(!ahead.read(&mut buf, 0, |_| Err(io::ErrorKind::TimedOut.into())));
-        assert!(!ahead.read(&mut buf, 0, fetch));
+        let failing = |_: &[(u64, u64)], _: &mut Sink<'_>| Err(io::ErrorKind::TimedOut.into());
+        assert!(!ahead.read(&mut buf, 0, |u| u.fetch(failing)));
+        assert!(!ahead.read(&mut buf, 0, |u| u.fetch(&fetch)));
+        assert_eq!(log.lock().expect("lock").len(), 2);
+    }
+
+    #[test]
+    fn a_read_is_served_as_soon_as_its_bytes_arrive_and_a_retry_adds_nothing_twice() {
+        let file: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let ahead = ReadAhead::default();
+        ahead.plan(vec![vec![(0, 1000)]]);
+        let (first_half, go_on) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        // A fetch that breaks after 600 bytes, then, tried again, sends the first 500 again
+        // and stops until told to go on.
+        let fetch = |ranges: &[(u64, u64)], sink: &mut Sink<'_>| {
+            assert_eq!(ranges, [(0, 1000)]);
+            sink.restart();
+            sink.take(file[..600].to_vec());
+            sink.restart();
+            sink.take(file[..500].to_vec());
+            first_half.wait();
+            go_on.wait();
+            sink.take(file[500..1000].to_vec());
+            Ok(())
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut buf = [0u8; 100];
+                assert!(ahead.read(&mut buf, 900, |u| u.fetch(fetch)));
+                assert_eq!(buf[..], file[900..1000]);
+            });
+            first_half.wait();
+            // The first 600 bytes are here while the rest is on its way.
+            let mut early = [0u8; 200];
+            assert!(ahead.read(&mut early, 350, |_| panic!("being fetched")));
+            assert_eq!(early[..], file[350..550]);
+            go_on.wait();
+        });
+        let Plan { groups, .. } = &*ahead.plan.lock().expect("lock");
+        assert_eq!(groups[0].lock().held, 1000, "nothing taken twice");
     }
 
     #[test]
     fn bytes_fetched_with_the_open_are_served_and_the_rest_fetched_once() {
         let file: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
         let ahead = ReadAhead::default();
-        let tail = ahead.plan_fetched(0, file[..100].to_vec(), vec![(9_000, 1_000)]);
-        let fetched = Mutex::new(Vec::new());
-        let fetch = |ranges: &[(u64, u64)]| {
-            fetched.lock().expect("lock").extend_from_slice(ranges);
-            Ok(ranges
-                .iter()
-                .flat_map(|&(o, n)| file[o as usize..(o + n) as usize].to_vec())
-                .collect())
-        };
+        let tail = ahead.keep_ends_fetched(file[..100].to_vec(), vec![(9_000, 1_000)]);
+        let log = Mutex::new(Vec::new());
+        let fetch = fetch_of(&file, &log, 300);
         let mut buf = [0u8; 10];
-        assert!(ahead.read(&mut buf, 50, fetch));
+        assert!(ahead.read(&mut buf, 50, |u| u.fetch(&fetch)));
         assert_eq!(buf[..], file[50..60]);
-        assert!(
-            fetched.lock().expect("lock").is_empty(),
-            "the head was fetched"
-        );
-        tail.fetch(fetch);
-        assert!(ahead.read(&mut buf, 9_500, fetch));
+        assert!(log.lock().expect("lock").is_empty(), "the head was fetched");
+        tail.fetch(&fetch);
+        assert!(ahead.read(&mut buf, 9_500, |u| u.fetch(&fetch)));
         assert_eq!(buf[..], file[9_500..9_510]);
-        assert_eq!(*fetched.lock().expect("lock"), [(9_000, 1_000)]);
+        assert_eq!(*log.lock().expect("lock"), [vec![(9_000, 1_000)]]);
+    }
+
+    #[test]
+    fn a_file_s_ends_and_small_reads_are_kept_for_its_next_reader() {
+        let file: Vec<u8> = (0..=255u8).cycle().take(1_000_000).collect();
+        let log = Mutex::new(Vec::new());
+        let fetch = fetch_of(&file, &log, 1000);
+        let ahead = ReadAhead::default();
+        ahead.keep_ends(ends(file.len() as u64));
+        let mut buf = [0u8; 10];
+        assert!(ahead.read(&mut buf, 5, |u| u.fetch(&fetch)));
+        // A reader's plan leaves the ends out, and replaces none of them.
+        let _lazily = ahead.plan_keeping(&[(100, 10), (500_000, 100)], |r| {
+            assert_eq!(r, [(500_000, 100)], "the ends are held already");
+            vec![vec![(500_000, 100)]]
+        });
+        assert!(ahead.read(&mut buf, 999_000, |u| u.fetch(&fetch)));
+        assert!(ahead.read(&mut buf, 500_010, |u| u.fetch(&fetch)));
+        // A small read outside the plan is kept; a large one is not.
+        ahead.keep_read(300_000, &file[300_000..300_117]);
+        ahead.keep_read(400_000, &file[400_000..400_000 + KEPT_READ + 1]);
+        ahead.drop_plan();
+        // The next reader: the ends and the small read, without a request; the plan is gone.
+        assert!(ahead.read(&mut buf, 300_100, |_| panic!("kept")));
+        assert_eq!(buf[..], file[300_100..300_110]);
+        assert!(ahead.read(&mut buf, 999_990, |_| panic!("kept")));
+        assert!(!ahead.read(&mut buf, 400_000, |_| panic!("not kept")));
+        assert!(!ahead.read(&mut buf, 500_010, |_| panic!("dropped")));
+        assert_eq!(
+            log.lock().expect("lock").len(),
+            2,
+            "the ends once, the plan once"
+        );
+    }
+
+    #[test]
+    fn ends_whose_request_failed_are_asked_for_again_by_the_next_reader() {
+        let file: Vec<u8> = (0..=255u8).cycle().take(1_000).collect();
+        let ahead = ReadAhead::default();
+        ahead.keep_ends(ends(file.len() as u64));
+        let failing = |_: &[(u64, u64)], _: &mut Sink<'_>| Err(io::ErrorKind::TimedOut.into());
+        let mut buf = [0u8; 10];
+        assert!(!ahead.read(&mut buf, 0, |u| u.fetch(failing)));
+        assert!(!ahead.read(&mut buf, 0, |_| panic!("failed for this reader")));
+        ahead.drop_plan();
+        let log = Mutex::new(Vec::new());
+        assert!(ahead.read(&mut buf, 0, |u| u.fetch(fetch_of(&file, &log, 64))));
+        assert_eq!(buf[..], file[..10]);
     }
 
     #[test]
     fn a_new_plan_keeps_what_was_fetched_of_its_ranges() {
         let file: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
-        let fetched = Mutex::new(Vec::new());
-        let fetch = |ranges: &[(u64, u64)]| {
-            fetched.lock().expect("lock").push(ranges.to_vec());
-            Ok(ranges
-                .iter()
-                .flat_map(|&(o, n)| file[o as usize..(o + n) as usize].to_vec())
-                .collect())
-        };
+        let log = Mutex::new(Vec::new());
+        let fetch = fetch_of(&file, &log, 64);
         let one_each = |r: &[(u64, usize)]| r.iter().map(|&(o, n)| vec![(o, n as u64)]).collect();
         let ahead = ReadAhead::default();
         let _lazily = ahead.plan_keeping(&[(0, 100), (100, 100)], one_each);
         let mut buf = [0u8; 10];
-        assert!(ahead.read(&mut buf, 150, fetch));
+        assert!(ahead.read(&mut buf, 150, |u| u.fetch(&fetch)));
         // The window moves on: (100, 100) stays fetched, (200, 100) is new, (0, 100) goes.
         let _lazily = ahead.plan_keeping(&[(100, 100), (200, 100)], one_each);
-        assert!(ahead.read(&mut buf, 120, fetch));
-        assert!(ahead.read(&mut buf, 250, fetch));
-        assert!(!ahead.read(&mut buf, 50, fetch));
+        assert!(ahead.read(&mut buf, 120, |u| u.fetch(&fetch)));
+        assert!(ahead.read(&mut buf, 250, |u| u.fetch(&fetch)));
+        assert!(!ahead.read(&mut buf, 50, |u| u.fetch(&fetch)));
         assert_eq!(
-            fetched.into_inner().expect("lock"),
+            *log.lock().expect("lock"),
             [vec![(100, 100)], vec![(200, 100)]],
             "each range fetched once; (0, 100) never needed"
         );

@@ -21,7 +21,7 @@ use connection::Connection;
 use idle::LoginKey;
 
 use super::RemoteIdentity;
-use super::net::{NetSettings, ReadAhead, coalesce, count_received, ends};
+use super::net::{NetSettings, PIECE, ReadAhead, Sink, Unfetched, coalesce, count_received, ends};
 use super::tls::tls_config;
 
 /// The protocol version this client speaks (XRootD 5.1's).
@@ -194,20 +194,21 @@ impl XrootdFile {
             returned: Condvar::new(),
             ahead: ReadAhead::default(),
         };
-        file.plan_ends();
+        file.ahead.keep_ends(ends(file.identity.size));
         Ok(file)
     }
 
     /// Plans the reads of `ranges` in vector reads ([`vector_reads`]), keeping what was
     /// planned of them before; the new ones are requested at once, in the background.
     pub(super) fn plan(self: &Arc<Self>, ranges: &[(u64, usize)]) {
-        let unfetched = self.ahead.plan_keeping(ranges, vector_reads);
-        // Requested now, in the background: the reader decodes while they come.
-        if !unfetched.is_empty() {
+        self.fetch_in_background(self.ahead.plan_keeping(ranges, vector_reads));
+    }
+
+    /// Requests `groups` in the background: the reader decodes while they come.
+    fn fetch_in_background(self: &Arc<Self>, groups: Unfetched) {
+        if !groups.is_empty() {
             let file = Arc::clone(self);
-            std::thread::spawn(move || {
-                unfetched.fetch(|ranges| file.with_connection(|c| c.read_vector(ranges)));
-            });
+            std::thread::spawn(move || groups.fetch(|ranges, sink| file.fetch(ranges, sink)));
         }
     }
 
@@ -215,24 +216,29 @@ impl XrootdFile {
     pub(super) fn fetch_planned(&self) {
         self.ahead
             .unfetched()
-            .fetch(|ranges| self.with_connection(|c| c.read_vector(ranges)));
+            .fetch(|ranges, sink| self.fetch(ranges, sink));
     }
 
-    /// Plans the file's two ends alone, in one vector read (what a reader's first reads
-    /// need), dropping what was read ahead.
-    pub(super) fn plan_ends(&self) {
-        self.ahead.plan(vec![ends(self.identity.size)]);
+    /// The bytes of a planned group's `ranges`, into `sink` as they come: one vector read.
+    fn fetch(&self, ranges: &[(u64, u64)], sink: &mut Sink<'_>) -> io::Result<()> {
+        self.with_connection(|c| c.read_vector_into(ranges, sink))
+    }
+
+    /// Drops what was read ahead for a reader done with the file; its ends and small reads
+    /// stay for the next.
+    pub(super) fn drop_plan(&self) {
+        self.ahead.drop_plan();
     }
 
     /// Fills `buf` with the bytes at `offset`: from a planned vector read, else one read.
-    pub(super) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    pub(super) fn read_exact_at(self: &Arc<Self>, buf: &mut [u8], offset: u64) -> io::Result<()> {
         if buf.is_empty() {
             return Ok(());
         }
-        let served = self.ahead.read(buf, offset, |ranges| {
-            self.with_connection(|c| c.read_vector(ranges))
-        });
-        if served {
+        if self
+            .ahead
+            .read(buf, offset, |groups| self.fetch_in_background(groups))
+        {
             return Ok(());
         }
         self.with_connection(|c| c.read(buf, offset)).map_err(|e| {
@@ -240,7 +246,9 @@ impl XrootdFile {
                 e.kind(),
                 format!("{e} (reading {} bytes at offset {offset})", buf.len()),
             )
-        })
+        })?;
+        self.ahead.keep_read(offset, buf);
+        Ok(())
     }
 
     /// `request` on an idle connection (or a new one, up to [`MAX_CONNECTIONS`]), tried again

@@ -389,35 +389,56 @@ impl Connection {
     /// The `len` bytes at `offset`, in one `kXR_read` (which the server may answer straight
     /// from the file, with `sendfile`).
     pub(super) fn read_span(&mut self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        match self.request(KXR_READ, self.read_params(offset, len)?, &[])? {
+            Reply::Ok(body) if body.len() == len => Ok(body),
+            Reply::Ok(body) => Err(self.short_read(body.len(), len)),
+            _ => Err(self.out_of_step("kXR_read")),
+        }
+    }
+
+    /// `kXR_read`'s parameters: the file, `offset` and `len`.
+    fn read_params(&self, offset: u64, len: usize) -> io::Result<[u8; 16]> {
         let mut params = [0u8; 16];
         params[..4].copy_from_slice(&self.handle);
         params[4..12].copy_from_slice(&offset.to_be_bytes());
         let asked = u32::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a read over 4 GiB"))?;
         params[12..16].copy_from_slice(&asked.to_be_bytes());
-        match self.request(KXR_READ, params, &[])? {
-            Reply::Ok(body) if body.len() == len => Ok(body),
-            Reply::Ok(body) => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{} sent {} of the {len} bytes asked for",
-                    self.server,
-                    body.len(),
-                ),
-            )),
-            _ => Err(self.out_of_step("kXR_read")),
-        }
+        Ok(params)
     }
 
-    /// The bytes of `ranges` (`offset`, `len`), one after the other, in one vector read
-    /// (`kXR_readv`; a range over [`READV_SEGMENT`] bytes asked for in parts).
-    pub(super) fn read_vector(&mut self, ranges: &[(u64, u64)]) -> io::Result<Vec<u8>> {
-        // One span: a plain read, which the server sends faster and this side copies once.
+    /// A read answered with `got` of the `len` bytes asked for.
+    fn short_read(&self, got: usize, len: usize) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("{} sent {got} of the {len} bytes asked for", self.server),
+        )
+    }
+
+    /// The bytes of `ranges` (`offset`, `len`), one after the other, into `sink` as they
+    /// come: one vector read (`kXR_readv`; a range over [`READV_SEGMENT`] bytes asked for in
+    /// parts), or for one span a plain read, which the server sends faster.
+    pub(super) fn read_vector_into(
+        &mut self,
+        ranges: &[(u64, u64)],
+        sink: &mut Sink<'_>,
+    ) -> io::Result<()> {
+        sink.restart();
         if let [(offset, len)] = *ranges {
-            return self.read_span(offset, len as usize);
+            let len = usize::try_from(len).map_err(io::Error::other)?;
+            let mut span = Span { sink, got: 0 };
+            return match self.exchange(
+                KXR_READ,
+                self.read_params(offset, len)?,
+                &[],
+                Some(&mut span),
+            )? {
+                Reply::Ok(_) if span.got == len => Ok(()),
+                Reply::Ok(_) => Err(self.short_read(span.got, len)),
+                _ => Err(self.out_of_step("kXR_read")),
+            };
         }
         let mut list = Vec::new();
-        let mut expected = 0usize;
         for &(offset, len) in ranges {
             let mut at = 0;
             while at < len {
@@ -427,30 +448,21 @@ impl Connection {
                 list.extend_from_slice(&(offset + at).to_be_bytes());
                 at += part;
             }
-            expected += len as usize;
         }
-        let Reply::Ok(body) = self.request(KXR_READV, [0u8; 16], &list)? else {
+        let mut segments = Segments {
+            asked: &list,
+            head: [0; 16],
+            head_held: 0,
+            left: 0,
+            sink,
+        };
+        let Reply::Ok(_) = self.exchange(KXR_READV, [0u8; 16], &list, Some(&mut segments))? else {
             return Err(self.out_of_step("kXR_readv"));
         };
-        // Each segment's bytes follow its 16-byte header (handle, length, offset).
-        let mut out = Vec::with_capacity(expected);
-        let mut at = 0;
-        for asked in list.chunks_exact(16) {
-            let head = body.get(at..at + 16).ok_or_else(|| self.short_vector())?;
-            if head[..4] != asked[..4] || head[8..16] != asked[8..16] || head[4..8] != asked[4..8] {
-                return Err(self.short_vector());
-            }
-            let n = u32::from_be_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
-            out.extend_from_slice(
-                body.get(at + 16..at + 16 + n)
-                    .ok_or_else(|| self.short_vector())?,
-            );
-            at += 16 + n;
-        }
-        if out.len() != expected {
+        if !segments.asked.is_empty() || segments.head_held > 0 || segments.left > 0 {
             return Err(self.short_vector());
         }
-        Ok(out)
+        Ok(())
     }
 
     pub(super) fn short_vector(&self) -> io::Error {
@@ -471,6 +483,18 @@ impl Connection {
         params: [u8; 16],
         data: &[u8],
     ) -> io::Result<Reply> {
+        self.exchange(code, params, data, None)
+    }
+
+    /// [`Connection::request`], the body of its answer read into `body` as it comes when
+    /// one is given (the reply's own body is then empty).
+    fn exchange(
+        &mut self,
+        code: u16,
+        params: [u8; 16],
+        data: &[u8],
+        mut body: Option<&mut dyn Body>,
+    ) -> io::Result<Reply> {
         let len = u32::try_from(data.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a request over 4 GiB"))?;
         let mut message = header(code, params, len).to_vec();
@@ -478,7 +502,7 @@ impl Connection {
         let mut waited = Duration::ZERO;
         loop {
             self.write(&message)?;
-            match self.reply_or_wait()? {
+            match self.answer(body.as_mut().map(|b| &mut **b as &mut dyn Body))? {
                 Ok(reply) => return Ok(reply),
                 Err(wait) => {
                     waited += wait;
@@ -505,9 +529,27 @@ impl Connection {
     /// The reply to the request just sent, or how long the server asks to wait before
     /// sending it again.
     pub(super) fn reply_or_wait(&mut self) -> io::Result<Result<Reply, Duration>> {
+        self.answer(None)
+    }
+
+    /// [`Connection::reply_or_wait`], the body of a successful answer read into `into` as it
+    /// comes when one is given.
+    fn answer(&mut self, mut into: Option<&mut dyn Body>) -> io::Result<Result<Reply, Duration>> {
         let mut body = Vec::new();
         loop {
-            let (stream, status, mut part) = self.read_frame()?;
+            let (stream, status, len) = self.read_head()?;
+            if let (Some(into), KXR_OK | KXR_OKSOFAR) = (into.as_mut(), status)
+                && stream != CLOSE_STREAM
+            {
+                let read = into.read_from(&mut self.stream, len);
+                count_received(len);
+                read.map_err(|e| self.transport(&e))?;
+                if status == KXR_OK {
+                    return Ok(Ok(Reply::Ok(Vec::new())));
+                }
+                continue;
+            }
+            let mut part = self.read_body(len)?;
             if stream == CLOSE_STREAM {
                 continue;
             }
@@ -554,9 +596,14 @@ impl Connection {
                     // The deferred response: a response header and its body, after 8 bytes.
                     let status = u16::from_be_bytes([attn[10], attn[11]]);
                     let part = attn[16..].to_vec();
-                    match status {
-                        KXR_OK => return Ok(Ok(Reply::Ok(part))),
-                        KXR_ERROR => return Err(self.server_error(&part)),
+                    match (status, into) {
+                        (KXR_OK, Some(into)) => {
+                            into.read_from(&mut &part[..], part.len())
+                                .map_err(|e| self.transport(&e))?;
+                            return Ok(Ok(Reply::Ok(Vec::new())));
+                        }
+                        (KXR_OK, None) => return Ok(Ok(Reply::Ok(part))),
+                        (KXR_ERROR, _) => return Err(self.server_error(&part)),
                         _ => return Err(self.out_of_step("a deferred response")),
                     }
                 }
@@ -586,14 +633,26 @@ impl Connection {
 
     /// One response frame: its stream, status and body.
     pub(super) fn read_frame(&mut self) -> io::Result<([u8; 2], u16, Vec<u8>)> {
+        let (stream, status, len) = self.read_head()?;
+        Ok((stream, status, self.read_body(len)?))
+    }
+
+    /// A response frame's header: its stream, status and body's length.
+    fn read_head(&mut self) -> io::Result<([u8; 2], u16, usize)> {
         let mut head = [0u8; 8];
         self.read_all(&mut head)?;
+        count_received(head.len());
         let status = u16::from_be_bytes([head[2], head[3]]);
         let len = u32::from_be_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
+        Ok(([head[0], head[1]], status, len))
+    }
+
+    /// A response frame's body of `len` bytes.
+    fn read_body(&mut self, len: usize) -> io::Result<Vec<u8>> {
         let mut body = vec![0u8; len];
         self.read_all(&mut body)?;
-        count_received(head.len() + len);
-        Ok(([head[0], head[1]], status, body))
+        count_received(len);
+        Ok(body)
     }
 
     pub(super) fn read_all(&mut self, buf: &mut [u8]) -> io::Result<()> {
@@ -767,4 +826,78 @@ pub(super) fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<Tc
         }
         _ => last,
     })
+}
+
+/// Where a read's answer goes as it comes off the connection.
+trait Body {
+    /// The answer's next `len` bytes, read from `from`.
+    fn read_from(&mut self, from: &mut dyn Read, len: usize) -> io::Result<()>;
+}
+
+/// A plain read's answer: its bytes, a piece at a time, into a sink.
+struct Span<'s, 'g> {
+    sink: &'s mut Sink<'g>,
+    /// Bytes read so far.
+    got: usize,
+}
+
+impl Body for Span<'_, '_> {
+    fn read_from(&mut self, from: &mut dyn Read, mut len: usize) -> io::Result<()> {
+        while len > 0 {
+            let mut piece = vec![0u8; len.min(PIECE)];
+            from.read_exact(&mut piece)?;
+            len -= piece.len();
+            self.got += piece.len();
+            self.sink.take(piece);
+        }
+        Ok(())
+    }
+}
+
+/// A vector read's answer: each segment's 16-byte header (handle, length, offset) checked
+/// against what was asked, its bytes into a sink a piece at a time. A segment may be split
+/// between frames.
+struct Segments<'a, 's, 'g> {
+    /// The segments asked for (16 bytes each) not yet answered in full.
+    asked: &'a [u8],
+    /// The header being read, and how much of it is.
+    head: [u8; 16],
+    head_held: usize,
+    /// Bytes of the current segment still to come.
+    left: usize,
+    sink: &'s mut Sink<'g>,
+}
+
+impl Body for Segments<'_, '_, '_> {
+    fn read_from(&mut self, from: &mut dyn Read, mut len: usize) -> io::Result<()> {
+        let out_of_order = || {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a vector read came back short or out of order",
+            )
+        };
+        while len > 0 {
+            if self.left == 0 {
+                let n = (16 - self.head_held).min(len);
+                from.read_exact(&mut self.head[self.head_held..self.head_held + n])?;
+                (self.head_held, len) = (self.head_held + n, len - n);
+                if self.head_held < 16 {
+                    continue;
+                }
+                self.head_held = 0;
+                if self.asked.len() < 16 || self.head[..] != self.asked[..16] {
+                    return Err(out_of_order());
+                }
+                self.asked = &self.asked[16..];
+                self.left =
+                    u32::from_be_bytes(self.head[4..8].try_into().expect("4 bytes")) as usize;
+            } else {
+                let mut piece = vec![0u8; self.left.min(len).min(PIECE)];
+                from.read_exact(&mut piece)?;
+                (self.left, len) = (self.left - piece.len(), len - piece.len());
+                self.sink.take(piece);
+            }
+        }
+        Ok(())
+    }
 }
