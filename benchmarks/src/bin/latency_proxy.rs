@@ -8,7 +8,7 @@
 //! stays off the cores the reader and the server share.
 //!
 //! Usage: `latency_proxy RTT_MS LISTEN_PORT:TARGET_PORT [LISTEN_PORT:TARGET_PORT ...]` (all on
-//! 127.0.0.1); prints `ready` when listening, runs until killed.
+//! 127.0.0.1); says `ready` on stderr when listening, runs until killed.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -39,7 +39,7 @@ fn main() -> Result<()> {
             .with_context(|| format!("listening on 127.0.0.1:{listen}"))?;
         listeners.push((listener, target));
     }
-    println!("ready");
+    eprintln!("ready");
     std::thread::scope(|s| {
         for (listener, target) in &listeners {
             s.spawn(move || {
