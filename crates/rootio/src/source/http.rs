@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::RemoteIdentity;
-use super::net::{ENDS, NetSettings, PIECE, ReadAhead, Sink, Unfetched, coalesce, count_received};
+use super::net::{NetSettings, coalesce, count_received};
+use super::read_ahead::{ENDS, PIECE, ReadAhead, Sink, Unfetched};
 use super::tls::tls_config;
 
 /// A file on an HTTP(S) server.

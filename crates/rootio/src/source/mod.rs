@@ -9,6 +9,7 @@
 
 mod http;
 mod net;
+mod read_ahead;
 mod tls;
 mod xrootd;
 

@@ -16,12 +16,14 @@ use std::sync::{Arc, Condvar, Mutex};
 mod connection;
 mod gsi;
 mod idle;
+mod read;
 
 use connection::Connection;
 use idle::LoginKey;
 
 use super::RemoteIdentity;
-use super::net::{NetSettings, PIECE, ReadAhead, Sink, Unfetched, coalesce, count_received, ends};
+use super::net::{NetSettings, coalesce, count_received};
+use super::read_ahead::{PIECE, ReadAhead, Sink, Unfetched, ends};
 use super::tls::tls_config;
 
 /// The protocol version this client speaks (XRootD 5.1's).
