@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::RemoteIdentity;
 use super::net::{NetSettings, coalesce, count_received};
-use super::read_ahead::{ENDS, PIECE, ReadAhead, Sink, Unfetched};
+use super::read_ahead::{ENDS, ReadAhead, Sink, Unfetched};
 use super::tls::tls_config;
 
 /// A file on an HTTP(S) server.
@@ -129,14 +129,8 @@ impl HttpFile {
             .with_retries(|| {
                 sink.restart();
                 let mut answer = self.get_range(offset, len)?.into_reader();
-                let mut left = len as usize;
-                while left > 0 {
-                    let mut piece = vec![0u8; left.min(PIECE)];
-                    answer.read_exact(&mut piece)?;
-                    count_received(piece.len());
-                    left -= piece.len();
-                    sink.take(piece);
-                }
+                sink.read_from(&mut answer, len as usize)?;
+                count_received(len as usize);
                 Ok(())
             })
             .map_err(|e| {

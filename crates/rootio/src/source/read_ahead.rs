@@ -64,6 +64,23 @@ impl Plan {
         Plan { pieces, groups }
     }
 
+    /// Adds `group`, its pieces put in order.
+    fn add(&mut self, group: Arc<Group>) {
+        let mut at = 0usize;
+        for &(offset, len) in &group.ranges {
+            let i = self.pieces.partition_point(|p| p.offset <= offset);
+            let piece = Piece {
+                offset,
+                len,
+                group: self.groups.len(),
+                at,
+            };
+            self.pieces.insert(i, piece);
+            at += len as usize;
+        }
+        self.groups.push(group);
+    }
+
     /// The planned range holding the bytes `start..end`, if one does.
     fn piece_holding(&self, start: u64, end: u64) -> Option<Piece> {
         let i = self.pieces.partition_point(|p| p.offset <= start);
@@ -148,9 +165,7 @@ impl ReadAhead {
         if bytes.len() > KEPT_READ || kept.small_reads + bytes.len() > KEPT_READS {
             return;
         }
-        let mut groups = kept.plan.groups.clone();
-        groups.push(Group::fetched(offset, bytes.to_vec()));
-        kept.plan = Plan::of(groups);
+        kept.plan.add(Group::fetched(offset, bytes.to_vec()));
         kept.small_reads += bytes.len();
     }
 
@@ -406,9 +421,21 @@ impl Sink<'_> {
         self.at = 0;
     }
 
+    /// The answer's next `len` bytes, read from `from` a [`PIECE`] at a time, each served
+    /// to the reads waiting for it as it comes.
+    pub(super) fn read_from(&mut self, from: &mut dyn io::Read, mut len: usize) -> io::Result<()> {
+        while len > 0 {
+            let mut piece = vec![0u8; len.min(PIECE)];
+            from.read_exact(&mut piece)?;
+            len -= piece.len();
+            self.take(piece);
+        }
+        Ok(())
+    }
+
     /// The answer's next bytes. Bytes past the group's end are dropped (the request's own
     /// length check fails it).
-    pub(super) fn take(&mut self, bytes: Vec<u8>) {
+    fn take(&mut self, bytes: Vec<u8>) {
         let (start, end) = (self.at, self.at + bytes.len());
         self.at = end;
         let mut filling = self.group.lock();
@@ -434,7 +461,7 @@ const FETCH_AT_ONCE: usize = 4;
 
 /// The most bytes a request's answer is read in at a time, each then served to the reads
 /// waiting for them.
-pub(super) const PIECE: usize = 256 * 1024;
+const PIECE: usize = 256 * 1024;
 
 #[cfg(test)]
 mod tests {

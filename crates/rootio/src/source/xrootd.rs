@@ -23,7 +23,7 @@ use idle::LoginKey;
 
 use super::RemoteIdentity;
 use super::net::{NetSettings, coalesce, count_received};
-use super::read_ahead::{PIECE, ReadAhead, Sink, Unfetched, ends};
+use super::read_ahead::{ReadAhead, Sink, Unfetched, ends};
 use super::tls::tls_config;
 
 /// The protocol version this client speaks (XRootD 5.1's).

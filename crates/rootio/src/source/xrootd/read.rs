@@ -112,14 +112,9 @@ struct Span<'s, 'g> {
 }
 
 impl Body for Span<'_, '_> {
-    fn read_from(&mut self, from: &mut dyn Read, mut len: usize) -> io::Result<()> {
-        while len > 0 {
-            let mut piece = vec![0u8; len.min(PIECE)];
-            from.read_exact(&mut piece)?;
-            len -= piece.len();
-            self.got += piece.len();
-            self.sink.take(piece);
-        }
+    fn read_from(&mut self, from: &mut dyn Read, len: usize) -> io::Result<()> {
+        self.sink.read_from(from, len)?;
+        self.got += len;
         Ok(())
     }
 }
@@ -162,10 +157,9 @@ impl Body for Segments<'_, '_, '_> {
                 self.left =
                     u32::from_be_bytes(self.head[4..8].try_into().expect("4 bytes")) as usize;
             } else {
-                let mut piece = vec![0u8; self.left.min(len).min(PIECE)];
-                from.read_exact(&mut piece)?;
-                (self.left, len) = (self.left - piece.len(), len - piece.len());
-                self.sink.take(piece);
+                let n = self.left.min(len);
+                self.sink.read_from(from, n)?;
+                (self.left, len) = (self.left - n, len - n);
             }
         }
         Ok(())
