@@ -4,8 +4,10 @@
 use crate::cursor::Cursor;
 use crate::error::BufError;
 
+use crate::tree::entry_offsets;
+
 use super::interpretation::{Interpretation, Layout};
-use super::{Basket, BranchData};
+use super::{Basket, BranchData, Offsets};
 
 /// Appends the values and per-entry counts of `basket` to `out`; `counts` are the values per
 /// entry from the counter, from the basket's first entry on, where the basket cannot say.
@@ -20,7 +22,25 @@ pub(super) fn decode(
         size: it.raw_size(),
         counts,
     };
-    let offsets = match (basket.offsets.take(), it.layout) {
+    let offsets = match basket.offsets.take() {
+        Some(Offsets::Table { border, keylen }) => {
+            let table = basket.data.get(border + 4..).unwrap_or(&[]);
+            if it.layout == Layout::Jagged && it.packing.is_none() {
+                let (n, size) = (basket.entries, entries.size);
+                if let Some(first) = table_counts(table, n, keylen, border, size, &mut out.counts) {
+                    basket.data.truncate(border);
+                    append(out, &mut basket.data, first..border);
+                    return Ok(());
+                }
+            }
+            let starts = entry_offsets(table, basket.entries, keylen, border);
+            basket.data.truncate(border);
+            Some(starts)
+        }
+        Some(Offsets::Starts(starts)) => Some(starts),
+        None => None,
+    };
+    let offsets = match (offsets, it.layout) {
         // Fixed-size entries need no offsets: unusable ones are not read (as uproot reads).
         (o, Layout::Fixed(_)) => o.and_then(Result::ok),
         (o, _) => o.transpose().map_err(BufError::Bad)?,
@@ -50,6 +70,35 @@ pub(super) fn decode(
             "unsupported: TObject bits of a collection without entry offsets".into(),
         )),
     }
+}
+
+/// Plain jagged values' counts straight from a basket's `table` of entry starts (see
+/// [`Offsets::Table`]), for values of `size` bytes (a power of two), with one check for all:
+/// no starts built, no branch per entry. Appends the counts and returns where the first entry
+/// starts; where any start is bad, appends nothing and returns `None`, for the general path
+/// to name it.
+fn table_counts(
+    table: &[u8],
+    entries: usize,
+    keylen: usize,
+    border: usize,
+    size: usize,
+    counts: &mut Vec<u32>,
+) -> Option<usize> {
+    let starts = table.as_chunks::<4>().0.get(..entries)?;
+    let (key, end) = (i64::try_from(keylen).ok()?, i64::try_from(border).ok()?);
+    let at = |c: &[u8; 4]| i64::from(i32::from_be_bytes(*c)) - key;
+    let (first, last) = (at(starts.first()?), at(starts.last()?));
+    let (mask, shift) = (i64::try_from(size).ok()? - 1, size.trailing_zeros());
+    let bad = |d: i64| (d < 0) | (d & mask != 0);
+    let steps = || starts.iter().zip(&starts[1..]).map(|(a, b)| at(b) - at(a));
+    // In order from after the key to the border, each a whole number of values.
+    if (first < 0) | bad(end - last) | steps().fold(false, |any, d| any | bad(d)) {
+        return None;
+    }
+    counts.extend(steps().map(|d| (d >> shift) as u32));
+    counts.push(((end - last) >> shift) as u32);
+    usize::try_from(first).ok()
 }
 
 /// Appends `data[range]` to `out`'s bytes: moved, not copied, where it is all of `data` and

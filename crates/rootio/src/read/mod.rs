@@ -11,7 +11,7 @@ use crate::compress::RawBlock;
 use crate::cursor::Cursor;
 use crate::error::RootError;
 use crate::file::RootFile;
-use crate::tree::{BasketHeader, BranchInfo, TreeInfo, basket_header, entry_offsets};
+use crate::tree::{BasketHeader, BranchInfo, TreeInfo, basket_header};
 use decode::decode;
 
 /// A branch's values: the raw big-endian bytes of every value, in entry order, and the count
@@ -289,7 +289,7 @@ impl BranchCursor<'_> {
             let place = format!("embedded basket {} of branch '{}'", k - normal, branch.name);
             let b = Basket {
                 data: b.data.clone(),
-                offsets: b.offsets.clone(),
+                offsets: b.offsets.clone().map(Offsets::Starts),
                 entries: b.entries,
             };
             (place, b)
@@ -394,12 +394,23 @@ fn counter_of(branch: &BranchInfo, it: Interpretation) -> Option<String> {
     }
 }
 
-/// One basket's entries: their bytes and, when written, where each entry starts (or why that
-/// cannot be used: [`entry_offsets`]).
+/// One basket's entries: their bytes and, when written, where each entry starts.
 pub(crate) struct Basket {
+    /// The entries' bytes; with [`Offsets::Table`], the table of starts after them.
     data: Vec<u8>,
-    offsets: Option<Result<Vec<usize>, String>>,
+    offsets: Option<Offsets>,
     entries: usize,
+}
+
+/// Where a basket's entries start.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Offsets {
+    /// As ROOT writes it after the entries' bytes (which end at `border`): a count, then each
+    /// entry's start, big-endian, counted from the key's start (`keylen` bytes).
+    Table { border: usize, keylen: usize },
+    /// Each entry's start in the entries' bytes and their end, or why they cannot be used
+    /// ([`crate::tree::entry_offsets`]).
+    Starts(Result<Vec<usize>, String>),
 }
 
 impl RootFile {
@@ -553,15 +564,19 @@ impl RootFile {
         if border > data.len() {
             return Err(self.corrupt(place, "basket fLast past its data"));
         }
+        // Read where they are used: plain jagged values' counts come from the table directly.
         let offsets = if h.nev_buf_size > 8 && data.len() > border {
-            // After the entries: a count, then each entry's start (from the key's start).
-            let raw = data.get(border + 4..).unwrap_or(&[]);
-            Some(entry_offsets(raw, h.entries, h.keylen, border))
+            Some(Offsets::Table {
+                border,
+                keylen: h.keylen,
+            })
         } else {
             None
         };
         let mut data = data;
-        data.truncate(border);
+        if offsets.is_none() {
+            data.truncate(border);
+        }
         Ok(Basket {
             data,
             offsets,
@@ -642,7 +657,7 @@ mod tests {
         assert_eq!(bad, Err("entry offset 0 inside the basket's key".into()));
         let basket = || Basket {
             data: data.clone(),
-            offsets: Some(bad.clone()),
+            offsets: Some(Offsets::Starts(bad.clone())),
             entries: 3,
         };
         let read = |it: Interpretation| {
@@ -659,6 +674,57 @@ mod tests {
         // Entries of varying length cannot be cut without them: the reason is the error.
         let err = read(Interpretation::plain(Number::F32, Layout::Jagged)).expect_err("jagged");
         assert!(err.to_string().contains("inside the basket's key"), "{err}");
+    }
+
+    #[test]
+    fn jagged_counts_from_the_written_table_match_those_from_starts() {
+        // Entries of 2, 0 and 1 floats after a 70-byte key, then ROOT's table: a count and
+        // each entry's start from the key's start, big-endian.
+        let keylen = 70;
+        let values: Vec<u8> = [1.5f32, -2.0, 4.25]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        let basket = |starts: [i32; 3], table: bool| {
+            let mut data = values.clone();
+            let (border, entries) = (data.len(), starts.len());
+            let written = |s: &i32| (s + keylen as i32).to_be_bytes();
+            let offsets = match table {
+                true => {
+                    data.extend(4i32.to_be_bytes());
+                    data.extend(starts.iter().flat_map(written));
+                    Offsets::Table { border, keylen }
+                }
+                false => {
+                    let raw: Vec<u8> = starts.iter().flat_map(written).collect();
+                    Offsets::Starts(crate::tree::entry_offsets(&raw, entries, keylen, border))
+                }
+            };
+            Basket {
+                data,
+                offsets: Some(offsets),
+                entries,
+            }
+        };
+        let it = Interpretation::plain(Number::F32, Layout::Jagged);
+        let read = |mut b: Basket| {
+            let mut out = BranchData {
+                interpretation: it,
+                bytes: vec![],
+                counts: vec![],
+            };
+            decode(&mut b, it, None, &mut out).map(|()| (out.counts.clone(), out.to_f64()))
+        };
+        let good = [0, 8, 8];
+        let from_table = read(basket(good, true)).expect("from the table");
+        assert_eq!(from_table, (vec![2, 0, 1], vec![1.5, -2.0, 4.25]));
+        assert_eq!(Ok(from_table), read(basket(good, false)));
+        // A start that goes back, one inside the key, one not on a value: each named as the
+        // starts name it.
+        for bad in [[0, 8, 4], [-4, 8, 8], [0, 6, 8]] {
+            let err = read(basket(bad, true)).expect_err("a bad table");
+            assert_eq!(Err(err), read(basket(bad, false)).map(|_| ()), "{bad:?}");
+        }
     }
 
     #[test]
