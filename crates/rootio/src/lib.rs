@@ -15,6 +15,7 @@ mod file;
 mod parallel;
 mod read;
 mod rntuple;
+mod simd;
 mod source;
 mod tree;
 

@@ -406,6 +406,18 @@ impl Direct {
     /// Elements `from..to` of a page of `n` elements (its bytes uncompressed, checked to hold
     /// them) as big-endian numbers into the start of `dst` (at least `(to - from)` numbers).
     pub(crate) fn decode(self, bytes: &[u8], n: usize, from: usize, to: usize, dst: &mut [u8]) {
+        crate::simd::wide(DirectDecode {
+            direct: self,
+            bytes,
+            n,
+            range: from..to,
+            dst,
+        })
+    }
+
+    /// [`Direct::decode`]'s loops, inlined into each instruction set's copy.
+    #[inline(always)]
+    fn decode_inline(self, bytes: &[u8], n: usize, from: usize, to: usize, dst: &mut [u8]) {
         match self {
             Direct::Copy => dst[..to - from].copy_from_slice(&bytes[from..to]),
             Direct::Reverse(2) => reverse_be::<2>(&bytes[2 * from..2 * to], dst),
@@ -418,6 +430,30 @@ impl Direct {
             Direct::UnsplitZigzag(4) => unsplit_be::<4, true>(bytes, n, from..to, dst),
             Direct::UnsplitZigzag(_) => unsplit_be::<8, true>(bytes, n, from..to, dst),
         }
+    }
+}
+
+/// One [`Direct::decode`], to run compiled for the widest vectors this CPU has.
+struct DirectDecode<'a> {
+    direct: Direct,
+    bytes: &'a [u8],
+    n: usize,
+    range: std::ops::Range<usize>,
+    dst: &'a mut [u8],
+}
+
+impl pulp::WithSimd for DirectDecode<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) {
+        let DirectDecode {
+            direct,
+            bytes,
+            n,
+            range,
+            dst,
+        } = self;
+        direct.decode_inline(bytes, n, range.start, range.end, dst);
     }
 }
 
@@ -461,29 +497,56 @@ pub(crate) fn decode_offsets(
     n: usize,
     out: &mut Vec<u64>,
 ) -> Result<(), BufError> {
+    crate::simd::wide(OffsetsDecode { enc, bytes, n, out })
+}
+
+/// One [`decode_offsets`], to run compiled for the widest vectors this CPU has.
+struct OffsetsDecode<'a> {
+    enc: &'a Encoding,
+    bytes: &'a [u8],
+    n: usize,
+    out: &'a mut Vec<u64>,
+}
+
+impl pulp::WithSimd for OffsetsDecode<'_> {
+    type Output = Result<(), BufError>;
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        decode_offsets_inline(self.enc, self.bytes, self.n, self.out)
+    }
+}
+
+/// [`decode_offsets`]' loops, inlined into each instruction set's copy.
+#[inline(always)]
+fn decode_offsets_inline(
+    enc: &Encoding,
+    bytes: &[u8],
+    n: usize,
+    out: &mut Vec<u64>,
+) -> Result<(), BufError> {
     use ColumnType::*;
     enc.check_page(bytes, n)?;
     out.reserve(n);
     match enc.kind {
         SplitIndex32 | SplitIndex64 => {
             // Split, then delta: the first element as it is, each next one the step to it.
+            // Gathered a byte plane at a time (each pass vectorises), then summed.
+            let start = out.len();
+            out.extend(bytes[..n].iter().map(|&x| u64::from(x)));
+            let width = if enc.kind == SplitIndex32 { 4 } else { 8 };
+            for (b, plane) in bytes[..width * n]
+                .chunks_exact(n.max(1))
+                .enumerate()
+                .skip(1)
+            {
+                for (v, &x) in out[start..].iter_mut().zip(plane) {
+                    *v |= u64::from(x) << (8 * b);
+                }
+            }
             let mut acc = 0u64;
-            if enc.kind == SplitIndex32 {
-                let p: [&[u8]; 4] = std::array::from_fn(|b| &bytes[b * n..(b + 1) * n]);
-                out.extend((0..n).map(|i| {
-                    acc = acc.wrapping_add(u64::from(u32::from_le_bytes([
-                        p[0][i], p[1][i], p[2][i], p[3][i],
-                    ])));
-                    acc
-                }));
-            } else {
-                let p: [&[u8]; 8] = std::array::from_fn(|b| &bytes[b * n..(b + 1) * n]);
-                out.extend((0..n).map(|i| {
-                    acc = acc.wrapping_add(u64::from_le_bytes([
-                        p[0][i], p[1][i], p[2][i], p[3][i], p[4][i], p[5][i], p[6][i], p[7][i],
-                    ]));
-                    acc
-                }));
+            for v in &mut out[start..] {
+                acc = acc.wrapping_add(*v);
+                *v = acc;
             }
         }
         Index32 => out.extend(
@@ -515,6 +578,7 @@ pub(crate) fn decode_offsets(
 
 /// Elements `range` of `n` split values of `W` bytes (byte `b` of element `i` at `b·n + i`)
 /// into big-endian ones (zigzag integers decoded when `ZIGZAG`), one pass over the output.
+#[inline(always)]
 fn unsplit_be<const W: usize, const ZIGZAG: bool>(
     bytes: &[u8],
     n: usize,
@@ -563,6 +627,7 @@ fn unsplit_be<const W: usize, const ZIGZAG: bool>(
 }
 
 /// Little-endian values of `W` bytes into big-endian ones.
+#[inline(always)]
 fn reverse_be<const W: usize>(bytes: &[u8], dst: &mut [u8]) {
     for (d, s) in dst.chunks_exact_mut(W).zip(bytes.chunks_exact(W)) {
         let mut v = [0u8; W];

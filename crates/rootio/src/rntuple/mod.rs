@@ -399,7 +399,8 @@ impl FieldCursor<'_> {
     ) -> Result<BranchData, RootError> {
         let stop = (self.next + n as u64).min(self.ntuple.entries);
         let wanted = (stop - self.next.min(stop)) as usize;
-        let mut bytes = Vec::with_capacity(wanted * self.number.size());
+        // Sized when the first cluster says how many values: no growth, no copy.
+        let mut bytes = Vec::new();
         let mut counts = Vec::with_capacity(wanted);
         while self.next < stop {
             let loaded = match &self.loaded {
@@ -434,6 +435,7 @@ impl FieldCursor<'_> {
             }
             let size = self.number.size();
             let at = bytes.len();
+            bytes.reserve_exact((hi - lo) * size);
             bytes.resize(at + (hi - lo) * size, 0);
             loaded.values.write(lo, hi, size, &mut bytes[at..]);
             self.next = end_in;
@@ -459,14 +461,7 @@ impl FieldCursor<'_> {
         let values = if self.field.plan.cardinality {
             // Sizes from the offsets (each relative to the cluster's start).
             let offsets = self.offsets(k, &self.field.plan.values, total, store)?;
-            let size = self.number.size();
-            let mut out = vec![0u8; offsets.len() * size];
-            let mut prev = 0u64;
-            for (&u, d) in offsets.iter().zip(out.chunks_exact_mut(size)) {
-                put_be(d, self.number, Value::UInt(u.wrapping_sub(prev)));
-                prev = u;
-            }
-            ClusterValues::decoded(out, offsets.len())
+            ClusterValues::decoded(sizes_be(&offsets, self.number), offsets.len())
         } else {
             self.column_values(k, &self.field.plan.values, total, store)?
         };
@@ -497,18 +492,25 @@ impl FieldCursor<'_> {
                 fields::Step::Collection(columns) => {
                     let items = *bounds.last().unwrap_or(&0);
                     let offsets = self.offsets(k, columns, items, store)?;
-                    let off = |i: usize| -> Result<usize, RootError> {
-                        if i == 0 {
-                            return Ok(0);
-                        }
-                        usize::try_from(offsets[i - 1])
-                            .map_err(|_| self.file.corrupt(&self.place(k), "offset too large"))
-                    };
-                    let mut next = Vec::with_capacity(bounds.len());
-                    for &b in &bounds {
-                        next.push(off(b)?);
+                    // Bounds index `[0] + offsets` (`items + 1` elements; they only grow).
+                    let high = offsets.iter().fold(0, |m, &o| m.max(o));
+                    if usize::try_from(high).is_err() {
+                        return Err(self.file.corrupt(&self.place(k), "offset too large"));
                     }
-                    if next.windows(2).any(|w| w[1] < w[0]) {
+                    let off = |b: usize| if b == 0 { 0 } else { offsets[b - 1] as usize };
+                    let next: Vec<usize> = if bounds.iter().copied().eq(0..bounds.len()) {
+                        // Entries themselves (a top-level collection): no gather.
+                        std::iter::once(0)
+                            .chain(offsets.iter().map(|&o| o as usize))
+                            .collect()
+                    } else {
+                        bounds.iter().map(|&b| off(b)).collect()
+                    };
+                    let falls = next
+                        .iter()
+                        .zip(&next[1..])
+                        .fold(false, |f, (a, b)| f | (b < a));
+                    if falls {
                         return Err(self.file.corrupt(&self.place(k), "offsets decrease"));
                     }
                     bounds = next;
@@ -685,6 +687,37 @@ impl FieldCursor<'_> {
 /// A leaf's column in one cluster: the physical column of the representation not suppressed
 /// there, how its pages decode, and its pages.
 type Chosen<'a> = (u32, Encoding, &'a [meta::PageDesc]);
+
+/// Each entry's number of items from a collection's `offsets` (where each entry's items end,
+/// counted from the cluster's start), as big-endian `number`s.
+fn sizes_be(offsets: &[u64], number: Number) -> Vec<u8> {
+    let mut sizes = Vec::with_capacity(offsets.len());
+    sizes.extend(offsets.first());
+    sizes.extend(
+        offsets
+            .iter()
+            .zip(&offsets[1..])
+            .map(|(a, b)| b.wrapping_sub(*a)),
+    );
+    let size = number.size();
+    let mut out = vec![0u8; sizes.len() * size];
+    match number {
+        // A cardinality field's usual types, one loop each (they vectorise).
+        Number::U32 => out
+            .chunks_exact_mut(4)
+            .zip(&sizes)
+            .for_each(|(d, &u)| d.copy_from_slice(&(u as u32).to_be_bytes())),
+        Number::U64 => out
+            .chunks_exact_mut(8)
+            .zip(&sizes)
+            .for_each(|(d, &u)| d.copy_from_slice(&u.to_be_bytes())),
+        _ => out
+            .chunks_exact_mut(size)
+            .zip(&sizes)
+            .for_each(|(d, &u)| put_be(d, number, Value::UInt(u))),
+    }
+    out
+}
 
 fn l_end(l: &Loaded) -> u64 {
     l.first_entry + (l.bounds.len() as u64 - 1)
