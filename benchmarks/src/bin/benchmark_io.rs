@@ -12,7 +12,8 @@
 //! any reader of them does: their stored bytes read from the file, decompressed, and passed
 //! over once (copied: no decoding into values is cheaper). One JSON line per (reader, file,
 //! threads) on stderr, median over REPS (the three alternated), opening the file each time; for
-//! a URL the reader alone (the codec's and the floor's are its local file's).
+//! a URL the reader alone (the codec's and the floor's are its local file's). With
+//! `--reader-only`, the reader alone for every file: what `perf record` is pointed at.
 
 use std::path::Path;
 
@@ -30,6 +31,9 @@ struct Args {
     /// Read the files this JSON list names instead (`benchmarks/io_matrix.sh` writes it).
     #[arg(long, value_name = "LIST.json")]
     files: Option<std::path::PathBuf>,
+    /// With `--files`: time the reader alone, without the codec and the floor (to profile it).
+    #[arg(long, requires = "files")]
+    reader_only: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,7 +44,7 @@ fn main() -> anyhow::Result<()> {
         if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
             gnn4c_kernels::tune_allocator();
         }
-        return read_listed_files(list, number(0, 5));
+        return read_listed_files(list, number(0, 5), args.reader_only);
     }
     let (n, reps) = (number(0, 20_000), number(1, 5));
     let (cpu, cores) = machine();
@@ -296,9 +300,9 @@ impl Listed {
 }
 
 /// Reads every listed branch (or RNTuple field) of every listed file with the project's
-/// reader, and decompresses the same baskets or pages with the codec alone; see the module
-/// documentation.
-fn read_listed_files(list: &Path, reps: usize) -> anyhow::Result<()> {
+/// reader, and (unless `reader_only`) decompresses the same baskets or pages with the codec
+/// alone; see the module documentation.
+fn read_listed_files(list: &Path, reps: usize, reader_only: bool) -> anyhow::Result<()> {
     let files: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(list)?)?;
     let files: Vec<Listed> = files.iter().map(Listed::of).collect();
     let (cpu, cores) = machine();
@@ -312,14 +316,14 @@ fn read_listed_files(list: &Path, reps: usize) -> anyhow::Result<()> {
             // A URL's codec and floor are its local file's: over a network only the reader is
             // timed (its blocks fetched one by one would take longer than every read).
             let remote = gnn4c_rootio::is_url(&f.path);
-            let blocks = match remote {
+            let blocks = match remote || reader_only {
                 true => Vec::new(),
                 false => {
                     let file = gnn4c_rootio::RootFile::open(&f.path)?;
                     Source::open(&file, f)?.raw_blocks(&file, &f.branches)?
                 }
             };
-            let handle = match remote {
+            let handle = match remote || reader_only {
                 true => None,
                 false => Some(std::fs::File::open(&f.path)?),
             };
