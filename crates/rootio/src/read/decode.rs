@@ -85,6 +85,52 @@ fn table_counts(
     size: usize,
     counts: &mut Vec<u32>,
 ) -> Option<usize> {
+    crate::simd::wide(TableCounts {
+        table,
+        entries,
+        keylen,
+        border,
+        size,
+        counts,
+    })
+}
+
+/// One [`table_counts`], to run compiled for the widest vectors this CPU has.
+struct TableCounts<'a> {
+    table: &'a [u8],
+    entries: usize,
+    keylen: usize,
+    border: usize,
+    size: usize,
+    counts: &'a mut Vec<u32>,
+}
+
+impl pulp::WithSimd for TableCounts<'_> {
+    type Output = Option<usize>;
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Option<usize> {
+        let TableCounts {
+            table,
+            entries,
+            keylen,
+            border,
+            size,
+            counts,
+        } = self;
+        table_counts_inline(table, entries, keylen, border, size, counts)
+    }
+}
+
+/// [`table_counts`]' loops, inlined into each instruction set's copy.
+#[inline(always)]
+fn table_counts_inline(
+    table: &[u8],
+    entries: usize,
+    keylen: usize,
+    border: usize,
+    size: usize,
+    counts: &mut Vec<u32>,
+) -> Option<usize> {
     let starts = table.as_chunks::<4>().0.get(..entries)?;
     let (key, end) = (i64::try_from(keylen).ok()?, i64::try_from(border).ok()?);
     let at = |c: &[u8; 4]| i64::from(i32::from_be_bytes(*c)) - key;
