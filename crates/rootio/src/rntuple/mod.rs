@@ -693,12 +693,8 @@ type Chosen<'a> = (u32, Encoding, &'a [meta::PageDesc]);
 fn sizes_be(offsets: &[u64], number: Number) -> Vec<u8> {
     let mut sizes = Vec::with_capacity(offsets.len());
     sizes.extend(offsets.first());
-    sizes.extend(
-        offsets
-            .iter()
-            .zip(&offsets[1..])
-            .map(|(a, b)| b.wrapping_sub(*a)),
-    );
+    let later = offsets.get(1..).unwrap_or_default();
+    sizes.extend(offsets.iter().zip(later).map(|(a, b)| b.wrapping_sub(*a)));
     let size = number.size();
     let mut out = vec![0u8; sizes.len() * size];
     match number {
@@ -721,4 +717,31 @@ fn sizes_be(offsets: &[u64], number: Number) -> Vec<u8> {
 
 fn l_end(l: &Loaded) -> u64 {
     l.first_entry + (l.bounds.len() as u64 - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_collection_s_sizes_come_from_its_offsets_in_any_width() {
+        let offsets = [2u64, 2, 5, 9];
+        let be32: Vec<u8> = [2u32, 0, 3, 4]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        assert_eq!(sizes_be(&offsets, Number::U32), be32);
+        let be64: Vec<u8> = [2u64, 0, 3, 4]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        assert_eq!(sizes_be(&offsets, Number::U64), be64);
+        let be16: Vec<u8> = [2i16, 0, 3, 4]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        assert_eq!(sizes_be(&offsets, Number::I16), be16);
+        // A cluster of no entries.
+        assert!(sizes_be(&[], Number::U32).is_empty());
+    }
 }
