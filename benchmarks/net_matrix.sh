@@ -3,7 +3,8 @@
 # io_matrix.sh folder served by a real XRootD (Debian's xrootd-server) on localhost, read by
 # this project over root:// and http://, directly and through a proxy adding RTT_MS of round-trip
 # latency (the `latency_proxy` binary), against the local files, and by uproot locally and over
-# http:// (both latencies); ROUNDS rounds, everything alternated.
+# http:// (both latencies); beside them the link's own floor, each whole file fetched in one
+# GET by curl; ROUNDS rounds, everything alternated.
 #
 # Usage: PYTHON=/tmp/rootenv/bin/python benchmarks/net_matrix.sh DIR [ROUNDS] [REPS] [RTT_MS] [FILE ...]
 # DIR: a folder io_matrix.sh wrote (its *.root and all.json); FILE: names in it (default: the
@@ -22,13 +23,16 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/gnn4colliders/target}
 # shellcheck source=reference/serve_xrootd.sh
 . "$here/reference/serve_xrootd.sh"
 serve_xrootd "$dir" "$rtt"
+url_of() { # VIA FILE
+  case $1 in
+    local) echo "$dir/$2" ;; root) echo "root://127.0.0.1:$xrd//$2" ;; http) echo "http://127.0.0.1:$http/$2" ;;
+    root_lat) echo "root://127.0.0.1:$lxrd//$2" ;; http_lat) echo "http://127.0.0.1:$lhttp/$2" ;;
+  esac
+}
 # One listing per file and way of reading it.
 for f in "${files[@]}"; do
   for via in local root http root_lat http_lat; do
-    case $via in
-      local) url=$dir/$f ;; root) url=root://127.0.0.1:$xrd//$f ;; http) url=http://127.0.0.1:$http/$f ;;
-      root_lat) url=root://127.0.0.1:$lxrd//$f ;; http_lat) url=http://127.0.0.1:$lhttp/$f ;;
-    esac
+    url=$(url_of "$via" "$f")
     "$py" - "$dir/all.json" "$f" "$url" > "$work/$via.$f.json" <<'PY'
 import json, os, sys
 listing, name, url = sys.argv[1:]
@@ -50,6 +54,12 @@ for round in $(seq "$rounds"); do
       "$py" "$here/reference/uproot_io.py" --files "$work/$via.$f.json" "$reps" 2>/dev/null \
         | grep '^{' | sed "s/^{/{\"via\":\"$via\",\"name\":\"$f\",/" >> "$out"
     done
+    # The link's own floor: the whole file in one GET (curl), the median of REPS.
+    for via in http http_lat; do
+      secs=$(for _ in $(seq "$reps"); do curl -sf -o /dev/null -w '%{time_total}\n' "$(url_of "$via" "$f")"; done \
+        | sort -n | awk '{t[NR] = $1} END {print t[int((NR + 1) / 2)]}')
+      echo "{\"via\":\"$via\",\"name\":\"$f\",\"reader\":\"link\",\"threads\":0,\"median_s\":$secs}" >> "$out"
+    done
   done
 done
 "$py" - "$out" "$rtt" <<'PY'
@@ -57,7 +67,7 @@ import collections, json, statistics, sys
 runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     j = json.loads(line)
-    who = "uproot" if "uproot" in j["reader"] else "this project"
+    who = "uproot" if "uproot" in j["reader"] else j["reader"].replace("gnn4c-rootio", "this project")
     runs[(j["name"], j["threads"], who, j["via"])].append(j["median_s"])
 rtt = sys.argv[2]
 cols = [("this project", v) for v in ("local", "root", "http", "root_lat", "http_lat")]
@@ -78,4 +88,8 @@ for name in sorted({k[0] for k in runs}):
             base = statistics.median(runs[(name, t, who, "local")])
             cells.append(f"{m:.3f} s" + ("" if via == "local" else f" ({m / base:.2f}×)"))
         print(f"| {name} | {t} | " + " | ".join(cells) + " |")
+for name in sorted({k[0] for k in runs}):
+    link = [(names[v], runs.get((name, 0, "link", v))) for v in ("http", "http_lat")]
+    print(f"{name}: the whole file in one GET (curl): "
+          + ", ".join(f"{n} {statistics.median(g):.3f} s" for n, g in link if g))
 PY
