@@ -479,9 +479,12 @@ impl FieldCursor<'_> {
         let n = usize::try_from(cluster.entries)
             .map_err(|_| self.file.corrupt(&self.place(k), "too many entries"))?;
         let mut bounds: Vec<usize> = (0..=n).collect();
+        // Whether `bounds` are still the entries themselves (no step taken yet).
+        let mut entries = true;
         for step in &self.field.plan.steps {
             match step {
                 fields::Step::Repeat(m) => {
+                    entries = false;
                     let m = usize::try_from(*m).unwrap_or(usize::MAX);
                     for b in &mut bounds {
                         *b = b.checked_mul(m).ok_or_else(|| {
@@ -498,7 +501,7 @@ impl FieldCursor<'_> {
                         return Err(self.file.corrupt(&self.place(k), "offset too large"));
                     }
                     let off = |b: usize| if b == 0 { 0 } else { offsets[b - 1] as usize };
-                    let next: Vec<usize> = if bounds.iter().copied().eq(0..bounds.len()) {
+                    let next: Vec<usize> = if std::mem::take(&mut entries) {
                         // Entries themselves (a top-level collection): no gather.
                         std::iter::once(0)
                             .chain(offsets.iter().map(|&o| o as usize))
