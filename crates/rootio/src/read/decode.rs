@@ -26,8 +26,15 @@ pub(super) fn decode(
         Some(Offsets::Table { border, keylen }) => {
             let table = basket.data.get(border + 4..).unwrap_or(&[]);
             if it.layout == Layout::Jagged && it.packing.is_none() {
-                let (n, size) = (basket.entries, entries.size);
-                if let Some(first) = table_counts(table, n, keylen, border, size, &mut out.counts) {
+                let counted = TableCounts {
+                    table,
+                    entries: basket.entries,
+                    keylen,
+                    border,
+                    size: entries.size,
+                    counts: &mut out.counts,
+                };
+                if let Some(first) = crate::simd::wide(counted) {
                     basket.data.truncate(border);
                     append(out, &mut basket.data, first..border);
                     return Ok(());
@@ -74,28 +81,9 @@ pub(super) fn decode(
 
 /// Plain jagged values' counts straight from a basket's `table` of entry starts (see
 /// [`Offsets::Table`]), for values of `size` bytes (a power of two), with one check for all:
-/// no starts built, no branch per entry. Appends the counts and returns where the first entry
-/// starts; where any start is bad, appends nothing and returns `None`, for the general path
-/// to name it.
-fn table_counts(
-    table: &[u8],
-    entries: usize,
-    keylen: usize,
-    border: usize,
-    size: usize,
-    counts: &mut Vec<u32>,
-) -> Option<usize> {
-    crate::simd::wide(TableCounts {
-        table,
-        entries,
-        keylen,
-        border,
-        size,
-        counts,
-    })
-}
-
-/// One [`table_counts`], to run compiled for the widest vectors this CPU has.
+/// no starts built, no branch per entry; run through [`crate::simd::wide`]. Appends the counts
+/// to `counts` and gives where the first entry starts; where any start is bad, appends nothing
+/// and gives `None`, for the general path to name it.
 struct TableCounts<'a> {
     table: &'a [u8],
     entries: usize,
@@ -109,42 +97,25 @@ impl pulp::WithSimd for TableCounts<'_> {
     type Output = Option<usize>;
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _: S) -> Option<usize> {
-        let TableCounts {
-            table,
-            entries,
-            keylen,
-            border,
-            size,
-            counts,
-        } = self;
-        table_counts_inline(table, entries, keylen, border, size, counts)
+        let starts = self.table.as_chunks::<4>().0.get(..self.entries)?;
+        let key = i64::try_from(self.keylen).ok()?;
+        let end = i64::try_from(self.border).ok()?;
+        let at = |c: &[u8; 4]| i64::from(i32::from_be_bytes(*c)) - key;
+        let (first, last) = (at(starts.first()?), at(starts.last()?));
+        let (mask, shift) = (
+            i64::try_from(self.size).ok()? - 1,
+            self.size.trailing_zeros(),
+        );
+        let bad = |d: i64| (d < 0) | (d & mask != 0);
+        let steps = || starts.iter().zip(&starts[1..]).map(|(a, b)| at(b) - at(a));
+        // In order from after the key to the border, each a whole number of values.
+        if (first < 0) | bad(end - last) | steps().fold(false, |any, d| any | bad(d)) {
+            return None;
+        }
+        self.counts.extend(steps().map(|d| (d >> shift) as u32));
+        self.counts.push(((end - last) >> shift) as u32);
+        usize::try_from(first).ok()
     }
-}
-
-/// [`table_counts`]' loops, inlined into each instruction set's copy.
-#[inline(always)]
-fn table_counts_inline(
-    table: &[u8],
-    entries: usize,
-    keylen: usize,
-    border: usize,
-    size: usize,
-    counts: &mut Vec<u32>,
-) -> Option<usize> {
-    let starts = table.as_chunks::<4>().0.get(..entries)?;
-    let (key, end) = (i64::try_from(keylen).ok()?, i64::try_from(border).ok()?);
-    let at = |c: &[u8; 4]| i64::from(i32::from_be_bytes(*c)) - key;
-    let (first, last) = (at(starts.first()?), at(starts.last()?));
-    let (mask, shift) = (i64::try_from(size).ok()? - 1, size.trailing_zeros());
-    let bad = |d: i64| (d < 0) | (d & mask != 0);
-    let steps = || starts.iter().zip(&starts[1..]).map(|(a, b)| at(b) - at(a));
-    // In order from after the key to the border, each a whole number of values.
-    if (first < 0) | bad(end - last) | steps().fold(false, |any, d| any | bad(d)) {
-        return None;
-    }
-    counts.extend(steps().map(|d| (d >> shift) as u32));
-    counts.push(((end - last) >> shift) as u32);
-    usize::try_from(first).ok()
 }
 
 /// Appends `data[range]` to `out`'s bytes: moved, not copied, where it is all of `data` and
