@@ -2,8 +2,8 @@
 //! job does not hold up the others' share, and the results come back in job order whatever the
 //! thread count (results never depend on it).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// `f` of every job on up to `threads` threads (the calling thread is one), jobs taken in the
 /// order given (give the largest first); results in job order. A panic in `f` is resumed on
@@ -29,14 +29,11 @@ pub fn map<T: Send, R: Send>(jobs: Vec<T>, threads: usize, f: impl Fn(T) -> R + 
             }
         }
     };
-    std::thread::scope(|s| {
-        let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
-        work();
-        for h in helpers {
-            if let Err(p) = h.join() {
-                std::panic::resume_unwind(p);
-            }
+    helpers(threads - 1).in_place_scope(|s| {
+        for _ in 1..threads {
+            s.spawn(|_| work());
         }
+        work();
     });
     results
         .into_iter()
@@ -46,6 +43,25 @@ pub fn map<T: Send, R: Send>(jobs: Vec<T>, threads: usize, f: impl Fn(T) -> R + 
                 .expect("every job ran")
         })
         .collect()
+}
+
+/// `n` threads kept for [`map`]'s helpers (one set for each `n` asked for, made once): a
+/// reader's every chunk fans out twice, and starting threads each time cost more than waking
+/// kept ones.
+fn helpers(n: usize) -> Arc<rayon::ThreadPool> {
+    static POOLS: Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>> = Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, pool)) = pools.iter().find(|(k, _)| *k == n) {
+        return Arc::clone(pool);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("gnn4c-rootio-{i}"))
+        .build()
+        .map(Arc::new)
+        .expect("threads start");
+    pools.push((n, Arc::clone(&pool)));
+    pool
 }
 
 /// [`map`] with the jobs taken from the largest `cost` down (so that the last to finish is a
@@ -86,6 +102,19 @@ mod tests {
             assert_eq!(map(jobs.clone(), threads, |j| j * j + 1), want, "{threads}");
         }
         assert!(map(Vec::<u8>::new(), 4, |j| j).is_empty());
+    }
+
+    #[test]
+    fn a_job_s_panic_reaches_the_caller_and_the_kept_threads_work_on() {
+        let panicked = std::panic::catch_unwind(|| {
+            map((0..16).collect(), 2, |j: u32| {
+                if j == 7 { panic!("job 7") } else { j }
+            })
+        });
+        assert!(panicked.is_err());
+        // The helpers kept for two threads serve the next call, nested calls included.
+        let nested = map((0..4).collect(), 2, |i: u64| map(vec![i; 3], 2, |j| j + 1));
+        assert_eq!(nested, (1..5).map(|i| vec![i; 3]).collect::<Vec<_>>());
     }
 
     #[test]
