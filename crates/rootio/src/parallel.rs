@@ -2,8 +2,10 @@
 //! job does not hold up the others' share, and the results come back in job order whatever the
 //! thread count (results never depend on it).
 
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// `f` of every job on up to `threads` threads (the calling thread is one), jobs taken in the
 /// order given (give the largest first); results in job order. A panic in `f` is resumed on
@@ -45,23 +47,30 @@ pub fn map<T: Send, R: Send>(jobs: Vec<T>, threads: usize, f: impl Fn(T) -> R + 
         .collect()
 }
 
-/// `n` threads kept for [`map`]'s helpers (one set for each `n` asked for, made once): a
-/// reader's every chunk fans out twice, and starting threads each time cost more than waking
-/// kept ones.
-fn helpers(n: usize) -> Arc<rayon::ThreadPool> {
-    static POOLS: Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>> = Mutex::new(Vec::new());
-    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, pool)) = pools.iter().find(|(k, _)| *k == n) {
-        return Arc::clone(pool);
-    }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(n)
-        .thread_name(|i| format!("gnn4c-rootio-{i}"))
-        .build()
-        .map(Arc::new)
-        .expect("threads start");
-    pools.push((n, Arc::clone(&pool)));
-    pool
+thread_local! {
+    /// This thread's helper threads for [`map`], one set for each count it asked for. Each
+    /// calling thread has its own, so that a caller never waits for helpers busy with another
+    /// caller's jobs (a dataset's files on some threads, each file's chunks on others).
+    static HELPERS: RefCell<Vec<(usize, Rc<rayon::ThreadPool>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `n` helper threads of this thread's, kept between calls: a reader's every chunk fans out
+/// twice, and starting threads each time cost more than waking kept ones.
+fn helpers(n: usize) -> Rc<rayon::ThreadPool> {
+    HELPERS.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if let Some((_, pool)) = kept.iter().find(|(k, _)| *k == n) {
+            return Rc::clone(pool);
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("gnn4c-rootio-{i}"))
+            .build()
+            .map(Rc::new)
+            .expect("threads start");
+        kept.push((n, Rc::clone(&pool)));
+        pool
+    })
 }
 
 /// [`map`] with the jobs taken from the largest `cost` down (so that the last to finish is a

@@ -2,9 +2,9 @@
 //!
 //! The workspace is built for baseline x86-64 (SSE2: no byte shuffle instruction), so the
 //! loops that reorder bytes — un-splitting byte planes, reversing byte order — run narrow even
-//! on a CPU with AVX2 or AVX-512. [`wide`] runs its closure compiled for AVX2 (or AVX-512)
-//! where the CPU has it, chosen at run time (pulp, no `unsafe` here); the results are the
-//! same bytes.
+//! on a CPU with AVX2 or AVX-512. [`wide`] runs its op (a `pulp::WithSimd`) compiled for AVX2
+//! (or AVX-512) where the CPU has it, chosen at run time (pulp, no `unsafe` here); the results
+//! are the same bytes.
 
 use std::sync::LazyLock;
 
