@@ -315,15 +315,15 @@ fn read_listed_files(list: &Path, reps: usize, reader_only: bool) -> anyhow::Res
             };
             // A URL's codec and floor are its local file's: over a network only the reader is
             // timed (its blocks fetched one by one would take longer than every read).
-            let remote = gnn4c_rootio::is_url(&f.path);
-            let blocks = match remote || reader_only {
+            let reader_alone = reader_only || gnn4c_rootio::is_url(&f.path);
+            let blocks = match reader_alone {
                 true => Vec::new(),
                 false => {
                     let file = gnn4c_rootio::RootFile::open(&f.path)?;
                     Source::open(&file, f)?.raw_blocks(&file, &f.branches)?
                 }
             };
-            let handle = match remote || reader_only {
+            let handle = match reader_alone {
                 true => None,
                 false => Some(std::fs::File::open(&f.path)?),
             };

@@ -478,22 +478,22 @@ impl FieldCursor<'_> {
         let cluster = &self.ntuple.clusters[k];
         let n = usize::try_from(cluster.entries)
             .map_err(|_| self.file.corrupt(&self.place(k), "too many entries"))?;
-        let mut bounds: Vec<usize> = (0..=n).collect();
-        // Whether `bounds` are still the entries themselves (no step taken yet).
-        let mut entries = true;
+        // `None` while the bounds are the entries themselves (`0..=n`), built only if needed.
+        let mut bounds: Option<Vec<usize>> = None;
         for step in &self.field.plan.steps {
             match step {
                 fields::Step::Repeat(m) => {
-                    entries = false;
                     let m = usize::try_from(*m).unwrap_or(usize::MAX);
-                    for b in &mut bounds {
+                    let mut repeated = bounds.take().unwrap_or_else(|| (0..=n).collect());
+                    for b in &mut repeated {
                         *b = b.checked_mul(m).ok_or_else(|| {
                             self.file.corrupt(&self.place(k), "repetition overflows")
                         })?;
                     }
+                    bounds = Some(repeated);
                 }
                 fields::Step::Collection(columns) => {
-                    let items = *bounds.last().unwrap_or(&0);
+                    let items = bounds.as_ref().map_or(n, |b| *b.last().unwrap_or(&0));
                     let offsets = self.offsets(k, columns, items, store)?;
                     // Bounds index `[0] + offsets` (`items + 1` elements; they only grow).
                     let high = offsets.iter().fold(0, |m, &o| m.max(o));
@@ -501,13 +501,12 @@ impl FieldCursor<'_> {
                         return Err(self.file.corrupt(&self.place(k), "offset too large"));
                     }
                     let off = |b: usize| if b == 0 { 0 } else { offsets[b - 1] as usize };
-                    let next: Vec<usize> = if std::mem::take(&mut entries) {
+                    let next: Vec<usize> = match &bounds {
                         // Entries themselves (a top-level collection): no gather.
-                        std::iter::once(0)
+                        None => std::iter::once(0)
                             .chain(offsets.iter().map(|&o| o as usize))
-                            .collect()
-                    } else {
-                        bounds.iter().map(|&b| off(b)).collect()
+                            .collect(),
+                        Some(bounds) => bounds.iter().map(|&b| off(b)).collect(),
                     };
                     let falls = next
                         .iter()
@@ -516,11 +515,11 @@ impl FieldCursor<'_> {
                     if falls {
                         return Err(self.file.corrupt(&self.place(k), "offsets decrease"));
                     }
-                    bounds = next;
+                    bounds = Some(next);
                 }
             }
         }
-        Ok(bounds)
+        Ok(bounds.unwrap_or_else(|| (0..=n).collect()))
     }
 
     /// The column of representation `reprs` not suppressed in cluster `k`, its encoding and
