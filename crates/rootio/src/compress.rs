@@ -3,6 +3,7 @@
 //! XXH64 checksum verified) and zstd.
 
 use crate::error::BufError;
+use crate::source::Bytes;
 
 /// The block header's length.
 const HEADER: usize = 9;
@@ -18,7 +19,7 @@ pub struct RawBlock {
     /// Where it lies in the file (blocks at one offset are one block).
     pub offset: u64,
     /// The record read from the file (a basket's key included).
-    bytes: Vec<u8>,
+    bytes: Bytes,
     /// Where in `bytes` the compressed payload lies.
     payload: std::ops::Range<usize>,
     unpacked: usize,
@@ -29,7 +30,7 @@ impl RawBlock {
     /// a payload outside `bytes` is cut to it (and then fails to decompress).
     pub(crate) fn new(
         offset: u64,
-        bytes: Vec<u8>,
+        bytes: Bytes,
         payload: std::ops::Range<usize>,
         unpacked: usize,
     ) -> RawBlock {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::compress::decompress;
 use crate::cursor::Cursor;
 use crate::error::{BufError, RootError};
-use crate::source::Source;
+use crate::source::{Bytes, Source};
 
 /// Versions above this write 64-bit seek fields (files, directories and keys over 2 GB).
 const LARGE: i32 = 1_000_000;
@@ -199,6 +199,17 @@ impl RootFile {
         len: usize,
         place: &str,
     ) -> Result<Vec<u8>, RootError> {
+        self.read_bytes(offset, len, place).map(Bytes::into_vec)
+    }
+
+    /// `len` bytes at `offset`, not copied out of a remote file's read-ahead where one part
+    /// of its answer holds them (a basket's or page's bytes, decompressed from there).
+    pub(crate) fn read_bytes(
+        &self,
+        offset: u64,
+        len: usize,
+        place: &str,
+    ) -> Result<Bytes, RootError> {
         if offset
             .checked_add(len as u64)
             .is_none_or(|end| end > self.len)
@@ -211,14 +222,12 @@ impl RootFile {
                 )),
             ));
         }
-        let mut buf = vec![0u8; len];
         self.source
-            .read_exact_at(&mut buf, offset)
+            .read_at(offset, len)
             .map_err(|source| RootError::Io {
                 path: self.path.clone(),
                 source,
-            })?;
-        Ok(buf)
+            })
     }
 
     /// The object of `key`, decompressed.

@@ -1,7 +1,8 @@
 //! The project's ROOT reader: files written by ROOT 5 to 6.40 and by uproot, read without a
 //! ROOT installation or another reader library.
 //!
-//! Layers, bottom up: `cursor.rs` (bounds-checked big-endian reads), `compress.rs` (ROOT's
+//! Layers, bottom up: `source/` (where a file's bytes come from: local, XRootD, HTTP),
+//! `cursor.rs` (bounds-checked big-endian reads), `compress.rs` (ROOT's
 //! compressed blocks: zlib, LZMA, LZ4 with its checksum, zstd), `file.rs` (header, nested
 //! directories, keys, an object's bytes), `tree.rs` (TTree metadata: branches, leaves, baskets), `rntuple/` (RNTuple: anchor,
 //! envelopes, fields, pages). Every failure is a [`RootError`] naming the file and

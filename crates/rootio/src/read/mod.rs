@@ -548,7 +548,7 @@ impl RootFile {
             .map_err(|_| self.corrupt(place, "negative basket offset"))?;
         let len = usize::try_from(branch.basket_bytes[i])
             .map_err(|_| self.corrupt(place, "negative basket size"))?;
-        let raw = self.read_at(seek, len, place)?;
+        let raw = self.read_bytes(seek, len, place)?;
         let h = basket_header(&mut Cursor::new(&raw)).map_err(|e| self.corrupt(place, e))?;
         if h.keylen > h.nbytes.min(raw.len()) {
             return Err(self.corrupt(place, "basket key longer than the basket"));

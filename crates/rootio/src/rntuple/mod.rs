@@ -222,7 +222,7 @@ impl RootFile {
             for (_, enc, pages) in cursor.columns_in(k) {
                 for page in pages {
                     let size = usize::try_from(page.locator.size).unwrap_or(usize::MAX);
-                    let raw = self.read_at(page.locator.offset, size, &cursor.place(k))?;
+                    let raw = self.read_bytes(page.locator.offset, size, &cursor.place(k))?;
                     let len = enc.page_bytes(page.elements as usize);
                     out.push(RawBlock::new(page.locator.offset, raw, 0..size, len));
                 }
@@ -250,7 +250,7 @@ impl RootFile {
             });
         }
         let size = usize::try_from(loc.size).map_err(|_| self.corrupt(place, "block too large"))?;
-        let raw = self.read_at(loc.offset, size, place)?;
+        let raw = self.read_bytes(loc.offset, size, place)?;
         decompress(&raw, len).map_err(|e| self.corrupt(place, e))
     }
 

@@ -5,10 +5,10 @@ use std::io::{self, Read};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::RemoteIdentity;
 use super::net::{NetSettings, coalesce, count_received};
 use super::read_ahead::{ENDS, ReadAhead, Sink, Unfetched};
 use super::tls::tls_config;
+use super::{Bytes, RemoteIdentity};
 
 /// A file on an HTTP(S) server.
 #[derive(Debug)]
@@ -104,21 +104,21 @@ impl HttpFile {
         self.ahead.drop_plan();
     }
 
-    /// Fills `buf` with the bytes at `offset`: from a planned span, else in one range
-    /// request.
-    pub(super) fn read_exact_at(self: &Arc<Self>, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        if buf.is_empty() {
-            return Ok(());
+    /// The `len` bytes at `offset`: from a planned span, else in one range request.
+    pub(super) fn read_at(self: &Arc<Self>, offset: u64, len: usize) -> io::Result<Bytes> {
+        if len == 0 {
+            return Ok(Bytes::Owned(Vec::new()));
         }
-        if self
+        let planned = self
             .ahead
-            .read(buf, offset, |spans| self.fetch_in_background(spans))
-        {
-            return Ok(());
+            .read(offset, len, |spans| self.fetch_in_background(spans));
+        if let Some(bytes) = planned {
+            return Ok(bytes);
         }
-        self.fetch(buf, offset)?;
-        self.ahead.keep_read(offset, buf);
-        Ok(())
+        let mut buf = vec![0u8; len];
+        self.fetch(&mut buf, offset)?;
+        self.ahead.keep_read(offset, &buf);
+        Ok(Bytes::Owned(buf))
     }
 
     /// The bytes of a planned span (one range: `spans` holds one), into `sink` as they

@@ -181,12 +181,45 @@ impl Source {
         !matches!(self, Source::Local(_))
     }
 
-    /// Fills `buf` with the bytes at `offset`.
-    pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    /// The `len` bytes at `offset`.
+    pub(crate) fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         match self {
-            Source::Local(file) => read_exact_at(file, buf, offset),
-            Source::Http(f) => f.read_exact_at(buf, offset),
-            Source::Xrootd(f) => f.read_exact_at(buf, offset),
+            Source::Local(file) => {
+                let mut buf = vec![0u8; len];
+                read_exact_at(file, &mut buf, offset)?;
+                Ok(Bytes::Owned(buf))
+            }
+            Source::Http(f) => f.read_at(offset, len),
+            Source::Xrootd(f) => f.read_at(offset, len),
+        }
+    }
+}
+
+/// Bytes read from a file: owned, or shared with the part of a remote file's answer that
+/// holds them (not copied out of it).
+#[derive(Debug, Clone)]
+pub(crate) enum Bytes {
+    Owned(Vec<u8>),
+    Shared(Arc<Vec<u8>>, std::ops::Range<usize>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(bytes) => bytes,
+            Bytes::Shared(part, range) => &part[range.clone()],
+        }
+    }
+}
+
+impl Bytes {
+    /// The bytes as a vector of their own (copied where shared).
+    pub(crate) fn into_vec(self) -> Vec<u8> {
+        match self {
+            Bytes::Owned(bytes) => bytes,
+            Bytes::Shared(part, range) => part[range].to_vec(),
         }
     }
 }

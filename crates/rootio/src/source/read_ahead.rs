@@ -6,6 +6,8 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::Bytes;
+
 /// Byte ranges planned ahead of the reads that need them, in groups each fetched in one
 /// request (one HTTP range, one XRootD vector read), and kept until the next plan. A group's
 /// bytes serve reads as they arrive: a read waits for its own bytes, not for its whole request
@@ -106,6 +108,10 @@ struct Group {
     ranges: Vec<(u64, u64)>,
     /// Their bytes in all.
     len: usize,
+    /// Where, in its bytes, each range and each read planned in them starts and ends, in
+    /// order: the answer is kept in parts cut there, so that a planned read no longer than
+    /// [`PIECE`] is one part, served without a copy.
+    cuts: Vec<usize>,
     filling: Mutex<Filling>,
     /// Notified as bytes arrive and when the request ends.
     arrived: Condvar,
@@ -233,7 +239,12 @@ impl ReadAhead {
                 None => new.push((offset, len)),
             }
         }
-        let added: Vec<Arc<Group>> = group(&new).into_iter().map(Group::new).collect();
+        let mut reads = new.clone();
+        reads.sort_unstable();
+        let added: Vec<Arc<Group>> = group(&new)
+            .into_iter()
+            .map(|ranges| Group::with_reads(ranges, &reads))
+            .collect();
         let groups = plan
             .groups
             .iter()
@@ -246,13 +257,18 @@ impl ReadAhead {
         Unfetched(added)
     }
 
-    /// Fills `buf` with the bytes at `offset` when a planned range holds them, waiting for
-    /// them to arrive. When its group has not been asked for, `start` is given it and the
-    /// plan's next groups not yet asked for, up to [`FETCH_AT_ONCE`] requests (a link's
-    /// latency paid once for them), to fetch in the background. `false` when no range holds
-    /// the bytes or its group's request ended without them.
-    pub(super) fn read(&self, buf: &mut [u8], offset: u64, start: impl FnOnce(Unfetched)) -> bool {
-        let end = offset + buf.len() as u64;
+    /// The `len` bytes at `offset` when a planned range holds them, once they arrive. When
+    /// its group has not been asked for, `start` is given it and the plan's next groups not
+    /// yet asked for, up to [`FETCH_AT_ONCE`] requests (a link's latency paid once for them),
+    /// to fetch in the background. `None` when no range holds the bytes or its group's request
+    /// ended without them.
+    pub(super) fn read(
+        &self,
+        offset: u64,
+        len: usize,
+        start: impl FnOnce(Unfetched),
+    ) -> Option<Bytes> {
+        let end = offset + len as u64;
         let in_plan = |plan: &Plan| {
             plan.piece_holding(offset, end).map(|p| {
                 let group = Arc::clone(&plan.groups[p.group]);
@@ -273,13 +289,11 @@ impl ReadAhead {
         };
         let kept = in_plan(&lock(&self.kept).plan);
         let found = kept.or_else(|| in_plan(&lock(&self.plan)));
-        let Some((piece, group, along)) = found else {
-            return false;
-        };
+        let (piece, group, along) = found?;
         if !along.is_empty() {
             start(Unfetched(along));
         }
-        group.copy_out(buf, piece.at + (offset - piece.offset) as usize)
+        group.bytes(piece.at + (offset - piece.offset) as usize, len)
     }
 }
 
@@ -335,13 +349,40 @@ impl Unfetched {
 impl Group {
     /// A group of `ranges`, not asked for.
     fn new(ranges: Vec<(u64, u64)>) -> Arc<Group> {
-        let len = ranges.iter().map(|r| r.1 as usize).sum();
+        Group::with_reads(ranges, &[])
+    }
+
+    /// A group of `ranges`, not asked for, for the planned `reads` (`offset`, `len`; sorted)
+    /// among others: its answer is cut where each of them inside its ranges starts and ends.
+    fn with_reads(ranges: Vec<(u64, u64)>, reads: &[(u64, usize)]) -> Arc<Group> {
+        let mut cuts = Vec::new();
+        let mut at = 0usize;
+        for &(offset, len) in &ranges {
+            let end = offset + len;
+            let first = reads.partition_point(|r| r.0 < offset);
+            for &(o, n) in reads[first..].iter().take_while(|r| r.0 < end) {
+                let start = at + (o - offset) as usize;
+                cuts.extend([start, (start + n).min(at + len as usize)]);
+            }
+            at += len as usize;
+            cuts.push(at);
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
         Arc::new(Group {
             ranges,
-            len,
+            len: at,
+            cuts,
             filling: Mutex::new(Filling::default()),
             arrived: Condvar::new(),
         })
+    }
+
+    /// The first cut after byte `at` of its bytes.
+    fn next_cut(&self, at: usize) -> Option<usize> {
+        self.cuts
+            .get(self.cuts.partition_point(|&c| c <= at))
+            .copied()
     }
 
     /// A group of the bytes `fetched` holds at `offset`.
@@ -375,15 +416,16 @@ impl Group {
         self.arrived.notify_all();
     }
 
-    /// Fills `buf` with its bytes from `at`, once they arrive; `false` when its request ended
+    /// Its `len` bytes from `at`, once they arrive: shared with the part of the answer that
+    /// holds them all, else put together from the parts; `None` when its request ended
     /// without them.
-    fn copy_out(&self, buf: &mut [u8], at: usize) -> bool {
-        let end = at + buf.len();
+    fn bytes(&self, at: usize, len: usize) -> Option<Bytes> {
+        let end = at + len;
         let parts: Vec<(usize, Arc<Vec<u8>>)> = {
             let mut filling = self.lock();
             while filling.held < end {
                 if filling.stage == Stage::Ended {
-                    return false;
+                    return None;
                 }
                 filling = self
                     .arrived
@@ -398,12 +440,16 @@ impl Group {
                 .cloned()
                 .collect()
         };
+        if let [(start, part)] = &parts[..] {
+            return Some(Bytes::Shared(Arc::clone(part), at - start..end - start));
+        }
+        let mut bytes = Vec::with_capacity(len);
         for (start, part) in parts {
             let from = at.max(start);
             let to = end.min(start + part.len());
-            buf[from - at..to - at].copy_from_slice(&part[from - start..to - start]);
+            bytes.extend_from_slice(&part[from - start..to - start]);
         }
-        true
+        Some(Bytes::Owned(bytes))
     }
 }
 
@@ -421,11 +467,12 @@ impl Sink<'_> {
         self.at = 0;
     }
 
-    /// The answer's next `len` bytes, read from `from` a [`PIECE`] at a time, each served
-    /// to the reads waiting for it as it comes.
+    /// The answer's next `len` bytes, read from `from` a [`PIECE`] at a time and cut where
+    /// a planned read starts or ends, each served to the reads waiting for it as it comes.
     pub(super) fn read_from(&mut self, from: &mut dyn io::Read, mut len: usize) -> io::Result<()> {
         while len > 0 {
-            let mut piece = vec![0u8; len.min(PIECE)];
+            let to_cut = self.group.next_cut(self.at).map_or(len, |c| c - self.at);
+            let mut piece = vec![0u8; len.min(PIECE).min(to_cut)];
             from.read_exact(&mut piece)?;
             len -= piece.len();
             self.take(piece);
@@ -460,12 +507,26 @@ impl Sink<'_> {
 const FETCH_AT_ONCE: usize = 4;
 
 /// The most bytes a request's answer is read in at a time, each then served to the reads
-/// waiting for them.
-const PIECE: usize = 256 * 1024;
+/// waiting for them (cut shorter where a planned read starts or ends).
+const PIECE: usize = 1024 * 1024;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`ReadAhead::read`] into `buf`: whether the bytes were served.
+    fn read_into(
+        ahead: &ReadAhead,
+        buf: &mut [u8],
+        offset: u64,
+        start: impl FnOnce(Unfetched),
+    ) -> bool {
+        let read = ahead.read(offset, buf.len(), start);
+        if let Some(bytes) = &read {
+            buf.copy_from_slice(bytes);
+        }
+        read.is_some()
+    }
 
     /// A fetch of `file`'s bytes that counts its requests in `log`, answering each in pieces
     /// of `piece` bytes.
@@ -504,7 +565,7 @@ mod tests {
             (148, false),
             (0, false),
         ] {
-            let served = ahead.read(&mut buf, offset, |u| u.fetch(&fetch));
+            let served = read_into(&ahead, &mut buf, offset, |u| u.fetch(&fetch));
             assert_eq!(served, expect, "{offset}");
             if expect {
                 assert_eq!(buf[..], file[offset as usize..offset as usize + 5]);
@@ -515,9 +576,58 @@ mod tests {
         // A group whose fetch failed serves nothing, and is not asked for again.
         ahead.plan(vec![vec![(0, 10)]]);
         let failing = |_: &[(u64, u64)], _: &mut Sink<'_>| Err(io::ErrorKind::TimedOut.into());
-        assert!(!ahead.read(&mut buf, 0, |u| u.fetch(failing)));
-        assert!(!ahead.read(&mut buf, 0, |u| u.fetch(&fetch)));
+        assert!(!read_into(&ahead, &mut buf, 0, |u| u.fetch(failing)));
+        assert!(!read_into(&ahead, &mut buf, 0, |u| u.fetch(&fetch)));
         assert_eq!(log.lock().expect("lock").len(), 2);
+    }
+
+    #[test]
+    fn a_read_within_one_part_of_the_answer_shares_it_and_one_across_parts_is_put_together() {
+        let file: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let ahead = ReadAhead::default();
+        ahead.plan(vec![vec![(1000, 3000)]]);
+        let log = Mutex::new(Vec::new());
+        // Answered in parts of 1000 bytes: 1000..2000, 2000..3000, 3000..4000.
+        let fetch = fetch_of(&file, &log, 1000);
+        let within = ahead.read(2100, 800, |u| u.fetch(&fetch)).expect("planned");
+        assert!(matches!(within, Bytes::Shared(..)), "not copied");
+        assert_eq!(within[..], file[2100..2900]);
+        let across = ahead
+            .read(1500, 2000, |_| panic!("fetched"))
+            .expect("planned");
+        assert!(matches!(across, Bytes::Owned(_)));
+        assert_eq!(across[..], file[1500..3500]);
+        assert_eq!(within.into_vec(), file[2100..2900]);
+    }
+
+    #[test]
+    fn an_answer_is_kept_cut_where_planned_reads_start_and_end() {
+        let file: Vec<u8> = (0..=255u8).cycle().take(2_100_000).collect();
+        let ahead = ReadAhead::default();
+        // One request for three planned reads and a gap (as HTTP merges them); the second
+        // read crosses where a piece of the answer would end were it not cut there.
+        let reads = [
+            (0u64, 700_000usize),
+            (700_000, 700_000),
+            (1_500_000, 600_000),
+        ];
+        const { assert!(PIECE > 700_000 && PIECE < 1_400_000) };
+        let _lazily = ahead.plan_keeping(&reads, |new| {
+            assert_eq!(new, reads);
+            vec![vec![(0, 2_100_000)]]
+        });
+        let fetch = |ranges: &[(u64, u64)], sink: &mut Sink<'_>| {
+            let (o, n) = (ranges[0].0 as usize, ranges[0].1 as usize);
+            sink.read_from(&mut &file[o..o + n], n)
+        };
+        for (o, n) in reads {
+            let got = ahead.read(o, n, |u| u.fetch(fetch)).expect("planned");
+            assert!(
+                matches!(got, Bytes::Shared(..)),
+                "the read at {o} is one part"
+            );
+            assert_eq!(got[..], file[o as usize..o as usize + n]);
+        }
     }
 
     #[test]
@@ -542,13 +652,15 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let mut buf = [0u8; 100];
-                assert!(ahead.read(&mut buf, 900, |u| u.fetch(fetch)));
+                assert!(read_into(&ahead, &mut buf, 900, |u| u.fetch(fetch)));
                 assert_eq!(buf[..], file[900..1000]);
             });
             first_half.wait();
             // The first 600 bytes are here while the rest is on its way.
             let mut early = [0u8; 200];
-            assert!(ahead.read(&mut early, 350, |_| panic!("being fetched")));
+            assert!(read_into(&ahead, &mut early, 350, |_| panic!(
+                "being fetched"
+            )));
             assert_eq!(early[..], file[350..550]);
             go_on.wait();
         });
@@ -564,11 +676,11 @@ mod tests {
         let log = Mutex::new(Vec::new());
         let fetch = fetch_of(&file, &log, 300);
         let mut buf = [0u8; 10];
-        assert!(ahead.read(&mut buf, 50, |u| u.fetch(&fetch)));
+        assert!(read_into(&ahead, &mut buf, 50, |u| u.fetch(&fetch)));
         assert_eq!(buf[..], file[50..60]);
         assert!(log.lock().expect("lock").is_empty(), "the head was fetched");
         tail.fetch(&fetch);
-        assert!(ahead.read(&mut buf, 9_500, |u| u.fetch(&fetch)));
+        assert!(read_into(&ahead, &mut buf, 9_500, |u| u.fetch(&fetch)));
         assert_eq!(buf[..], file[9_500..9_510]);
         assert_eq!(*log.lock().expect("lock"), [vec![(9_000, 1_000)]]);
     }
@@ -581,24 +693,26 @@ mod tests {
         let ahead = ReadAhead::default();
         ahead.keep_ends(ends(file.len() as u64));
         let mut buf = [0u8; 10];
-        assert!(ahead.read(&mut buf, 5, |u| u.fetch(&fetch)));
+        assert!(read_into(&ahead, &mut buf, 5, |u| u.fetch(&fetch)));
         // A reader's plan leaves the ends out, and replaces none of them.
         let _lazily = ahead.plan_keeping(&[(100, 10), (500_000, 100)], |r| {
             assert_eq!(r, [(500_000, 100)], "the ends are held already");
             vec![vec![(500_000, 100)]]
         });
-        assert!(ahead.read(&mut buf, 999_000, |u| u.fetch(&fetch)));
-        assert!(ahead.read(&mut buf, 500_010, |u| u.fetch(&fetch)));
+        assert!(read_into(&ahead, &mut buf, 999_000, |u| u.fetch(&fetch)));
+        assert!(read_into(&ahead, &mut buf, 500_010, |u| u.fetch(&fetch)));
         // A small read outside the plan is kept; a large one is not.
         ahead.keep_read(300_000, &file[300_000..300_117]);
         ahead.keep_read(400_000, &file[400_000..400_000 + KEPT_READ + 1]);
         ahead.drop_plan();
         // The next reader: the ends and the small read, without a request; the plan is gone.
-        assert!(ahead.read(&mut buf, 300_100, |_| panic!("kept")));
+        assert!(read_into(&ahead, &mut buf, 300_100, |_| panic!("kept")));
         assert_eq!(buf[..], file[300_100..300_110]);
-        assert!(ahead.read(&mut buf, 999_990, |_| panic!("kept")));
-        assert!(!ahead.read(&mut buf, 400_000, |_| panic!("not kept")));
-        assert!(!ahead.read(&mut buf, 500_010, |_| panic!("dropped")));
+        assert!(read_into(&ahead, &mut buf, 999_990, |_| panic!("kept")));
+        assert!(!read_into(&ahead, &mut buf, 400_000, |_| panic!(
+            "not kept"
+        )));
+        assert!(!read_into(&ahead, &mut buf, 500_010, |_| panic!("dropped")));
         assert_eq!(
             log.lock().expect("lock").len(),
             2,
@@ -613,11 +727,13 @@ mod tests {
         ahead.keep_ends(ends(file.len() as u64));
         let failing = |_: &[(u64, u64)], _: &mut Sink<'_>| Err(io::ErrorKind::TimedOut.into());
         let mut buf = [0u8; 10];
-        assert!(!ahead.read(&mut buf, 0, |u| u.fetch(failing)));
-        assert!(!ahead.read(&mut buf, 0, |_| panic!("failed for this reader")));
+        assert!(!read_into(&ahead, &mut buf, 0, |u| u.fetch(failing)));
+        assert!(!read_into(&ahead, &mut buf, 0, |_| panic!(
+            "failed for this reader"
+        )));
         ahead.drop_plan();
         let log = Mutex::new(Vec::new());
-        assert!(ahead.read(&mut buf, 0, |u| u.fetch(fetch_of(&file, &log, 64))));
+        assert!(read_into(&ahead, &mut buf, 0, |u| u.fetch(fetch_of(&file, &log, 64))));
         assert_eq!(buf[..], file[..10]);
     }
 
@@ -630,12 +746,12 @@ mod tests {
         let ahead = ReadAhead::default();
         let _lazily = ahead.plan_keeping(&[(0, 100), (100, 100)], one_each);
         let mut buf = [0u8; 10];
-        assert!(ahead.read(&mut buf, 150, |u| u.fetch(&fetch)));
+        assert!(read_into(&ahead, &mut buf, 150, |u| u.fetch(&fetch)));
         // The window moves on: (100, 100) stays fetched, (200, 100) is new, (0, 100) goes.
         let _lazily = ahead.plan_keeping(&[(100, 100), (200, 100)], one_each);
-        assert!(ahead.read(&mut buf, 120, |u| u.fetch(&fetch)));
-        assert!(ahead.read(&mut buf, 250, |u| u.fetch(&fetch)));
-        assert!(!ahead.read(&mut buf, 50, |u| u.fetch(&fetch)));
+        assert!(read_into(&ahead, &mut buf, 120, |u| u.fetch(&fetch)));
+        assert!(read_into(&ahead, &mut buf, 250, |u| u.fetch(&fetch)));
+        assert!(!read_into(&ahead, &mut buf, 50, |u| u.fetch(&fetch)));
         assert_eq!(
             *log.lock().expect("lock"),
             [vec![(100, 100)], vec![(200, 100)]],

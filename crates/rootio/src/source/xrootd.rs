@@ -21,10 +21,10 @@ mod read;
 use connection::Connection;
 use idle::LoginKey;
 
-use super::RemoteIdentity;
 use super::net::{NetSettings, coalesce, count_received};
 use super::read_ahead::{ReadAhead, Sink, Unfetched, ends};
 use super::tls::tls_config;
+use super::{Bytes, RemoteIdentity};
 
 /// The protocol version this client speaks (XRootD 5.1's).
 const PROTOCOL_VERSION: u32 = 0x0000_0511;
@@ -232,25 +232,27 @@ impl XrootdFile {
         self.ahead.drop_plan();
     }
 
-    /// Fills `buf` with the bytes at `offset`: from a planned vector read, else one read.
-    pub(super) fn read_exact_at(self: &Arc<Self>, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        if buf.is_empty() {
-            return Ok(());
+    /// The `len` bytes at `offset`: from a planned vector read, else one read.
+    pub(super) fn read_at(self: &Arc<Self>, offset: u64, len: usize) -> io::Result<Bytes> {
+        if len == 0 {
+            return Ok(Bytes::Owned(Vec::new()));
         }
-        if self
+        let planned = self
             .ahead
-            .read(buf, offset, |groups| self.fetch_in_background(groups))
-        {
-            return Ok(());
+            .read(offset, len, |groups| self.fetch_in_background(groups));
+        if let Some(bytes) = planned {
+            return Ok(bytes);
         }
-        self.with_connection(|c| c.read(buf, offset)).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{e} (reading {} bytes at offset {offset})", buf.len()),
-            )
-        })?;
-        self.ahead.keep_read(offset, buf);
-        Ok(())
+        let mut buf = vec![0u8; len];
+        self.with_connection(|c| c.read(&mut buf, offset))
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{e} (reading {len} bytes at offset {offset})"),
+                )
+            })?;
+        self.ahead.keep_read(offset, &buf);
+        Ok(Bytes::Owned(buf))
     }
 
     /// `request` on an idle connection (or a new one, up to [`MAX_CONNECTIONS`]), tried again
