@@ -4,7 +4,9 @@
 # this project over root:// and http://, directly and through a proxy adding RTT_MS of round-trip
 # latency (the `latency_proxy` binary), against the local files, and by uproot locally and over
 # http:// (both latencies); beside them the link's own floor, each whole file fetched in one
-# GET by curl; ROUNDS rounds, everything alternated.
+# GET by curl; ROUNDS rounds, everything alternated. A second table gives the CPU seconds per
+# read of this project's reader and of the server with the proxy, which share the machine's
+# cores, and the least wall time their sum allows.
 #
 # Usage: PYTHON=/tmp/rootenv/bin/python benchmarks/net_matrix.sh DIR [ROUNDS] [REPS] [RTT_MS] [FILE ...]
 # DIR: a folder io_matrix.sh wrote (its *.root and all.json); FILE: names in it (default: the
@@ -41,14 +43,29 @@ print(json.dumps([dict(entry, file=url)]))
 PY
   done
 done
+# CPU clock ticks (user and system) the server and the proxy have spent so far.
+served_ticks() {
+  local t=0 p
+  for p in $(pgrep -f "$work/xrd.cfg") $proxy; do
+    t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
+  done
+  echo $t
+}
 out=$dir/net.jsonl
 rm -f "$out"
 for round in $(seq "$rounds"); do
   echo "round $round of $rounds" >&2
   for f in "${files[@]}"; do
     for via in local root http root_lat http_lat; do
-      "$CARGO_TARGET_DIR/release/benchmark_io" --files "$work/$via.$f.json" "$reps" 2>&1 \
-        | grep '^{' | grep '"gnn4c-rootio"' | sed "s/^{/{\"via\":\"$via\",\"name\":\"$f\",/" >> "$out"
+      for t in 1 2; do
+        # The server's and the proxy's CPU seconds per read beside the reader's own (REPS reads
+        # and a warm-up, which opens the file).
+        before=$(served_ticks)
+        line=$("$CARGO_TARGET_DIR/release/benchmark_io" --files "$work/$via.$f.json" "$reps" --reader-only --threads "$t" 2>&1 \
+          | grep '^{' | grep '"gnn4c-rootio"')
+        served=$(awk -v a="$before" -v b="$(served_ticks)" -v n="$reps" 'BEGIN {print (b - a) / 100 / (n + 1)}')
+        echo "$line" | sed "s/^{/{\"via\":\"$via\",\"name\":\"$f\",\"served_cpu_s_per_read\":$served,/" >> "$out"
+      done
     done
     for via in local http http_lat; do
       "$py" "$here/reference/uproot_io.py" --files "$work/$via.$f.json" "$reps" 2>/dev/null \
@@ -87,6 +104,29 @@ for name in sorted({k[0] for k in runs}):
             m = statistics.median(got)
             base = statistics.median(runs[(name, t, who, "local")])
             cells.append(f"{m:.3f} s" + ("" if via == "local" else f" ({m / base:.2f}×)"))
+        print(f"| {name} | {t} | " + " | ".join(cells) + " |")
+# Where the reader, the server and the proxy share this machine's cores: the CPU seconds each
+# spends per read, and the least wall time their sum allows on all the cores.
+cpu = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    if "cpu_s_per_read" in j:
+        cpu[(j["name"], j["threads"], j["via"])].append(
+            (j["cpu_s_per_read"], j["served_cpu_s_per_read"], j["cores"]))
+print()
+print("| file | threads | " + " | ".join(names[v] for v in names) + " |")
+print("|---|---|" + "---|" * len(names))
+for name in sorted({k[0] for k in cpu}):
+    for t in (1, 2):
+        cells = []
+        for via in names:
+            got = cpu.get((name, t, via))
+            if not got:
+                cells.append("–")
+                continue
+            ours = statistics.median(g[0] for g in got)
+            served = statistics.median(g[1] for g in got)
+            cells.append(f"{ours:.3f} + {served:.3f} s (≥ {(ours + served) / got[0][2]:.3f} s)")
         print(f"| {name} | {t} | " + " | ".join(cells) + " |")
 for name in sorted({k[0] for k in runs}):
     link = [(names[v], runs.get((name, 0, "link", v))) for v in ("http", "http_lat")]

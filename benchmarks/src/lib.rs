@@ -84,6 +84,26 @@ pub fn time_reps(warmup: usize, reps: usize, mut f: impl FnMut()) -> Vec<f64> {
         .collect()
 }
 
+/// Process CPU seconds (user + system) from /proc/self/stat; 0 where unavailable.
+pub fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0 // utime, stime in clock ticks (100 Hz on Linux)
+}
+
 /// The CPU model (sysinfo) and logical core count.
 pub fn machine() -> (String, usize) {
     use sysinfo::{CpuRefreshKind, RefreshKind, System};

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use burn::backend::Flex;
-use gnn4c_benchmarks::{Meta, Stats, machine};
+use gnn4c_benchmarks::{Meta, Stats, cpu_seconds, machine};
 use gnn4c_data::{
     DatasetConfig, Folds, LabelSpec, SampleConfig, SchemaRef, Split, read_cache, read_manifest,
     write_demo,
@@ -26,26 +26,6 @@ use gnn4c_run::CachedEvents;
 use gnn4c_run::device::DeviceChoice;
 use gnn4c_run::pipeline::build_cache;
 use gnn4c_training::{Pass, TrainConfig, stream};
-
-/// Process CPU seconds (user + system) from /proc/self/stat; 0 where unavailable.
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0 // utime, stime in clock ticks (100 Hz on Linux)
-}
 
 fn timed(reps: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {
     f(); // warm-up

@@ -13,11 +13,13 @@
 //! over once (copied: no decoding into values is cheaper). One JSON line per (reader, file,
 //! threads) on stderr, median over REPS (the three alternated), opening the file each time; for
 //! a URL the reader alone (the codec's and the floor's are its local file's). With
-//! `--reader-only`, the reader alone for every file: what `perf record` is pointed at.
+//! `--reader-only`, the reader alone for every file: what `perf record` is pointed at; with
+//! `--threads N`, on N threads only. Where the reader alone is timed, its line also gives the
+//! process's CPU seconds per read (`cpu_s_per_read`, every thread, from `/proc/self/stat`).
 
 use std::path::Path;
 
-use gnn4c_benchmarks::{Stats, machine, read_events, time_reps};
+use gnn4c_benchmarks::{Stats, cpu_seconds, machine, read_events, time_reps};
 use gnn4c_data::{FINETUNE_PROCESSES, PRETRAIN_PROCESSES, toy_events, write_demo};
 
 /// ROOT reading: the demo's files written and read back by stage; or, with `--files`, listed
@@ -34,6 +36,10 @@ struct Args {
     /// With `--files`: time the reader alone, without the codec and the floor (to profile it).
     #[arg(long, requires = "files")]
     reader_only: bool,
+    /// With `--files`: on this many threads only (default: 1, then 2), so that what the
+    /// process and a server beside it spend can be told apart by thread count.
+    #[arg(long, requires = "files", value_name = "N")]
+    threads: Option<usize>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,7 +50,8 @@ fn main() -> anyhow::Result<()> {
         if std::env::var("GNN4C_MALLOC").as_deref() != Ok("default") {
             gnn4c_kernels::tune_allocator();
         }
-        return read_listed_files(list, number(0, 5), args.reader_only);
+        let threads = args.threads.map_or(vec![1, 2], |t| vec![t.max(1)]);
+        return read_listed_files(list, number(0, 5), args.reader_only, &threads);
     }
     let (n, reps) = (number(0, 20_000), number(1, 5));
     let (cpu, cores) = machine();
@@ -200,12 +207,13 @@ impl Source {
         Ok(out)
     }
 
-    /// The compressed baskets or pages `names` read, every physical one once.
+    /// The compressed baskets or pages `names` read, every physical one once, each with how
+    /// an RNTuple page's values decode (a basket's bytes are its values already).
     fn raw_blocks(
         &self,
         file: &gnn4c_rootio::RootFile,
         names: &[String],
-    ) -> anyhow::Result<Vec<gnn4c_rootio::RawBlock>> {
+    ) -> anyhow::Result<Blocks> {
         let mut blocks = Vec::new();
         match self {
             Source::Tree(tree) => {
@@ -213,28 +221,34 @@ impl Source {
                     let b = tree
                         .branch(n)
                         .ok_or_else(|| anyhow::anyhow!("no branch {n}"))?;
-                    blocks.extend(file.raw_baskets(b)?);
+                    blocks.extend(file.raw_baskets(b)?.into_iter().map(|b| (b, None)));
                 }
             }
             Source::Ntuple(ntuple) => {
                 for f in self.leaves(names)? {
-                    blocks.extend(file.raw_pages(ntuple, &ntuple.fields[f])?);
+                    let pages = file.raw_pages(ntuple, &ntuple.fields[f])?;
+                    blocks.extend(pages.into_iter().map(|(b, v)| (b, Some(v))));
                 }
             }
         }
-        blocks.sort_by_key(|b| b.offset);
-        blocks.dedup_by_key(|b| b.offset);
-        blocks.sort_by_key(|b| std::cmp::Reverse(b.stored_len()));
+        blocks.sort_by_key(|(b, _)| b.offset);
+        blocks.dedup_by_key(|(b, _)| b.offset);
+        blocks.sort_by_key(|(b, _)| std::cmp::Reverse(b.stored_len()));
         Ok(blocks)
     }
 }
 
+/// Compressed baskets or pages, each with how a page's values decode (`None`: a basket's
+/// bytes are its values).
+type Blocks = Vec<(gnn4c_rootio::RawBlock, Option<gnn4c_rootio::PageValues>)>;
+
 /// Decompresses every block on `threads` threads, each taking the next as it is free; bytes
 /// out. With `file` (the blocks' file), the floor: each block's stored bytes read from it first
-/// (into one buffer per thread, reused), and what came out passed over once after (copied into
-/// one reused buffer per thread).
+/// (into one buffer per thread, reused), and what came out turned into its values after, as
+/// every reader of the format must (into one reused buffer per thread): a basket's big-endian
+/// values copied, an RNTuple page's decoded (its byte planes un-split, its deltas undone).
 fn decompress_all(
-    blocks: &[gnn4c_rootio::RawBlock],
+    blocks: &Blocks,
     threads: usize,
     file: Option<&std::fs::File>,
 ) -> anyhow::Result<usize> {
@@ -242,18 +256,25 @@ fn decompress_all(
     use std::sync::atomic::{AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
     let work = || -> anyhow::Result<usize> {
-        let (mut stored, mut values) = (Vec::new(), Vec::new());
+        let (mut stored, mut values, mut offsets) = (Vec::new(), Vec::new(), Vec::new());
         let mut bytes = 0;
-        while let Some(b) = blocks.get(next.fetch_add(1, Ordering::Relaxed)) {
+        while let Some((b, page)) = blocks.get(next.fetch_add(1, Ordering::Relaxed)) {
             if let Some(file) = file {
                 stored.resize(b.stored_len(), 0);
                 file.read_exact_at(&mut stored, b.offset)?;
             }
             let out = b.decompress().map_err(anyhow::Error::msg)?;
             if file.is_some() {
-                values.clear();
-                values.extend_from_slice(&out);
-                std::hint::black_box(&values);
+                match page {
+                    None => {
+                        values.clear();
+                        values.extend_from_slice(&out);
+                    }
+                    Some(page) => page
+                        .decode_into(&out, &mut values, &mut offsets)
+                        .map_err(anyhow::Error::msg)?,
+                }
+                std::hint::black_box((&values, &offsets));
             }
             bytes += out.len();
         }
@@ -302,11 +323,16 @@ impl Listed {
 /// Reads every listed branch (or RNTuple field) of every listed file with the project's
 /// reader, and (unless `reader_only`) decompresses the same baskets or pages with the codec
 /// alone; see the module documentation.
-fn read_listed_files(list: &Path, reps: usize, reader_only: bool) -> anyhow::Result<()> {
+fn read_listed_files(
+    list: &Path,
+    reps: usize,
+    reader_only: bool,
+    thread_counts: &[usize],
+) -> anyhow::Result<()> {
     let files: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(list)?)?;
     let files: Vec<Listed> = files.iter().map(Listed::of).collect();
     let (cpu, cores) = machine();
-    for threads in [1usize, 2] {
+    for &threads in thread_counts {
         for f in &files {
             let read = || -> anyhow::Result<usize> {
                 let file = gnn4c_rootio::RootFile::open(&f.path)?;
@@ -334,6 +360,7 @@ fn read_listed_files(list: &Path, reps: usize, reader_only: bool) -> anyhow::Res
             }
             // The reader, the codec alone and the floor, alternated rep by rep.
             let (mut ours, mut codec, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+            let cpu_before = cpu_seconds();
             for _ in 0..reps {
                 ours.extend(time_reps(0, 1, || {
                     std::hint::black_box(read().ok());
@@ -347,7 +374,11 @@ fn read_listed_files(list: &Path, reps: usize, reader_only: bool) -> anyhow::Res
                     }));
                 }
             }
-            let stored: usize = blocks.iter().map(|b| b.stored_len()).sum();
+            // The process's CPU time per read, where the reader alone was timed (every thread:
+            // a remote file's requests in the background too).
+            let cpu_per_read =
+                (reader_alone && reps > 0).then(|| (cpu_seconds() - cpu_before) / reps as f64);
+            let stored: usize = blocks.iter().map(|(b, _)| b.stored_len()).sum();
             let timed = [
                 ("gnn4c-rootio", &ours),
                 ("codec alone", &codec),
@@ -355,16 +386,17 @@ fn read_listed_files(list: &Path, reps: usize, reader_only: bool) -> anyhow::Res
             ];
             for (reader, secs) in timed.into_iter().filter(|(_, secs)| !secs.is_empty()) {
                 let s = Stats::of(secs);
-                eprintln!(
-                    "{}",
-                    serde_json::json!({
-                        "reader": reader, "file": f.path.file_name().map(|n| n.to_string_lossy()),
-                        "threads": threads, "entries": f.entries, "branches": f.branches.len(),
-                        "median_s": s.median, "entries_per_s": f.entries as f64 / s.median,
-                        "reps": s.n, "cpu": cpu, "cores": cores, "blocks": blocks.len(),
-                        "stored_bytes": stored,
-                    })
-                );
+                let mut line = serde_json::json!({
+                    "reader": reader, "file": f.path.file_name().map(|n| n.to_string_lossy()),
+                    "threads": threads, "entries": f.entries, "branches": f.branches.len(),
+                    "median_s": s.median, "entries_per_s": f.entries as f64 / s.median,
+                    "reps": s.n, "cpu": cpu, "cores": cores, "blocks": blocks.len(),
+                    "stored_bytes": stored,
+                });
+                if let Some(cpu_s) = cpu_per_read {
+                    line["cpu_s_per_read"] = cpu_s.into();
+                }
+                eprintln!("{line}");
             }
         }
     }

@@ -209,13 +209,13 @@ impl RootFile {
         Ok(key)
     }
 
-    /// The pages of every column leaf `field` reads, in every cluster, as stored (for timing
-    /// the codec alone).
+    /// The pages of every column leaf `field` reads, in every cluster, as stored, each with
+    /// how its values decode (for timing the codec alone, and the least a reader does).
     pub fn raw_pages(
         &self,
         ntuple: &NtupleInfo,
         field: &NtupleField,
-    ) -> Result<Vec<RawBlock>, RootError> {
+    ) -> Result<Vec<(RawBlock, PageValues)>, RootError> {
         let cursor = self.field_cursor(ntuple, field, 0)?;
         let mut out = Vec::new();
         for k in 0..ntuple.clusters.len() {
@@ -223,8 +223,17 @@ impl RootFile {
                 for page in pages {
                     let size = usize::try_from(page.locator.size).unwrap_or(usize::MAX);
                     let raw = self.read_bytes(page.locator.offset, size, &cursor.place(k))?;
-                    let len = enc.page_bytes(page.elements as usize);
-                    out.push(RawBlock::new(page.locator.offset, raw, 0..size, len));
+                    let elements = page.elements as usize;
+                    let len = enc.page_bytes(elements);
+                    let values = PageValues {
+                        enc,
+                        number: (!enc.kind.is_index()).then_some(cursor.number),
+                        elements,
+                    };
+                    out.push((
+                        RawBlock::new(page.locator.offset, raw, 0..size, len),
+                        values,
+                    ));
                 }
             }
         }
@@ -275,6 +284,45 @@ impl RootFile {
             next: start,
             loaded: None,
         })
+    }
+}
+
+/// How an RNTuple page's bytes, decompressed, become its values, as every reader of it must
+/// turn them (un-splitting its byte planes, undoing its deltas): for timing the least a reader
+/// does beside the codec.
+#[derive(Debug, Clone, Copy)]
+pub struct PageValues {
+    enc: Encoding,
+    /// The leaf's numbers; `None` for an offset column.
+    number: Option<Number>,
+    elements: usize,
+}
+
+impl PageValues {
+    /// The values of the page whose decompressed bytes are `bytes`: big-endian numbers into the
+    /// start of `out`, an offset column's offsets into `offsets` (both reused: `out` is grown
+    /// when short, never cleared).
+    pub fn decode_into(
+        &self,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+        offsets: &mut Vec<u64>,
+    ) -> Result<(), String> {
+        let n = self.elements;
+        let decoded = match self.number {
+            Some(number) => {
+                let len = n.saturating_mul(number.size());
+                if out.len() < len {
+                    out.resize(len, 0);
+                }
+                decode_page_be(&self.enc, bytes, n, number, out)
+            }
+            None => {
+                offsets.clear();
+                decode_offsets(&self.enc, bytes, n, offsets)
+            }
+        };
+        decoded.map_err(|e| e.to_string())
     }
 }
 
