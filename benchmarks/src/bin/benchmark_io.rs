@@ -9,8 +9,10 @@
 //! and 2 threads, as `preprocess` reads (`gnn4c_rootio::ColumnReader`, 10,000 entries at a
 //! time); beside it, the pure decompression of the same baskets or pages (each once) by the
 //! codec libraries, on as many threads: the limit a reader can reach; and the floor, the least
-//! any reader of them does: their stored bytes read from the file, decompressed, and passed
-//! over once (copied: no decoding into values is cheaper). One JSON line per (reader, file,
+//! any reader of them does: their stored bytes read from the file, decompressed, and turned
+//! into values once, each block's into memory of its own as a reader hands them out (a
+//! basket's big-endian values copied; an RNTuple page's decoded as the format requires: its
+//! byte planes un-split, its deltas undone). One JSON line per (reader, file,
 //! threads) on stderr, median over REPS (the three alternated), opening the file each time; for
 //! a URL the reader alone (the codec's and the floor's are its local file's). With
 //! `--reader-only`, the reader alone for every file: what `perf record` is pointed at; with
@@ -243,42 +245,48 @@ impl Source {
 type Blocks = Vec<(gnn4c_rootio::RawBlock, Option<gnn4c_rootio::PageValues>)>;
 
 /// Decompresses every block on `threads` threads, each taking the next as it is free; bytes
-/// out. With `file` (the blocks' file), the floor: each block's stored bytes read from it first
-/// (into one buffer per thread, reused), and what came out turned into its values after, as
-/// every reader of the format must (into one reused buffer per thread): a basket's big-endian
-/// values copied, an RNTuple page's decoded (its byte planes un-split, its deltas undone).
+/// out. With `floor` (the blocks' file, and memory for all their values), the floor: each
+/// block's stored bytes read from the file first (into one buffer per thread, reused), and what
+/// came out turned into its values after, as every reader of the format must, each block's
+/// into its own place in that memory (values handed out do not stay in a cache): a basket's
+/// big-endian values copied, an RNTuple page's decoded (its byte planes un-split, its deltas
+/// undone).
 fn decompress_all(
     blocks: &Blocks,
     threads: usize,
-    file: Option<&std::fs::File>,
+    floor: Option<(&std::fs::File, &mut [u8])>,
 ) -> anyhow::Result<usize> {
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    let (file, slots) = match floor {
+        Some((file, memory)) => (Some(file), value_slots(blocks, memory)?),
+        None => (None, Vec::new()),
+    };
     let next = AtomicUsize::new(0);
     let work = || -> anyhow::Result<usize> {
-        let (mut stored, mut values, mut offsets) = (Vec::new(), Vec::new(), Vec::new());
+        let mut stored = Vec::new();
         let mut bytes = 0;
-        while let Some((b, page)) = blocks.get(next.fetch_add(1, Ordering::Relaxed)) {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some((b, page)) = blocks.get(i) else {
+                return Ok(bytes);
+            };
             if let Some(file) = file {
                 stored.resize(b.stored_len(), 0);
                 file.read_exact_at(&mut stored, b.offset)?;
             }
             let out = b.decompress().map_err(anyhow::Error::msg)?;
-            if file.is_some() {
+            if let Some(slot) = slots.get(i) {
+                let mut slot = slot.lock().map_err(|_| anyhow::anyhow!("a slot's lock"))?;
                 match page {
-                    None => {
-                        values.clear();
-                        values.extend_from_slice(&out);
-                    }
+                    None => slot.copy_from_slice(&out),
                     Some(page) => page
-                        .decode_into(&out, &mut values, &mut offsets)
+                        .decode_into(&out, &mut slot)
                         .map_err(anyhow::Error::msg)?,
                 }
-                std::hint::black_box((&values, &offsets));
             }
             bytes += out.len();
         }
-        Ok(bytes)
     };
     std::thread::scope(|s| {
         let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
@@ -290,6 +298,27 @@ fn decompress_all(
         }
         Ok(bytes)
     })
+}
+
+/// The bytes each block's values take: a basket's decompressed, a page's decoded.
+fn values_len((block, page): &(gnn4c_rootio::RawBlock, Option<gnn4c_rootio::PageValues>)) -> usize {
+    page.map_or(block.unpacked_len(), |p| p.values_len())
+}
+
+/// `memory` cut into each block's place for its values, in block order.
+fn value_slots<'m>(
+    blocks: &Blocks,
+    mut memory: &'m mut [u8],
+) -> anyhow::Result<Vec<std::sync::Mutex<&'m mut [u8]>>> {
+    let mut slots = Vec::with_capacity(blocks.len());
+    for block in blocks {
+        let len = values_len(block);
+        anyhow::ensure!(len <= memory.len(), "memory for the values too short");
+        let (slot, rest) = memory.split_at_mut(len);
+        slots.push(std::sync::Mutex::new(slot));
+        memory = rest;
+    }
+    Ok(slots)
 }
 
 /// One entry of a listing (`reference/uproot_io.py`, `nano_like.py`, `root_matrix.py`).
@@ -353,10 +382,12 @@ fn read_listed_files(
                 true => None,
                 false => Some(std::fs::File::open(&f.path)?),
             };
+            // Memory for every block's values, touched before any timing.
+            let mut memory = vec![0u8; blocks.iter().map(values_len).sum()];
             read()?; // warm-up, and the error if the file cannot be read
             if let Some(handle) = &handle {
                 decompress_all(&blocks, threads, None)?;
-                decompress_all(&blocks, threads, Some(handle))?;
+                decompress_all(&blocks, threads, Some((handle, &mut memory)))?;
             }
             // The reader, the codec alone and the floor, alternated rep by rep.
             let (mut ours, mut codec, mut floor) = (Vec::new(), Vec::new(), Vec::new());
@@ -370,7 +401,8 @@ fn read_listed_files(
                         std::hint::black_box(decompress_all(&blocks, threads, None).ok());
                     }));
                     floor.extend(time_reps(0, 1, || {
-                        std::hint::black_box(decompress_all(&blocks, threads, Some(handle)).ok());
+                        let floor = Some((handle, &mut memory[..]));
+                        std::hint::black_box(decompress_all(&blocks, threads, floor).ok());
                     }));
                 }
             }

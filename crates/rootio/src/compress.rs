@@ -53,6 +53,11 @@ impl RawBlock {
         self.payload.len()
     }
 
+    /// Its bytes decompressed.
+    pub fn unpacked_len(&self) -> usize {
+        self.unpacked
+    }
+
     /// Decompressed by the codec its header names.
     pub(crate) fn unpack(&self) -> Result<Vec<u8>, BufError> {
         decompress(self.stored(), self.unpacked)

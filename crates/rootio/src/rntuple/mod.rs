@@ -299,27 +299,27 @@ pub struct PageValues {
 }
 
 impl PageValues {
-    /// The values of the page whose decompressed bytes are `bytes`: big-endian numbers into the
-    /// start of `out`, an offset column's offsets into `offsets` (both reused: `out` is grown
-    /// when short, never cleared).
-    pub fn decode_into(
-        &self,
-        bytes: &[u8],
-        out: &mut Vec<u8>,
-        offsets: &mut Vec<u64>,
-    ) -> Result<(), String> {
+    /// The bytes its values take decoded: big-endian numbers, or an offset column's offsets
+    /// as 8-byte integers.
+    pub fn values_len(&self) -> usize {
+        let width = self.number.map_or(8, Number::size);
+        self.elements.saturating_mul(width)
+    }
+
+    /// The values of the page whose decompressed bytes are `bytes`, into `out`
+    /// ([`PageValues::values_len`] bytes): big-endian numbers, or the offsets in this
+    /// machine's byte order.
+    pub fn decode_into(&self, bytes: &[u8], out: &mut [u8]) -> Result<(), String> {
         let n = self.elements;
         let decoded = match self.number {
-            Some(number) => {
-                let len = n.saturating_mul(number.size());
-                if out.len() < len {
-                    out.resize(len, 0);
-                }
-                decode_page_be(&self.enc, bytes, n, number, out)
-            }
+            Some(number) => decode_page_be(&self.enc, bytes, n, number, out),
             None => {
-                offsets.clear();
-                decode_offsets(&self.enc, bytes, n, offsets)
+                let mut offsets = Vec::with_capacity(n);
+                decode_offsets(&self.enc, bytes, n, &mut offsets).map(|()| {
+                    for (o, d) in offsets.iter().zip(out.chunks_exact_mut(8)) {
+                        d.copy_from_slice(&o.to_ne_bytes());
+                    }
+                })
             }
         };
         decoded.map_err(|e| e.to_string())
