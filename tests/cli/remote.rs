@@ -58,14 +58,21 @@ impl Server {
             root = root.display()
         );
         if tls {
-            // A CA (hashed into a folder, as grid CAs are) and the host's certificate it signs.
+            // A CA (hashed into a folder, as grid CAs are) and the certificates it signs: the
+            // host's for 127.0.0.1 (TLS), and for gsi one naming `localhost` only (as a grid
+            // host's names its host) and one naming another host.
             let script = "set -e\n\
                 openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj '/CN=gnn4c test CA'\n\
                 openssl req -newkey rsa:2048 -nodes -keyout host.key -out host.csr -subj '/CN=localhost'\n\
                 printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > ext.cnf\n\
                 openssl x509 -req -in host.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out host.pem -days 1 -extfile ext.cnf\n\
+                for name in localhost elsewhere.invalid; do\n\
+                  openssl req -newkey rsa:2048 -nodes -keyout $name.key -out $name.csr -subj /CN=$name\n\
+                  printf 'subjectAltName=DNS:%s\\nextendedKeyUsage=serverAuth\\n' $name > $name.cnf\n\
+                  openssl x509 -req -in $name.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $name.pem -days 1 -extfile $name.cnf\n\
+                done\n\
                 mkdir -p ca && cp ca.pem ca/ && openssl rehash ca\n\
-                chmod 600 host.key\n";
+                chmod 600 *.key\n";
             let made = Command::new("sh")
                 .current_dir(dir.path())
                 .args(["-c", script])
@@ -613,21 +620,25 @@ fn make_proxy(server: &Server, user: &str, days: u32) -> PathBuf {
 #[test]
 fn an_x509_proxy_authenticates_over_root_with_gsi_and_the_server_is_checked() {
     // XRootD's gsi, as grid storage asks for it: the proxy's subject mapped by the
-    // grid-mapfile (required) to the one user the authorization file lets read.
+    // grid-mapfile (required) to the one user the authorization file lets read. The server's
+    // gsi certificate names `localhost`, the name DNS gives the address the URLs give.
     let (auth, gridmap, authdb) = tester_may_read();
-    let server = Server::start_with(
-        &shared("data"),
-        true,
-        &format!(
-            "xrootd.seclib libXrdSec.so\n\
-             sec.protocol gsi -certdir:{{dir}}/ca -cert:{{dir}}/host.pem -key:{{dir}}/host.key \
-             -crl:0 -gridmap:{} -gmapopt:2\n\
-             ofs.authorize 1\nacc.authdb {}\nacc.audit deny grant\n",
-            gridmap.display(),
-            authdb.display()
-        ),
-        Some(auth.path()),
-    );
+    let gsi_server = |cert: &str| {
+        Server::start_with(
+            &shared("data"),
+            true,
+            &format!(
+                "xrootd.seclib libXrdSec.so\n\
+                 sec.protocol gsi -certdir:{{dir}}/ca -cert:{{dir}}/{cert}.pem \
+                 -key:{{dir}}/{cert}.key -crl:0 -gridmap:{} -gmapopt:2\n\
+                 ofs.authorize 1\nacc.authdb {}\nacc.audit deny grant\n",
+                gridmap.display(),
+                authdb.display()
+            ),
+            Some(auth.path()),
+        )
+    };
+    let server = gsi_server("localhost");
     let proxy = make_proxy(&server, "gnn4c tester", 1);
     let plain = format!("root://127.0.0.1:{}//real/uproot-HZZ.root", server.xrd);
     let inspect = |url: &str, proxy: Option<&Path>| {
@@ -681,6 +692,17 @@ fn an_x509_proxy_authenticates_over_root_with_gsi_and_the_server_is_checked() {
     assert!(!o.status.success(), "{err}");
     assert!(
         err.contains("the server's certificate") && err.contains("X509_CERT_DIR"),
+        "{err}"
+    );
+    // A certificate naming neither the address nor the name DNS gives it: not given the proxy.
+    let elsewhere = gsi_server("elsewhere.invalid");
+    let url = format!("root://127.0.0.1:{}//real/uproot-HZZ.root", elsewhere.xrd);
+    let proxy = make_proxy(&elsewhere, "gnn4c tester", 1);
+    let o = inspect_with(&elsewhere, &url, Some(("X509_USER_PROXY", proxy.as_path())));
+    let err = text(&o).1;
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("the server's certificate") && err.contains("127.0.0.1 (localhost in DNS)"),
         "{err}"
     );
 }

@@ -8,7 +8,8 @@
 //! 2. The server answers `kXGS_cert`: its certificate, its tag signed with that certificate's
 //!    key, a tag of its own, its Diffie-Hellman parameters and public value, its ciphers and
 //!    digests. The server is checked here as a TLS server is: its certificate against the CAs
-//!    in `X509_CERT_DIR` and the host's name, and its signature of the tag.
+//!    in `X509_CERT_DIR` and the host's name (for a bare IP address, where the certificate
+//!    does not name it, the name DNS gives it), and its signature of the tag.
 //! 3. `kXGC_cert`: the client's Diffie-Hellman public value, and encrypted with the agreed key
 //!    (AES-128-CBC) the proxy's certificates and the server's tag signed with the proxy's key.
 //!
@@ -280,7 +281,10 @@ fn session_digest(answer: &Buffer) -> io::Result<String> {
 }
 
 /// The server's RSA key, once its certificate (PEM, the first in `pem`) is found trusted by
-/// the CAs of every remote read and valid for `host`, as a TLS server's would be.
+/// the CAs of every remote read and valid for `host`, as a TLS server's would be. A server
+/// reached at a bare IP address (a redirect to one, as storage systems send) is checked
+/// against the name DNS gives that address where the certificate does not name the address
+/// itself, as XRootD's own client checks it.
 fn check_server(pem: &[u8], host: &str) -> io::Result<RsaPublicKey> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
@@ -288,22 +292,43 @@ fn check_server(pem: &[u8], host: &str) -> io::Result<RsaPublicKey> {
     let (end, intermediates) = certs
         .split_first()
         .ok_or_else(|| invalid("the server sent no certificate"))?;
-    let name =
-        ServerName::try_from(host.to_owned()).map_err(|e| invalid(format!("{host}: {e}")))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier =
         rustls::client::WebPkiServerVerifier::builder_with_provider(trusted_roots(), provider)
             .build()
             .map_err(|e| invalid(format!("checking the server's certificate: {e}")))?;
-    rustls::client::danger::ServerCertVerifier::verify_server_cert(
-        verifier.as_ref(),
-        end,
-        intermediates,
-        &name,
-        &[],
-        UnixTime::now(),
-    )
-    .map_err(|e| {
+    let valid_for = |name: &str| -> io::Result<Result<(), rustls::Error>> {
+        let name =
+            ServerName::try_from(name.to_owned()).map_err(|e| invalid(format!("{name}: {e}")))?;
+        Ok(
+            rustls::client::danger::ServerCertVerifier::verify_server_cert(
+                verifier.as_ref(),
+                end,
+                intermediates,
+                &name,
+                &[],
+                UnixTime::now(),
+            )
+            .map(|_| ()),
+        )
+    };
+    let checked = match (valid_for(host)?, host.parse::<std::net::IpAddr>()) {
+        (Err(e), Ok(ip)) if not_for_name(&e) => match dns_lookup::lookup_addr(&ip) {
+            Ok(named) => valid_for(&named)?.map_err(|e| {
+                let named = format!("{host} ({named} in DNS)");
+                if not_for_name(&e) {
+                    rustls::Error::General(format!("not valid for {named}: {e}"))
+                } else {
+                    e
+                }
+            }),
+            Err(_) => Err(rustls::Error::General(format!(
+                "not valid for {host}, which has no name in DNS: {e}"
+            ))),
+        },
+        (checked, _) => checked,
+    };
+    checked.map_err(|e| {
         let hint = match e {
             rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
                 " (is the server's CA trusted? Set X509_CERT_DIR to the folder of your site's CAs)"
@@ -316,6 +341,17 @@ fn check_server(pem: &[u8], host: &str) -> io::Result<RsaPublicKey> {
         .map_err(|e| invalid(format!("the server's certificate: {e}")))?;
     RsaPublicKey::from_public_key_der(parsed.subject_public_key_info().as_ref())
         .map_err(|e| invalid(format!("the server's key is not an RSA key ({e})")))
+}
+
+/// Whether `e` says a certificate does not name the server.
+fn not_for_name(e: &rustls::Error) -> bool {
+    matches!(
+        e,
+        rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. }
+        )
+    )
 }
 
 /// The server's Diffie-Hellman parameters (PEM, sent back as they came) and public value.
