@@ -109,8 +109,8 @@ struct Group {
     /// Their bytes in all.
     len: usize,
     /// Where, in its bytes, each range and each read planned in them starts and ends, in
-    /// order: the answer is kept in parts cut there, so that a planned read no longer than
-    /// [`PIECE`] is one part, served without a copy.
+    /// order: the answer is kept in parts cut there ([`Group::part_from`]), so that a planned
+    /// read no longer than [`PIECE_MAX`] is one part, served without a copy.
     cuts: Vec<usize>,
     filling: Mutex<Filling>,
     /// Notified as bytes arrive and when the request ends.
@@ -378,11 +378,20 @@ impl Group {
         })
     }
 
-    /// The first cut after byte `at` of its bytes.
-    fn next_cut(&self, at: usize) -> Option<usize> {
-        self.cuts
-            .get(self.cuts.partition_point(|&c| c <= at))
-            .copied()
+    /// How many of its bytes from byte `at` the next part of its answer holds: up to the
+    /// first cut after `at` when that is [`PIECE`] or more away (a read of its own, at most
+    /// [`PIECE_MAX`]), else up to the last cut within [`PIECE`] (small reads together, each
+    /// whole); [`PIECE`] where no cut comes.
+    fn part_from(&self, at: usize) -> usize {
+        let next = self.cuts.partition_point(|&c| c <= at);
+        match self.cuts.get(next) {
+            None => PIECE,
+            Some(&first) if first - at >= PIECE => (first - at).min(PIECE_MAX),
+            Some(_) => {
+                let within = self.cuts.partition_point(|&c| c <= at + PIECE);
+                self.cuts[within - 1] - at
+            }
+        }
     }
 
     /// A group of the bytes `fetched` holds at `offset`.
@@ -467,12 +476,12 @@ impl Sink<'_> {
         self.at = 0;
     }
 
-    /// The answer's next `len` bytes, read from `from` a [`PIECE`] at a time and cut where
-    /// a planned read starts or ends, each served to the reads waiting for it as it comes.
+    /// The answer's next `len` bytes, read from `from` a part at a time (cut where planned
+    /// reads start and end, [`Group::part_from`]), each served to the reads waiting for it as
+    /// it comes.
     pub(super) fn read_from(&mut self, from: &mut dyn io::Read, mut len: usize) -> io::Result<()> {
         while len > 0 {
-            let to_cut = self.group.next_cut(self.at).map_or(len, |c| c - self.at);
-            let mut piece = vec![0u8; len.min(PIECE).min(to_cut)];
+            let mut piece = vec![0u8; len.min(self.group.part_from(self.at))];
             from.read_exact(&mut piece)?;
             len -= piece.len();
             self.take(piece);
@@ -506,9 +515,13 @@ impl Sink<'_> {
 /// The most requests one read sends at once (its own group's and the next ones').
 const FETCH_AT_ONCE: usize = 4;
 
-/// The most bytes a request's answer is read in at a time, each then served to the reads
-/// waiting for them (cut shorter where a planned read starts or ends).
-const PIECE: usize = 1024 * 1024;
+/// The bytes of a request's answer read in at a time, each part then served to the reads
+/// waiting for it: small planned reads are taken together up to this, a longer one alone
+/// (up to [`PIECE_MAX`]), so that a read is most often one part and waits for few bytes past
+/// its own.
+const PIECE: usize = 256 * 1024;
+/// The most bytes one part of an answer holds.
+const PIECE_MAX: usize = 1024 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -611,7 +624,7 @@ mod tests {
             (700_000, 700_000),
             (1_500_000, 600_000),
         ];
-        const { assert!(PIECE > 700_000 && PIECE < 1_400_000) };
+        const { assert!(PIECE < 700_000 && PIECE_MAX > 700_000) };
         let _lazily = ahead.plan_keeping(&reads, |new| {
             assert_eq!(new, reads);
             vec![vec![(0, 2_100_000)]]
@@ -628,6 +641,30 @@ mod tests {
             );
             assert_eq!(got[..], file[o as usize..o as usize + n]);
         }
+    }
+
+    #[test]
+    fn small_planned_reads_share_parts_of_the_answer_each_whole() {
+        let file: Vec<u8> = (0..=255u8).cycle().take(2_000_000).collect();
+        let ahead = ReadAhead::default();
+        // 1,000 reads of 1,999 bytes, one byte apart, in one request.
+        let reads: Vec<(u64, usize)> = (0..1000).map(|i| (i * 2000, 1999)).collect();
+        let _lazily = ahead.plan_keeping(&reads, |_| vec![vec![(0, 2_000_000)]]);
+        let fetch = |ranges: &[(u64, u64)], sink: &mut Sink<'_>| {
+            sink.read_from(&mut &file[..], ranges[0].1 as usize)
+        };
+        for &(o, n) in &reads {
+            let got = ahead.read(o, n, |u| u.fetch(fetch)).expect("planned");
+            assert!(
+                matches!(got, Bytes::Shared(..)),
+                "the read at {o} is within one part"
+            );
+            assert_eq!(got[..], file[o as usize..o as usize + n]);
+        }
+        // Taken together into parts of about `PIECE`, not one part a read.
+        let Plan { groups, .. } = &*ahead.plan.lock().expect("lock");
+        let parts = groups[0].lock().parts.len();
+        assert!(parts <= 2_000_000 / (PIECE - 2000) + 1, "{parts} parts");
     }
 
     #[test]
