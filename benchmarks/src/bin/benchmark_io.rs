@@ -240,9 +240,10 @@ impl Source {
     }
 }
 
-/// Compressed baskets or pages, each with how a page's values decode (`None`: a basket's
-/// bytes are its values).
-type Blocks = Vec<(gnn4c_rootio::RawBlock, Option<gnn4c_rootio::PageValues>)>;
+/// A compressed basket or page, with how a page's values decode (`None`: a basket's bytes
+/// are its values).
+type Block = (gnn4c_rootio::RawBlock, Option<gnn4c_rootio::PageValues>);
+type Blocks = Vec<Block>;
 
 /// Decompresses every block on `threads` threads, each taking the next as it is free; bytes
 /// out. With `floor` (the blocks' file, and memory for all their values), the floor: each
@@ -301,7 +302,7 @@ fn decompress_all(
 }
 
 /// The bytes each block's values take: a basket's decompressed, a page's decoded.
-fn values_len((block, page): &(gnn4c_rootio::RawBlock, Option<gnn4c_rootio::PageValues>)) -> usize {
+fn values_len((block, page): &Block) -> usize {
     page.map_or(block.unpacked_len(), |p| p.values_len())
 }
 

@@ -441,17 +441,18 @@ impl Group {
                     .wait(filling)
                     .unwrap_or_else(|p| p.into_inner());
             }
-            // The parts overlapping `at..end`.
+            // The parts overlapping `at..end`: most often one, shared as it is.
             let first = filling.parts.partition_point(|(start, _)| *start <= at) - 1;
+            let (start, part) = &filling.parts[first];
+            if end <= start + part.len() {
+                return Some(Bytes::Shared(Arc::clone(part), at - start..end - start));
+            }
             filling.parts[first..]
                 .iter()
                 .take_while(|(start, _)| *start < end)
                 .cloned()
                 .collect()
         };
-        if let [(start, part)] = &parts[..] {
-            return Some(Bytes::Shared(Arc::clone(part), at - start..end - start));
-        }
         let mut bytes = Vec::with_capacity(len);
         for (start, part) in parts {
             let from = at.max(start);
