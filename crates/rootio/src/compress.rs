@@ -63,6 +63,18 @@ impl RawBlock {
         decompress(self.stored(), self.unpacked)
     }
 
+    /// Decompressed, and where in the vector its bytes start: a block stored uncompressed is
+    /// handed over in the record read from the file, after its key, not copied out of it.
+    pub(crate) fn into_unpacked(self) -> Result<(Vec<u8>, usize), BufError> {
+        match self.bytes {
+            Bytes::Owned(mut record) if self.payload.len() == self.unpacked => {
+                record.truncate(self.payload.end);
+                Ok((record, self.payload.start))
+            }
+            _ => decompress(self.stored(), self.unpacked).map(|data| (data, 0)),
+        }
+    }
+
     /// Decompressed by the codec its header names.
     pub fn decompress(&self) -> Result<Vec<u8>, String> {
         self.unpack().map_err(|e| e.to_string())

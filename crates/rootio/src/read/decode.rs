@@ -11,20 +11,23 @@ use super::{Basket, BranchData, Offsets};
 
 /// Appends the values and per-entry counts of `basket` to `out`; `counts` are the values per
 /// entry from the counter, from the basket's first entry on, where the basket cannot say.
+/// Gives how many bytes at the front of `out`'s bytes are not values: the key of a basket
+/// stored uncompressed, whose record became `out`'s bytes (see [`append`]).
 pub(super) fn decode(
     basket: &mut Basket,
     it: Interpretation,
     counts: Option<&[u32]>,
     out: &mut BranchData,
-) -> Result<(), BufError> {
+) -> Result<usize, BufError> {
     let entries = Entries {
         it,
         size: it.raw_size(),
         counts,
     };
+    let start = basket.start;
     let offsets = match basket.offsets.take() {
         Some(Offsets::Table { border, keylen }) => {
-            let table = basket.data.get(border + 4..).unwrap_or(&[]);
+            let table = basket.data.get(start + border + 4..).unwrap_or(&[]);
             if it.layout == Layout::Jagged && it.packing.is_none() {
                 let counted = TableCounts {
                     table,
@@ -35,13 +38,12 @@ pub(super) fn decode(
                     counts: &mut out.counts,
                 };
                 if let Some(first) = crate::simd::wide(counted) {
-                    basket.data.truncate(border);
-                    append(out, &mut basket.data, first..border);
-                    return Ok(());
+                    basket.data.truncate(start + border);
+                    return Ok(append(out, &mut basket.data, start + first..start + border));
                 }
             }
             let starts = entry_offsets(table, basket.entries, keylen, border);
-            basket.data.truncate(border);
+            basket.data.truncate(start + border);
             Some(starts)
         }
         Some(Offsets::Starts(starts)) => Some(starts),
@@ -52,27 +54,28 @@ pub(super) fn decode(
         (o, Layout::Fixed(_)) => o.and_then(Result::ok),
         (o, _) => o.transpose().map_err(BufError::Bad)?,
     };
+    if let (None, Layout::Fixed(len), None) = (&offsets, it.layout, it.packing) {
+        fixed_entries(&basket.data[start..], len * entries.size, basket.entries)?;
+        out.counts
+            .extend(std::iter::repeat_n(len as u32, basket.entries));
+        let all = start..basket.data.len();
+        return Ok(append(out, &mut basket.data, all));
+    }
+    // The paths below read the entries' bytes from the front of `data`.
+    basket.data.drain(..start);
+    basket.start = 0;
     match (&offsets, it.layout) {
         (Some(o), Layout::Jagged) if it.packing.is_none() => entries.plain_jagged(basket, o, out),
-        (None, Layout::Fixed(len)) if it.packing.is_none() => {
-            let size = entries.size;
-            fixed_entries(&basket.data, len * size, basket.entries)?;
-            let all = 0..basket.data.len();
-            append(out, &mut basket.data, all);
-            out.counts
-                .extend(std::iter::repeat_n(len as u32, basket.entries));
-            Ok(())
-        }
-        (Some(o), _) => entries.by_offsets(basket, o, out),
+        (Some(o), _) => entries.by_offsets(basket, o, out).map(|()| 0),
         (None, Layout::Fixed(len)) => {
             let per = fixed_entries(&basket.data, len * entries.size, basket.entries)?;
             for (k, b) in basket.data.chunks_exact(per).enumerate() {
                 entries.push(k, b, out)?;
             }
-            Ok(())
+            Ok(0)
         }
-        (None, Layout::Vector) => entries.vectors(basket, out),
-        (None, Layout::Jagged | Layout::Pointer) => entries.by_counts(basket, out),
+        (None, Layout::Vector) => entries.vectors(basket, out).map(|()| 0),
+        (None, Layout::Jagged | Layout::Pointer) => entries.by_counts(basket, out).map(|()| 0),
         (None, Layout::JaggedBits) => Err(BufError::Bad(
             "unsupported: TObject bits of a collection without entry offsets".into(),
         )),
@@ -118,13 +121,17 @@ impl pulp::WithSimd for TableCounts<'_> {
     }
 }
 
-/// Appends `data[range]` to `out`'s bytes: moved, not copied, where it is all of `data` and
-/// `out` holds none yet (a basket's values are most often taken whole).
-fn append(out: &mut BranchData, data: &mut Vec<u8>, range: std::ops::Range<usize>) {
-    if out.bytes.is_empty() && range.start == 0 && range.end == data.len() {
+/// Appends `data[range]` to `out`'s bytes: where the range runs to `data`'s end and `out`
+/// holds none yet, `data` is moved, not copied, and what comes before the range stays in
+/// front (a basket's values are then copied once, into the chunk that takes them). Gives how
+/// many bytes at the front of `out`'s bytes are not values.
+fn append(out: &mut BranchData, data: &mut Vec<u8>, range: std::ops::Range<usize>) -> usize {
+    if out.bytes.is_empty() && range.end == data.len() {
         out.bytes = std::mem::take(data);
+        range.start
     } else {
         out.bytes.extend_from_slice(&data[range]);
+        0
     }
 }
 
@@ -193,7 +200,7 @@ impl Entries<'_> {
         basket: &mut Basket,
         offsets: &[usize],
         out: &mut BranchData,
-    ) -> Result<(), BufError> {
+    ) -> Result<usize, BufError> {
         let (data, size) = (&basket.data, self.size);
         check_offsets(offsets, basket.entries)?;
         out.counts.reserve(basket.entries);
@@ -212,8 +219,11 @@ impl Entries<'_> {
             }
             out.counts.push(((w[1] - w[0]) >> shift) as u32);
         }
-        append(out, &mut basket.data, offsets[0]..offsets[basket.entries]);
-        Ok(())
+        Ok(append(
+            out,
+            &mut basket.data,
+            offsets[0]..offsets[basket.entries],
+        ))
     }
 
     /// Entries cut at the basket's entry offsets, each decoded on its own.

@@ -129,7 +129,7 @@ pub struct BranchCursor<'f> {
     counts: Option<Vec<u32>>,
     /// Decoded entries not yet taken, from entry `buffer_entry` on: each basket's as decoded,
     /// the first from its entry `front.0` (value `front.1`) on.
-    pieces: std::collections::VecDeque<BranchData>,
+    pieces: std::collections::VecDeque<Piece>,
     front: (usize, usize),
     /// Entries in `pieces` not yet taken.
     buffered: usize,
@@ -151,8 +151,15 @@ impl BranchCursor<'_> {
         let n = n.min(self.buffered);
         self.buffered -= n;
         self.buffer_entry += n as u64;
-        if self.front == (0, 0) && self.pieces.front().is_some_and(|p| p.counts.len() == n) {
-            return Ok(self.pieces.pop_front().expect("a piece"));
+        if self.front == (0, 0)
+            && self
+                .pieces
+                .front()
+                .is_some_and(|p| p.data.counts.len() == n)
+        {
+            let Piece { mut data, skip } = self.pieces.pop_front().expect("a piece");
+            data.bytes.drain(..skip);
+            return Ok(data);
         }
         // The entries' span in each piece they lie in, then one allocation and one copy.
         let mut spans = Vec::new();
@@ -161,8 +168,8 @@ impl BranchCursor<'_> {
             if left == 0 {
                 break;
             }
-            let k = left.min(piece.counts.len() - entry);
-            let values: usize = piece.counts[entry..entry + k]
+            let k = left.min(piece.data.counts.len() - entry);
+            let values: usize = piece.data.counts[entry..entry + k]
                 .iter()
                 .map(|&c| c as usize)
                 .sum();
@@ -178,19 +185,20 @@ impl BranchCursor<'_> {
             counts: Vec::with_capacity(n),
         };
         for (piece, (entries, values)) in self.pieces.iter().zip(&spans) {
+            let (data, skip) = (&piece.data, piece.skip);
             taken
                 .counts
-                .extend_from_slice(&piece.counts[entries.clone()]);
-            taken
-                .bytes
-                .extend_from_slice(&piece.bytes[values.start * size..values.end * size]);
+                .extend_from_slice(&data.counts[entries.clone()]);
+            taken.bytes.extend_from_slice(
+                &data.bytes[skip + values.start * size..skip + values.end * size],
+            );
         }
         // Pieces taken whole go; the last is kept from where the take ended.
         for (entries, values) in spans {
             let whole = self
                 .pieces
                 .front()
-                .is_some_and(|p| entries.end == p.counts.len());
+                .is_some_and(|p| entries.end == p.data.counts.len());
             if whole {
                 self.pieces.pop_front();
                 self.front = (0, 0);
@@ -289,6 +297,7 @@ impl BranchCursor<'_> {
             let place = format!("embedded basket {} of branch '{}'", k - normal, branch.name);
             let b = Basket {
                 data: b.data.clone(),
+                start: 0,
                 offsets: b.offsets.clone().map(Offsets::Starts),
                 entries: b.entries,
             };
@@ -311,22 +320,24 @@ impl BranchCursor<'_> {
             c.get(usize::try_from(first).unwrap_or(usize::MAX)..)
                 .unwrap_or(&[])
         });
-        let mut piece = BranchData {
+        let mut data = BranchData {
             interpretation: it,
             bytes: Vec::new(),
             counts: Vec::new(),
         };
-        decode(&mut basket, it, counts, &mut piece).map_err(|e| file.corrupt(&place, e))?;
-        if !piece.counts.is_empty() {
-            self.buffered += piece.counts.len();
-            self.pieces.push_back(piece);
+        let skip =
+            decode(&mut basket, it, counts, &mut data).map_err(|e| file.corrupt(&place, e))?;
+        if !data.counts.is_empty() {
+            self.buffered += data.counts.len();
+            self.pieces.push_back(Piece { data, skip });
         }
         Ok(true)
     }
 }
 
 /// Reads ahead the baskets the next `n` entries of every cursor need, on up to `threads`
-/// threads, the largest first, and hands each cursor its own.
+/// threads, the largest first, and hands each cursor its own; on one thread, only a remote
+/// file's reads are planned (each cursor reads its baskets as it decodes them).
 pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, threads: usize) {
     let mut jobs = Vec::new();
     for (i, c) in cursors.iter().enumerate() {
@@ -362,6 +373,10 @@ pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, 
             .file
             .prefetch(crate::file::read_ahead_window(window, jobs.len()));
     }
+    // One thread decodes each basket as it reads it, while its bytes are in the cache.
+    if threads <= 1 {
+        return;
+    }
     // In job order: by cursor, then basket.
     let fetched = crate::parallel::map_largest_first(
         jobs,
@@ -394,10 +409,21 @@ fn counter_of(branch: &BranchInfo, it: Interpretation) -> Option<String> {
     }
 }
 
+/// A basket's decoded entries, their values' bytes from `skip` on (what comes before is the
+/// key of a basket stored uncompressed, read with it and not copied away).
+struct Piece {
+    data: BranchData,
+    skip: usize,
+}
+
 /// One basket's entries: their bytes and, when written, where each entry starts.
 pub(crate) struct Basket {
-    /// The entries' bytes; with [`Offsets::Table`], the table of starts after them.
+    /// The entries' bytes from `start` on; with [`Offsets::Table`], the table of starts after
+    /// them.
     data: Vec<u8>,
+    /// Where the entries' bytes start in `data`: after the key of a basket stored
+    /// uncompressed, handed over in the record read from the file.
+    start: usize,
     offsets: Option<Offsets>,
     entries: usize,
 }
@@ -559,13 +585,14 @@ impl RootFile {
     /// Basket `i` of `branch` from its key: header, decompressed data, entry offsets.
     fn basket(&self, branch: &BranchInfo, i: usize, place: &str) -> Result<Basket, RootError> {
         let (h, block) = self.stored_basket(branch, i, place)?;
-        let data = block.unpack().map_err(|e| self.corrupt(place, e))?;
+        let (mut data, start) = block.into_unpacked().map_err(|e| self.corrupt(place, e))?;
         let border = h.border().map_err(|e| self.corrupt(place, e))?;
-        if border > data.len() {
+        let len = data.len() - start;
+        if border > len {
             return Err(self.corrupt(place, "basket fLast past its data"));
         }
         // Read where they are used: plain jagged values' counts come from the table directly.
-        let offsets = if h.nev_buf_size > 8 && data.len() > border {
+        let offsets = if h.nev_buf_size > 8 && len > border {
             Some(Offsets::Table {
                 border,
                 keylen: h.keylen,
@@ -573,12 +600,12 @@ impl RootFile {
         } else {
             None
         };
-        let mut data = data;
         if offsets.is_none() {
-            data.truncate(border);
+            data.truncate(start + border);
         }
         Ok(Basket {
             data,
+            start,
             offsets,
             entries: h.entries,
         })
@@ -586,168 +613,4 @@ impl RootFile {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tree::{ElementInfo, LeafInfo};
-    use interpretation::Packing;
-
-    fn member(streamer_type: i32) -> BranchInfo {
-        BranchInfo {
-            class: "TBranchElement".into(),
-            name: "Jet.PT".into(),
-            title: String::new(),
-            entries: 1,
-            entry_offset_len: 40,
-            leaves: vec![LeafInfo {
-                class: "TLeafElement".into(),
-                name: "Jet.PT".into(),
-                title: "PT".into(),
-                len: 1,
-                len_type: 4,
-                unsigned: false,
-                count_leaf: Some("Jet_".into()),
-                element_type: streamer_type,
-            }],
-            basket_bytes: Vec::new(),
-            basket_entry: Vec::new(),
-            basket_seek: Vec::new(),
-            write_basket: 0,
-            embedded: Vec::new(),
-            element: Some(ElementInfo {
-                class_name: "Jet".into(),
-                clones_name: String::new(),
-                class_version: 1,
-                id: 3,
-                kind: 31,
-                streamer_type,
-                count_branch: Some("Jet".into()),
-                member: None,
-            }),
-            branches: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn baskets_never_written_end_the_basket_table_and_the_embedded_ones_follow() {
-        let mut b = member(5);
-        b.write_basket = 3;
-        b.basket_seek = vec![100, 0, 0];
-        b.basket_bytes = vec![50, 0, 0];
-        // Basket 1: no offset, said to hold entries 10 to 25 (kept inside the tree object).
-        b.basket_entry = vec![0, 10, 25, 25];
-        assert_eq!(b.normal_baskets(), 1);
-        // A basket of no offset holding no entries does not end the table.
-        b.basket_entry = vec![0, 10, 10, 10];
-        assert_eq!(b.normal_baskets(), 3);
-        // ROOT's recovered baskets: none of the table's was ever written.
-        b.basket_seek = vec![0, 0, 0];
-        b.basket_entry = vec![0, 1901, 1901, 1901];
-        assert_eq!(b.normal_baskets(), 0);
-    }
-
-    #[test]
-    fn fixed_size_entries_are_read_without_offsets_that_cannot_be_used() {
-        // Three floats, with an entry-offset table whose first offset lies inside the key
-        // (uproot reads such a basket by its data alone; so does this reader).
-        let data: Vec<u8> = [1.5f32, -2.0, 4.25]
-            .iter()
-            .flat_map(|v| v.to_be_bytes())
-            .collect();
-        let bad = crate::tree::entry_offsets(&[0u8; 12], 3, 64, 12);
-        assert_eq!(bad, Err("entry offset 0 inside the basket's key".into()));
-        let basket = || Basket {
-            data: data.clone(),
-            offsets: Some(Offsets::Starts(bad.clone())),
-            entries: 3,
-        };
-        let read = |it: Interpretation| {
-            let mut out = BranchData {
-                interpretation: it,
-                bytes: Vec::new(),
-                counts: Vec::new(),
-            };
-            decode(&mut basket(), it, None, &mut out).map(|()| out)
-        };
-        let fixed = read(Interpretation::plain(Number::F32, Layout::Fixed(1))).expect("fixed");
-        assert_eq!(fixed.to_f64(), vec![1.5, -2.0, 4.25]);
-        assert_eq!(fixed.counts, vec![1, 1, 1]);
-        // Entries of varying length cannot be cut without them: the reason is the error.
-        let err = read(Interpretation::plain(Number::F32, Layout::Jagged)).expect_err("jagged");
-        assert!(err.to_string().contains("inside the basket's key"), "{err}");
-    }
-
-    #[test]
-    fn jagged_counts_from_the_written_table_match_those_from_starts() {
-        // Entries of 2, 0 and 1 floats after a 70-byte key, then ROOT's table: a count and
-        // each entry's start from the key's start, big-endian.
-        let keylen = 70;
-        let values: Vec<u8> = [1.5f32, -2.0, 4.25]
-            .iter()
-            .flat_map(|v| v.to_be_bytes())
-            .collect();
-        let basket = |starts: [i32; 3], table: bool| {
-            let mut data = values.clone();
-            let (border, entries) = (data.len(), starts.len());
-            let written = |s: &i32| (s + keylen as i32).to_be_bytes();
-            let offsets = match table {
-                true => {
-                    data.extend(4i32.to_be_bytes());
-                    data.extend(starts.iter().flat_map(written));
-                    Offsets::Table { border, keylen }
-                }
-                false => {
-                    let raw: Vec<u8> = starts.iter().flat_map(written).collect();
-                    Offsets::Starts(crate::tree::entry_offsets(&raw, entries, keylen, border))
-                }
-            };
-            Basket {
-                data,
-                offsets: Some(offsets),
-                entries,
-            }
-        };
-        let it = Interpretation::plain(Number::F32, Layout::Jagged);
-        let read = |mut b: Basket| {
-            let mut out = BranchData {
-                interpretation: it,
-                bytes: vec![],
-                counts: vec![],
-            };
-            decode(&mut b, it, None, &mut out).map(|()| (out.counts.clone(), out.to_f64()))
-        };
-        let good = [0, 8, 8];
-        let from_table = read(basket(good, true)).expect("from the table");
-        assert_eq!(from_table, (vec![2, 0, 1], vec![1.5, -2.0, 4.25]));
-        assert_eq!(Ok(from_table), read(basket(good, false)));
-        // A start that goes back, one inside the key, one not on a value: each named as the
-        // starts name it.
-        for bad in [[0, 8, 4], [-4, 8, 8], [0, 6, 8]] {
-            let err = read(basket(bad, true)).expect_err("a bad table");
-            assert_eq!(Err(err), read(basket(bad, false)).map(|_| ()), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn members_read_as_numbers_or_named_when_not() {
-        let it = interpret(&member(5)).expect("a float member");
-        assert_eq!((it.number, it.layout), (Number::F32, Layout::Jagged));
-        assert_eq!(
-            interpret(&member(15)).map(|i| i.layout),
-            Ok(Layout::JaggedBits)
-        );
-        // Without the streamer info's member (its range), packed reals read as uproot reads
-        // them: a Double32_t as a float, a Float16_t with 12 mantissa bits.
-        let d32 = interpret(&member(9)).expect("a Double32_t member");
-        assert_eq!(
-            (d32.number, d32.packing),
-            (Number::F64, Some(Packing::Float))
-        );
-        let f16 = interpret(&member(19)).expect("a Float16_t member");
-        assert_eq!(
-            (f16.number, f16.packing),
-            (Number::F32, Some(Packing::Truncated { bits: 12 }))
-        );
-        let err = interpret(&member(61)).expect_err("not read");
-        assert!(err.contains("object"), "{err}");
-    }
-}
+mod tests;

@@ -1,0 +1,227 @@
+//! The reader's decoding of baskets, checked on baskets built by hand.
+
+use super::*;
+use crate::tree::{ElementInfo, LeafInfo};
+use interpretation::Packing;
+
+fn member(streamer_type: i32) -> BranchInfo {
+    BranchInfo {
+        class: "TBranchElement".into(),
+        name: "Jet.PT".into(),
+        title: String::new(),
+        entries: 1,
+        entry_offset_len: 40,
+        leaves: vec![LeafInfo {
+            class: "TLeafElement".into(),
+            name: "Jet.PT".into(),
+            title: "PT".into(),
+            len: 1,
+            len_type: 4,
+            unsigned: false,
+            count_leaf: Some("Jet_".into()),
+            element_type: streamer_type,
+        }],
+        basket_bytes: Vec::new(),
+        basket_entry: Vec::new(),
+        basket_seek: Vec::new(),
+        write_basket: 0,
+        embedded: Vec::new(),
+        element: Some(ElementInfo {
+            class_name: "Jet".into(),
+            clones_name: String::new(),
+            class_version: 1,
+            id: 3,
+            kind: 31,
+            streamer_type,
+            count_branch: Some("Jet".into()),
+            member: None,
+        }),
+        branches: Vec::new(),
+    }
+}
+
+#[test]
+fn baskets_never_written_end_the_basket_table_and_the_embedded_ones_follow() {
+    let mut b = member(5);
+    b.write_basket = 3;
+    b.basket_seek = vec![100, 0, 0];
+    b.basket_bytes = vec![50, 0, 0];
+    // Basket 1: no offset, said to hold entries 10 to 25 (kept inside the tree object).
+    b.basket_entry = vec![0, 10, 25, 25];
+    assert_eq!(b.normal_baskets(), 1);
+    // A basket of no offset holding no entries does not end the table.
+    b.basket_entry = vec![0, 10, 10, 10];
+    assert_eq!(b.normal_baskets(), 3);
+    // ROOT's recovered baskets: none of the table's was ever written.
+    b.basket_seek = vec![0, 0, 0];
+    b.basket_entry = vec![0, 1901, 1901, 1901];
+    assert_eq!(b.normal_baskets(), 0);
+}
+
+#[test]
+fn fixed_size_entries_are_read_without_offsets_that_cannot_be_used() {
+    // Three floats, with an entry-offset table whose first offset lies inside the key
+    // (uproot reads such a basket by its data alone; so does this reader).
+    let data: Vec<u8> = [1.5f32, -2.0, 4.25]
+        .iter()
+        .flat_map(|v| v.to_be_bytes())
+        .collect();
+    let bad = crate::tree::entry_offsets(&[0u8; 12], 3, 64, 12);
+    assert_eq!(bad, Err("entry offset 0 inside the basket's key".into()));
+    let basket = || Basket {
+        data: data.clone(),
+        start: 0,
+        offsets: Some(Offsets::Starts(bad.clone())),
+        entries: 3,
+    };
+    let read = |it: Interpretation| {
+        let mut out = BranchData {
+            interpretation: it,
+            bytes: Vec::new(),
+            counts: Vec::new(),
+        };
+        decode(&mut basket(), it, None, &mut out).map(|skip| {
+            assert_eq!(skip, 0, "a basket's own bytes");
+            out
+        })
+    };
+    let fixed = read(Interpretation::plain(Number::F32, Layout::Fixed(1))).expect("fixed");
+    assert_eq!(fixed.to_f64(), vec![1.5, -2.0, 4.25]);
+    assert_eq!(fixed.counts, vec![1, 1, 1]);
+    // Entries of varying length cannot be cut without them: the reason is the error.
+    let err = read(Interpretation::plain(Number::F32, Layout::Jagged)).expect_err("jagged");
+    assert!(err.to_string().contains("inside the basket's key"), "{err}");
+}
+
+#[test]
+fn a_basket_read_with_its_key_in_front_is_decoded_where_it_lies() {
+    // Entries of 2, 0 and 1 floats and ROOT's table after a 70-byte key: a basket stored
+    // uncompressed, as its record is read from the file.
+    let keylen = 70;
+    let values: Vec<u8> = [1.5f32, -2.0, 4.25]
+        .iter()
+        .flat_map(|v| v.to_be_bytes())
+        .collect();
+    let border = values.len();
+    let record = |starts: [i32; 3]| {
+        let mut record = vec![0xAB; keylen];
+        record.extend(&values);
+        record.extend(4i32.to_be_bytes());
+        for start in starts {
+            record.extend((start + keylen as i32).to_be_bytes());
+        }
+        record
+    };
+    let read = |it: Interpretation, offsets: Option<Offsets>, data: Vec<u8>| {
+        let mut basket = Basket {
+            data,
+            start: keylen,
+            offsets,
+            entries: 3,
+        };
+        let mut out = BranchData {
+            interpretation: it,
+            bytes: vec![],
+            counts: vec![],
+        };
+        let skip = decode(&mut basket, it, None, &mut out).expect("decoded");
+        (skip, out.counts.clone(), out.bytes[skip..].to_vec())
+    };
+    // The record becomes the values, its key left in front, not copied away.
+    let jagged = Interpretation::plain(Number::F32, Layout::Jagged);
+    let table = Some(Offsets::Table { border, keylen });
+    assert_eq!(
+        read(jagged, table.clone(), record([0, 8, 8])),
+        (keylen, vec![2, 0, 1], values.clone())
+    );
+    let fixed = Interpretation::plain(Number::F32, Layout::Fixed(1));
+    let untabled = record([0, 4, 8])[..keylen + border].to_vec();
+    assert_eq!(
+        read(fixed, None, untabled),
+        (keylen, vec![1, 1, 1], values.clone())
+    );
+    // Entries cut at their offsets, each decoded on its own: the key dropped first.
+    assert_eq!(
+        read(fixed, table, record([0, 4, 8])),
+        (0, vec![1, 1, 1], values)
+    );
+}
+
+#[test]
+fn jagged_counts_from_the_written_table_match_those_from_starts() {
+    // Entries of 2, 0 and 1 floats after a 70-byte key, then ROOT's table: a count and
+    // each entry's start from the key's start, big-endian.
+    let keylen = 70;
+    let values: Vec<u8> = [1.5f32, -2.0, 4.25]
+        .iter()
+        .flat_map(|v| v.to_be_bytes())
+        .collect();
+    let basket = |starts: [i32; 3], table: bool| {
+        let mut data = values.clone();
+        let (border, entries) = (data.len(), starts.len());
+        let written = |s: &i32| (s + keylen as i32).to_be_bytes();
+        let offsets = match table {
+            true => {
+                data.extend(4i32.to_be_bytes());
+                data.extend(starts.iter().flat_map(written));
+                Offsets::Table { border, keylen }
+            }
+            false => {
+                let raw: Vec<u8> = starts.iter().flat_map(written).collect();
+                Offsets::Starts(crate::tree::entry_offsets(&raw, entries, keylen, border))
+            }
+        };
+        Basket {
+            data,
+            start: 0,
+            offsets: Some(offsets),
+            entries,
+        }
+    };
+    let it = Interpretation::plain(Number::F32, Layout::Jagged);
+    let read = |mut b: Basket| {
+        let mut out = BranchData {
+            interpretation: it,
+            bytes: vec![],
+            counts: vec![],
+        };
+        decode(&mut b, it, None, &mut out).map(|skip| {
+            assert_eq!(skip, 0, "a basket's own bytes");
+            (out.counts.clone(), out.to_f64())
+        })
+    };
+    let good = [0, 8, 8];
+    let from_table = read(basket(good, true)).expect("from the table");
+    assert_eq!(from_table, (vec![2, 0, 1], vec![1.5, -2.0, 4.25]));
+    assert_eq!(Ok(from_table), read(basket(good, false)));
+    // A start that goes back, one inside the key, one not on a value: each named as the
+    // starts name it.
+    for bad in [[0, 8, 4], [-4, 8, 8], [0, 6, 8]] {
+        let err = read(basket(bad, true)).expect_err("a bad table");
+        assert_eq!(Err(err), read(basket(bad, false)).map(|_| ()), "{bad:?}");
+    }
+}
+
+#[test]
+fn members_read_as_numbers_or_named_when_not() {
+    let it = interpret(&member(5)).expect("a float member");
+    assert_eq!((it.number, it.layout), (Number::F32, Layout::Jagged));
+    assert_eq!(
+        interpret(&member(15)).map(|i| i.layout),
+        Ok(Layout::JaggedBits)
+    );
+    // Without the streamer info's member (its range), packed reals read as uproot reads
+    // them: a Double32_t as a float, a Float16_t with 12 mantissa bits.
+    let d32 = interpret(&member(9)).expect("a Double32_t member");
+    assert_eq!(
+        (d32.number, d32.packing),
+        (Number::F64, Some(Packing::Float))
+    );
+    let f16 = interpret(&member(19)).expect("a Float16_t member");
+    assert_eq!(
+        (f16.number, f16.packing),
+        (Number::F32, Some(Packing::Truncated { bits: 12 }))
+    );
+    let err = interpret(&member(61)).expect_err("not read");
+    assert!(err.contains("object"), "{err}");
+}
