@@ -2,7 +2,8 @@
 //! time, on several threads: the baskets (TTree) or pages (RNTuple) the chunk needs are read
 //! and decompressed as one pool of jobs, the largest first, so that a column of a few large
 //! baskets is spread over the threads rather than read on one; then each column decodes its
-//! own. A physical column is read and decompressed once per chunk however many requests name
+//! own. On one thread a TTree's columns read each basket as they decode it, while its bytes
+//! are in the cache. A physical column is read and decompressed once per chunk however many requests name
 //! it (a branch asked for twice; an RNTuple's projected field `Jet_pt` and the collection's
 //! `_collection1.Jet_pt`; the offsets every leaf of one collection shares). Memory holds the
 //! chunk's baskets, or the clusters it touches, of the requested columns.
