@@ -339,6 +339,12 @@ impl BranchCursor<'_> {
 /// threads, the largest first, and hands each cursor its own; on one thread, only a remote
 /// file's reads are planned (each cursor reads its baskets as it decodes them).
 pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, threads: usize) {
+    // One thread decodes each basket as it reads it, while its bytes are in the cache: a
+    // local file needs nothing here.
+    let remote = cursors.first().is_some_and(|c| c.file.is_remote());
+    if threads <= 1 && !remote {
+        return;
+    }
     let mut jobs = Vec::new();
     for (i, c) in cursors.iter().enumerate() {
         jobs.extend(c.baskets_for(n).into_iter().map(|k| (i, k)));
@@ -347,7 +353,7 @@ pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, 
     // A remote file's baskets are read in few requests: this chunk's, and the next chunks'
     // within the read-ahead window, in entry order.
     if let Some(first) = shared.first()
-        && first.file.is_remote()
+        && remote
     {
         let mut window: Vec<(u64, u64, usize)> = Vec::new();
         for c in &shared {
@@ -373,7 +379,6 @@ pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, 
             .file
             .prefetch(crate::file::read_ahead_window(window, jobs.len()));
     }
-    // One thread decodes each basket as it reads it, while its bytes are in the cache.
     if threads <= 1 {
         return;
     }
