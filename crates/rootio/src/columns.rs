@@ -1,12 +1,15 @@
 //! Several columns of one TTree or RNTuple read forward together, a chunk of entries at a
-//! time, on several threads: the baskets (TTree) or pages (RNTuple) the chunk needs are read
-//! and decompressed as one pool of jobs, the largest first, so that a column of a few large
-//! baskets is spread over the threads rather than read on one; then each column decodes its
-//! own. On one thread a TTree's columns read each basket as they decode it, while its bytes
-//! are in the cache. A physical column is read and decompressed once per chunk however many requests name
-//! it (a branch asked for twice; an RNTuple's projected field `Jet_pt` and the collection's
-//! `_collection1.Jet_pt`; the offsets every leaf of one collection shares). Memory holds the
-//! chunk's baskets, or the clusters it touches, of the requested columns.
+//! time, on several threads. Each column reads its own baskets (TTree) or pages (RNTuple) as it
+//! decodes them, while their bytes are in the core's cache, the columns shared among the
+//! threads (a TTree's the largest first; an RNTuple's the first leaf of each collection first).
+//! Where one column holds too much of a chunk for the threads to finish together
+//! ([`crate::parallel::each_whole`]: over a quarter of it on two threads), or two RNTuple leaves
+//! read one column as their values, the chunk's baskets or pages are instead read and
+//! decompressed first as one pool of jobs, the largest first, so that a column of a few large
+//! baskets is spread over the threads; then each column decodes its own. A physical column is read and decompressed once per chunk however
+//! many requests name it (a branch asked for twice; an RNTuple's projected field `Jet_pt` and
+//! the collection's `_collection1.Jet_pt`; the offsets every leaf of one collection shares).
+//! Memory holds the chunk's baskets, or the clusters it touches, of the requested columns.
 
 use crate::error::RootError;
 use crate::file::RootFile;
@@ -104,8 +107,9 @@ impl<'f> ColumnReader<'f> {
         let taken = match &mut self.columns {
             Columns::Tree(cursors) => {
                 let mut refs: Vec<&mut BranchCursor<'f>> = cursors.iter_mut().collect();
-                prefetch_baskets(&mut refs, n, threads);
-                parallel::map(refs, threads, |c| c.take(n))
+                let bytes = prefetch_baskets(&mut refs, n, threads);
+                let jobs: Vec<_> = refs.into_iter().zip(bytes).collect();
+                parallel::map_largest_first(jobs, threads, |(_, b)| *b, |(c, _)| c.take(n))
             }
             Columns::Ntuple(cursors, leads) => {
                 let store = {

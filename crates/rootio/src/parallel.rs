@@ -92,6 +92,15 @@ pub(crate) fn map_largest_first<T: Send, R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Whether jobs of these costs, each run whole on one of `threads` threads, the largest first,
+/// keep the threads busy to the end: always on one thread, and on more where no job costs over
+/// half a thread's share of them all.
+pub(crate) fn each_whole(costs: &[usize], threads: usize) -> bool {
+    let total: usize = costs.iter().sum();
+    let largest = costs.iter().copied().max().unwrap_or(0);
+    threads <= 1 || largest.saturating_mul(threads.saturating_mul(2)) <= total
+}
+
 /// The indices of `costs` from the largest cost down (ties in index order).
 fn largest_first(costs: &[usize]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..costs.len()).collect();
@@ -102,6 +111,23 @@ fn largest_first(costs: &[usize]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jobs_run_whole_unless_one_holds_too_much_of_the_work() {
+        // One thread: always.
+        assert!(each_whole(&[100, 1], 1));
+        // Two threads: a job may cost up to a quarter of all.
+        assert!(each_whole(&[25, 25, 25, 25], 2));
+        assert!(each_whole(&[11; 9], 2));
+        assert!(!each_whole(&[26, 25, 25, 24], 2));
+        assert!(!each_whole(&[90, 10], 2));
+        // More threads want more, smaller jobs: nine of 11 % each are too few for eight.
+        assert!(!each_whole(&[11; 9], 8));
+        assert!(each_whole(&[1; 16], 8));
+        // No work: nothing to spread.
+        assert!(each_whole(&[0, 0], 4));
+        assert!(each_whole(&[], 4));
+    }
 
     #[test]
     fn results_come_back_in_job_order_on_any_thread_count() {

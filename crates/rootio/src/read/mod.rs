@@ -335,19 +335,33 @@ impl BranchCursor<'_> {
     }
 }
 
-/// Reads ahead the baskets the next `n` entries of every cursor need, on up to `threads`
-/// threads, the largest first, and hands each cursor its own; on one thread, only a remote
-/// file's reads are planned (each cursor reads its baskets as it decodes them).
-pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, threads: usize) {
-    // One thread decodes each basket as it reads it, while its bytes are in the cache: a
-    // local file needs nothing here.
+/// Prepares the next `n` entries of every cursor for their takes, on up to `threads` threads,
+/// and gives the stored bytes each cursor's baskets for them hold (what its take costs; none
+/// on one thread, which takes the cursors in order).
+///
+/// Each cursor reads its own baskets as it decodes them, while their bytes are in the cache,
+/// the cursors shared among the threads the largest first; a remote file's reads are planned
+/// first. Where one cursor holds too much of the chunk for that
+/// ([`crate::parallel::each_whole`]), its baskets and every other's are read ahead here as one
+/// pool of jobs, the largest first, and handed to their cursors, so that a branch of a few
+/// large baskets is spread over the threads.
+pub(crate) fn prefetch_baskets(
+    cursors: &mut [&mut BranchCursor<'_>],
+    n: usize,
+    threads: usize,
+) -> Vec<usize> {
     let remote = cursors.first().is_some_and(|c| c.file.is_remote());
+    // One thread reading a local file has nothing to plan or share.
     if threads <= 1 && !remote {
-        return;
+        return vec![0; cursors.len()];
     }
     let mut jobs = Vec::new();
+    let mut bytes = vec![0usize; cursors.len()];
     for (i, c) in cursors.iter().enumerate() {
-        jobs.extend(c.baskets_for(n).into_iter().map(|k| (i, k)));
+        for k in c.baskets_for(n) {
+            bytes[i] += usize::try_from(c.branch.basket_bytes[k]).unwrap_or(0);
+            jobs.push((i, k));
+        }
     }
     let shared: Vec<&BranchCursor<'_>> = cursors.iter().map(|c| &**c).collect();
     // A remote file's baskets are read in few requests: this chunk's, and the next chunks'
@@ -379,8 +393,12 @@ pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, 
             .file
             .prefetch(crate::file::read_ahead_window(window, jobs.len()));
     }
-    if threads <= 1 {
-        return;
+    if crate::parallel::each_whole(&bytes, threads) {
+        // One thread takes the cursors in order, as a remote file's bytes come.
+        if threads <= 1 {
+            bytes.fill(0);
+        }
+        return bytes;
     }
     // In job order: by cursor, then basket.
     let fetched = crate::parallel::map_largest_first(
@@ -397,6 +415,7 @@ pub(crate) fn prefetch_baskets(cursors: &mut [&mut BranchCursor<'_>], n: usize, 
     for (c, baskets) in cursors.iter_mut().zip(per_cursor) {
         c.deliver(baskets);
     }
+    bytes
 }
 
 /// The branch giving `branch`'s values per entry where its baskets cannot: a leaf-count

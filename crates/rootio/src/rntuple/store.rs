@@ -56,20 +56,33 @@ pub(super) fn shared<K: std::hash::Hash + Eq, V>(
 type PagesRead = Vec<(usize, Option<Vec<u8>>)>;
 
 impl PageStore {
-    /// The pages the next `n` entries of `cursors` need, every physical column once, read
-    /// and decompressed on up to `threads` threads, largest first. A column any of whose
-    /// pages fails is left out: the leaf reading it reads it itself and fails by name.
+    /// For the next `n` entries of `cursors`, on up to `threads` threads: where each leaf's
+    /// pages are to be read by the leaf itself as it decodes them (the leaves' stored bytes
+    /// balanced enough over the threads, [`crate::parallel::each_whole`], and no value column
+    /// read by two leaves), a store of no pages that only shares what leaves compute once; else
+    /// the pages, every physical column once, read and decompressed here, largest first. A remote file's reads are planned first. A
+    /// column any of whose pages fails is left out: the leaf reading it reads it itself and
+    /// fails by name.
     pub(crate) fn prefetch(cursors: &[&FieldCursor<'_>], n: usize, threads: usize) -> PageStore {
         let mut seen = std::collections::HashSet::new();
         let mut jobs = Vec::new();
-        for c in cursors {
+        // Each column's bytes count for the first leaf that reads it.
+        let mut bytes = vec![0usize; cursors.len()];
+        // Whether two leaves read one column as their values (offsets are decoded once
+        // whoever reads them, values only from pages read here).
+        let mut values_shared = false;
+        for (c, own) in cursors.iter().zip(&mut bytes) {
             for k in c.clusters_for(n) {
-                for (chosen, enc, pages) in c.columns_in(k) {
+                let columns = c.columns_in(k);
+                let values = columns.last().map(|v| v.0);
+                for (chosen, enc, pages) in columns {
                     if !seen.insert((k, chosen)) {
+                        values_shared |= !c.field.plan.cardinality && Some(chosen) == values;
                         continue;
                     }
                     for (p, page) in pages.iter().enumerate() {
                         let len = enc.page_bytes(page.elements as usize);
+                        *own += usize::try_from(page.locator.size).unwrap_or(0);
                         jobs.push((c.file, c.ntuple, k, chosen, p, page.locator, len));
                     }
                 }
@@ -101,6 +114,14 @@ impl PageStore {
                 .file
                 .prefetch(crate::file::read_ahead_window(window, jobs.len()));
         }
+        let mut store = PageStore {
+            pages: HashMap::new(),
+            decoded: Mutex::new(HashMap::new()),
+            bounds: Mutex::new(HashMap::new()),
+        };
+        if !values_shared && crate::parallel::each_whole(&bytes, threads) {
+            return store;
+        }
         let read = crate::parallel::map_largest_first(
             jobs,
             threads,
@@ -114,7 +135,7 @@ impl PageStore {
         for ((k, chosen, p), page) in read {
             grouped.entry((k, chosen)).or_default().push((p, page));
         }
-        let pages = grouped
+        store.pages = grouped
             .into_iter()
             .filter_map(|(key, mut ps)| {
                 ps.sort_by_key(|(p, _)| *p);
@@ -123,10 +144,6 @@ impl PageStore {
                 all.map(|a| (key, a))
             })
             .collect();
-        PageStore {
-            pages,
-            decoded: Mutex::new(HashMap::new()),
-            bounds: Mutex::new(HashMap::new()),
-        }
+        store
     }
 }
