@@ -14,7 +14,7 @@
 use crate::error::RootError;
 use crate::file::RootFile;
 use crate::parallel;
-use crate::read::{BranchCursor, BranchData, prefetch_baskets};
+use crate::read::{BranchCursor, BranchData, prepare_takes};
 use crate::rntuple::{FieldCursor, NtupleField, NtupleInfo, PageStore};
 use crate::tree::{BranchInfo, TreeInfo};
 
@@ -107,7 +107,7 @@ impl<'f> ColumnReader<'f> {
         let taken = match &mut self.columns {
             Columns::Tree(cursors) => {
                 let mut refs: Vec<&mut BranchCursor<'f>> = cursors.iter_mut().collect();
-                let bytes = prefetch_baskets(&mut refs, n, threads);
+                let bytes = prepare_takes(&mut refs, n, threads);
                 let jobs: Vec<_> = refs.into_iter().zip(bytes).collect();
                 parallel::map_largest_first(jobs, threads, |(_, b)| *b, |(c, _)| c.take(n))
             }

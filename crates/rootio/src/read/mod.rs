@@ -345,7 +345,7 @@ impl BranchCursor<'_> {
 /// ([`crate::parallel::each_whole`]), its baskets and every other's are read ahead here as one
 /// pool of jobs, the largest first, and handed to their cursors, so that a branch of a few
 /// large baskets is spread over the threads.
-pub(crate) fn prefetch_baskets(
+pub(crate) fn prepare_takes(
     cursors: &mut [&mut BranchCursor<'_>],
     n: usize,
     threads: usize,
