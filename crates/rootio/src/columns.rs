@@ -6,10 +6,11 @@
 //! ([`crate::parallel::each_whole`]: over a quarter of it on two threads), or two RNTuple leaves
 //! read one column as their values, the chunk's baskets or pages are instead read and
 //! decompressed first as one pool of jobs, the largest first, so that a column of a few large
-//! baskets is spread over the threads; then each column decodes its own. A physical column is read and decompressed once per chunk however
-//! many requests name it (a branch asked for twice; an RNTuple's projected field `Jet_pt` and
-//! the collection's `_collection1.Jet_pt`; the offsets every leaf of one collection shares).
-//! Memory holds the chunk's baskets, or the clusters it touches, of the requested columns.
+//! baskets is spread over the threads; then each column decodes its own. A physical column is
+//! read and decompressed once per chunk however many requests name it (a branch asked for
+//! twice; an RNTuple's projected field `Jet_pt` and the collection's `_collection1.Jet_pt`; the
+//! offsets every leaf of one collection shares). Memory holds the chunk's baskets, or the
+//! clusters it touches, of the requested columns.
 
 use crate::error::RootError;
 use crate::file::RootFile;

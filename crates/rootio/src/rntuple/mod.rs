@@ -4,8 +4,8 @@
 //! `meta.rs` reads the anchor and the header, footer and page-list envelopes; `fields.rs` turns
 //! the field tree into the leaves it holds as numbers; `decode.rs` decodes pages. A leaf is read
 //! forward in entry order a cluster at a time ([`FieldCursor`]), into the same
-//! [`BranchData`] a TTree branch gives; `store.rs` reads a chunk's pages for several leaves
-//! ahead, each physical column once.
+//! [`BranchData`] a TTree branch gives; `store.rs` holds what several leaves compute once and,
+//! where a chunk needs it, reads their pages ahead, each physical column once.
 
 mod decode;
 mod fields;

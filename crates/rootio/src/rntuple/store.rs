@@ -1,6 +1,7 @@
-//! The pages a chunk's leaves need, read and decompressed ahead on several threads, each
-//! physical column once however many leaves name it ([`PageStore::prefetch`]), and the values
-//! computed from them once and shared between the threads that ask ([`shared`]).
+//! What a chunk's leaves compute once and share between the threads that ask ([`shared`]: a
+//! collection's offsets and bounds), and, where the leaves do not read their own, the pages
+//! they need, read and decompressed ahead on several threads, each physical column once
+//! however many leaves name it ([`PageStore::prefetch`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -10,7 +11,8 @@ use super::fields;
 use crate::error::RootError;
 
 /// The pages several leaves need, read and decompressed ahead on several threads, each physical
-/// column once however many leaves name it; and the offset columns, decoded once.
+/// column once however many leaves name it (none where the leaves read their own); and the
+/// offset columns and bounds, decoded once.
 pub(crate) struct PageStore {
     /// The pages of (cluster, column), in page order, uncompressed.
     pub(super) pages: HashMap<(usize, u32), Vec<Arc<Vec<u8>>>>,
@@ -60,9 +62,9 @@ impl PageStore {
     /// pages are to be read by the leaf itself as it decodes them (the leaves' stored bytes
     /// balanced enough over the threads, [`crate::parallel::each_whole`], and no value column
     /// read by two leaves), a store of no pages that only shares what leaves compute once; else
-    /// the pages, every physical column once, read and decompressed here, largest first. A remote file's reads are planned first. A
-    /// column any of whose pages fails is left out: the leaf reading it reads it itself and
-    /// fails by name.
+    /// the pages, every physical column once, read and decompressed here, largest first. A
+    /// remote file's reads are planned first. A column any of whose pages fails is left out:
+    /// the leaf reading it reads it itself and fails by name.
     pub(crate) fn prefetch(cursors: &[&FieldCursor<'_>], n: usize, threads: usize) -> PageStore {
         let mut seen = std::collections::HashSet::new();
         let mut jobs = Vec::new();
