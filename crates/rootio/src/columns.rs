@@ -1,16 +1,16 @@
 //! Several columns of one TTree or RNTuple read forward together, a chunk of entries at a
 //! time, on several threads. Each column reads its own baskets (TTree) or pages (RNTuple) as it
 //! decodes them, while their bytes are in the core's cache, the columns shared among the
-//! threads (a TTree's the largest first; an RNTuple's the first leaf of each collection first).
-//! Where one column holds too much of a chunk for the threads to finish together
-//! ([`crate::parallel::each_whole`]: over a quarter of it on two threads), or two RNTuple leaves
-//! read one column as their values, the chunk's baskets or pages are instead read and
-//! decompressed first as one pool of jobs, the largest first, so that a column of a few large
-//! baskets is spread over the threads; then each column decodes its own. A physical column is
-//! read and decompressed once per chunk however many requests name it (a branch asked for
-//! twice; an RNTuple's projected field `Jet_pt` and the collection's `_collection1.Jet_pt`; the
-//! offsets every leaf of one collection shares). Memory holds the chunk's baskets, or the
-//! clusters it touches, of the requested columns.
+//! threads (a TTree's the largest first; an RNTuple's the first leaf of each collection first;
+//! one thread takes them in order, as a remote file's bytes come). Where one column holds too
+//! much of a chunk for the threads to finish together ([`crate::parallel::each_whole`]: over a
+//! quarter of it on two threads), or two RNTuple leaves read one column as their values, the
+//! chunk's baskets or pages are instead read and decompressed first as one pool of jobs, the
+//! largest first, so that a column of a few large baskets is spread over the threads; then each
+//! column decodes its own. A physical column is read and decompressed once per chunk however
+//! many requests name it (a branch asked for twice; an RNTuple's projected field `Jet_pt` and
+//! the collection's `_collection1.Jet_pt`; the offsets every leaf of one collection shares).
+//! Memory holds the chunk's baskets, or the clusters it touches, of the requested columns.
 
 use crate::error::RootError;
 use crate::file::RootFile;
