@@ -1,6 +1,7 @@
 //! The reader's decoding of baskets, checked on baskets built by hand.
 
 use super::*;
+use crate::error::BufError;
 use crate::tree::{ElementInfo, LeafInfo};
 use interpretation::Packing;
 
@@ -40,6 +41,24 @@ fn member(streamer_type: i32) -> BranchInfo {
     }
 }
 
+/// The big-endian bytes of the floats 1.5, -2.0 and 4.25.
+fn three_floats() -> Vec<u8> {
+    [1.5f32, -2.0, 4.25]
+        .iter()
+        .flat_map(|v| v.to_be_bytes())
+        .collect()
+}
+
+/// `basket` decoded as `it` on its own: the bytes before its values, and what it gave.
+fn decoded(basket: &mut Basket, it: Interpretation) -> Result<(usize, BranchData), BufError> {
+    let mut out = BranchData {
+        interpretation: it,
+        bytes: Vec::new(),
+        counts: Vec::new(),
+    };
+    decode(basket, it, None, &mut out).map(|skip| (skip, out))
+}
+
 #[test]
 fn baskets_never_written_end_the_basket_table_and_the_embedded_ones_follow() {
     let mut b = member(5);
@@ -62,10 +81,7 @@ fn baskets_never_written_end_the_basket_table_and_the_embedded_ones_follow() {
 fn fixed_size_entries_are_read_without_offsets_that_cannot_be_used() {
     // Three floats, with an entry-offset table whose first offset lies inside the key
     // (uproot reads such a basket by its data alone; so does this reader).
-    let data: Vec<u8> = [1.5f32, -2.0, 4.25]
-        .iter()
-        .flat_map(|v| v.to_be_bytes())
-        .collect();
+    let data = three_floats();
     let bad = crate::tree::entry_offsets(&[0u8; 12], 3, 64, 12);
     assert_eq!(bad, Err("entry offset 0 inside the basket's key".into()));
     let basket = || Basket {
@@ -75,12 +91,7 @@ fn fixed_size_entries_are_read_without_offsets_that_cannot_be_used() {
         entries: 3,
     };
     let read = |it: Interpretation| {
-        let mut out = BranchData {
-            interpretation: it,
-            bytes: Vec::new(),
-            counts: Vec::new(),
-        };
-        decode(&mut basket(), it, None, &mut out).map(|skip| {
+        decoded(&mut basket(), it).map(|(skip, out)| {
             assert_eq!(skip, 0, "a basket's own bytes");
             out
         })
@@ -98,10 +109,7 @@ fn a_basket_read_with_its_key_in_front_is_decoded_where_it_lies() {
     // Entries of 2, 0 and 1 floats and ROOT's table after a 70-byte key: a basket stored
     // uncompressed, as its record is read from the file.
     let keylen = 70;
-    let values: Vec<u8> = [1.5f32, -2.0, 4.25]
-        .iter()
-        .flat_map(|v| v.to_be_bytes())
-        .collect();
+    let values = three_floats();
     let border = values.len();
     let record = |starts: [i32; 3]| {
         let mut record = vec![0xAB; keylen];
@@ -119,12 +127,7 @@ fn a_basket_read_with_its_key_in_front_is_decoded_where_it_lies() {
             offsets,
             entries: 3,
         };
-        let mut out = BranchData {
-            interpretation: it,
-            bytes: vec![],
-            counts: vec![],
-        };
-        let skip = decode(&mut basket, it, None, &mut out).expect("decoded");
+        let (skip, out) = decoded(&mut basket, it).expect("decoded");
         (skip, out.counts.clone(), out.bytes[skip..].to_vec())
     };
     // The record becomes the values, its key left in front, not copied away.
@@ -152,10 +155,7 @@ fn jagged_counts_from_the_written_table_match_those_from_starts() {
     // Entries of 2, 0 and 1 floats after a 70-byte key, then ROOT's table: a count and
     // each entry's start from the key's start, big-endian.
     let keylen = 70;
-    let values: Vec<u8> = [1.5f32, -2.0, 4.25]
-        .iter()
-        .flat_map(|v| v.to_be_bytes())
-        .collect();
+    let values = three_floats();
     let basket = |starts: [i32; 3], table: bool| {
         let mut data = values.clone();
         let (border, entries) = (data.len(), starts.len());
@@ -180,12 +180,7 @@ fn jagged_counts_from_the_written_table_match_those_from_starts() {
     };
     let it = Interpretation::plain(Number::F32, Layout::Jagged);
     let read = |mut b: Basket| {
-        let mut out = BranchData {
-            interpretation: it,
-            bytes: vec![],
-            counts: vec![],
-        };
-        decode(&mut b, it, None, &mut out).map(|skip| {
+        decoded(&mut b, it).map(|(skip, out)| {
             assert_eq!(skip, 0, "a basket's own bytes");
             (out.counts.clone(), out.to_f64())
         })
