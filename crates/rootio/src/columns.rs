@@ -117,15 +117,14 @@ impl<'f> ColumnReader<'f> {
                     let refs: Vec<&FieldCursor<'f>> = cursors.iter().collect();
                     PageStore::prefetch(&refs, n, threads)
                 };
-                // On several threads the first leaf of each collection first: it computes
-                // where the collection's entries start, which its other leaves wait for, so
-                // that different collections' are computed side by side. One thread takes the
-                // leaves in order, as a remote file's bytes come.
+                // The first leaf of each collection first: it computes where the collection's
+                // entries start, which its other leaves wait for, so that different
+                // collections' are computed side by side (one thread takes them in order).
                 let jobs: Vec<_> = leads.iter().zip(cursors.iter_mut()).collect();
                 parallel::map_largest_first(
                     jobs,
                     threads,
-                    |(lead, _)| usize::from(**lead && threads > 1),
+                    |(lead, _)| usize::from(**lead),
                     |(_, c)| c.take_with(n, Some(&store)),
                 )
             }

@@ -74,13 +74,17 @@ fn helpers(n: usize) -> Rc<rayon::ThreadPool> {
 }
 
 /// [`map`] with the jobs taken from the largest `cost` down (so that the last to finish is a
-/// small one); results in the order the jobs are given.
+/// small one); results in the order the jobs are given. One thread takes them in that order
+/// (as a remote file's bytes come: there is nothing to balance).
 pub(crate) fn map_largest_first<T: Send, R: Send>(
     jobs: Vec<T>,
     threads: usize,
     cost: impl Fn(&T) -> usize,
     f: impl Fn(T) -> R + Sync,
 ) -> Vec<R> {
+    if threads <= 1 {
+        return jobs.into_iter().map(f).collect();
+    }
     let order = largest_first(&jobs.iter().map(cost).collect::<Vec<_>>());
     let mut slots: Vec<Option<T>> = jobs.into_iter().map(Some).collect();
     let ordered: Vec<(usize, T)> = order

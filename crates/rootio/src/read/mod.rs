@@ -337,7 +337,7 @@ impl BranchCursor<'_> {
 
 /// Prepares the next `n` entries of every cursor for their takes, on up to `threads` threads,
 /// and gives the stored bytes each cursor's baskets for them hold (what its take costs; none
-/// on one thread, which takes the cursors in order).
+/// for one thread reading a local file, which plans nothing).
 ///
 /// Each cursor reads its own baskets as it decodes them, while their bytes are in the cache,
 /// the cursors shared among the threads the largest first; a remote file's reads are planned
@@ -394,10 +394,6 @@ pub(crate) fn prepare_takes(
             .prefetch(crate::file::read_ahead_window(window, jobs.len()));
     }
     if crate::parallel::each_whole(&bytes, threads) {
-        // One thread takes the cursors in order, as a remote file's bytes come.
-        if threads <= 1 {
-            bytes.fill(0);
-        }
         return bytes;
     }
     // In job order: by cursor, then basket.
