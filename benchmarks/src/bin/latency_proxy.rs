@@ -4,18 +4,20 @@
 //! the `netem` qdisc exists; this VM's kernel has none.
 //!
 //! Each direction of each connection is two threads, one receiving and stamping chunks, one
-//! delivering them when due, so a transfer costs a copy, not an interpreter's loop: the proxy
-//! stays off the cores the reader and the server share.
+//! delivering them when due; the bytes move from socket to pipe to socket in the kernel, never
+//! copied through the proxy, which so takes as little as it can of the cores the reader and
+//! the server share.
 //!
 //! Usage: `latency_proxy RTT_MS LISTEN_PORT:TARGET_PORT [LISTEN_PORT:TARGET_PORT ...]` (all on
 //! 127.0.0.1); says `ready` on stderr when listening, runs until killed.
 
-use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::mpsc;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use rustix::pipe;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -64,36 +66,85 @@ fn relay(client: TcpStream, target: u16, delay: Duration) {
     let (Ok(client_in), Ok(server_in)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
-    let up = std::thread::spawn(move || pipe(client_in, server, delay));
-    pipe(server_in, client, delay);
+    let up = std::thread::spawn(move || pipe(&client_in, server, delay));
+    pipe(&server_in, client, delay);
     let _ = up.join();
 }
 
-/// Copies `from` to `to`, each chunk `delay` after it came; at the end of `from`, ends `to`'s
-/// writing side.
-fn pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
-    let (send, receive) = mpsc::channel::<(Instant, Vec<u8>)>();
+/// A pipe holding part of a direction's bytes in the kernel while they wait to be due.
+struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+/// The most bytes spliced into one pipe before the next is taken: half its capacity, so that
+/// socket pages smaller than a pipe slot never fill it and block the receiving side.
+const PIPE_BYTES: usize = 1 << 19;
+
+impl Pipe {
+    fn new() -> std::io::Result<Arc<Pipe>> {
+        let (read, write) = pipe::pipe_with(pipe::PipeFlags::CLOEXEC)?;
+        // The capacity any process may ask for (`/proc/sys/fs/pipe-max-size`, 1 MiB by
+        // default); a smaller pipe only means more of them.
+        let _ = pipe::fcntl_setpipe_size(&write, 2 * PIPE_BYTES);
+        Ok(Arc::new(Pipe { read, write }))
+    }
+}
+
+/// Moves `from` to `to`, each piece `delay` after it came; at the end of `from`, ends `to`'s
+/// writing side. The bytes stay in the kernel: spliced from the socket into pipes, and from
+/// the pipes into the other socket when due (no copy through this process).
+fn pipe(from: &TcpStream, to: TcpStream, delay: Duration) {
+    // (pipe, when due, bytes, whether the pipe's last piece)
+    let (send, receive) = mpsc::channel::<(Arc<Pipe>, Instant, usize, bool)>();
+    let (give_back, free) = mpsc::channel::<Arc<Pipe>>();
     let deliver = std::thread::spawn(move || {
-        for (due, chunk) in receive {
+        'pieces: for (p, due, mut left, last) in receive {
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
-            if to.write_all(&chunk).is_err() {
-                break;
+            while left > 0 {
+                match pipe::splice(&p.read, None, &to, None, left, pipe::SpliceFlags::MOVE) {
+                    Ok(0) | Err(_) => break 'pieces,
+                    Ok(n) => left -= n,
+                }
+            }
+            if last {
+                let _ = give_back.send(p);
             }
         }
         let _ = to.shutdown(Shutdown::Write);
     });
-    let mut buf = vec![0u8; 1 << 20];
+    let mut current: Option<(Arc<Pipe>, usize)> = None;
     loop {
-        match from.read(&mut buf) {
+        let (p, held) = match current.take() {
+            Some(c) => c,
+            None => match free.try_recv().map_or_else(|_| Pipe::new(), Ok) {
+                Ok(p) => (p, 0),
+                Err(_) => break,
+            },
+        };
+        // Wait for bytes (or the end) with a peek first: a splice from a socket holds the
+        // pipe's lock while it waits, which would keep the earlier bytes in this pipe from
+        // being delivered meanwhile.
+        match from.peek(&mut [0u8]) {
             Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let room = PIPE_BYTES - held;
+        match pipe::splice(from, None, &p.write, None, room, pipe::SpliceFlags::MOVE) {
+            Err(_) => break,
+            Ok(0) => current = Some((p, held)),
             Ok(n) => {
+                let last = held + n >= PIPE_BYTES;
                 if send
-                    .send((Instant::now() + delay, buf[..n].to_vec()))
+                    .send((Arc::clone(&p), Instant::now() + delay, n, last))
                     .is_err()
                 {
                     break;
+                }
+                if !last {
+                    current = Some((p, held + n));
                 }
             }
         }
