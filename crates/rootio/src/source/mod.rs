@@ -163,8 +163,8 @@ impl Source {
     }
 
     /// Plans the reads of the byte ranges (`offset`, `len`) a reader is about to ask for: a
-    /// remote file's ranges are grouped into a few requests (HTTP: coalesced spans; XRootD:
-    /// vector reads), each sent by the first read that needs one of its ranges (the reader's
+    /// remote file's ranges are grouped into a few requests (HTTP: coalesced spans, several to
+    /// a request where the server answers multi-range requests; XRootD: vector reads), each sent by the first read that needs one of its ranges (the reader's
     /// threads fetch while others decode) and kept until the next plan (memory: what the
     /// reader reads anyway). A local file needs none. A request that fails is dropped: its
     /// reads then go alone, are retried, and fail by name.

@@ -163,9 +163,65 @@ pub(super) fn coalesce(ranges: &[(u64, usize)], gap: u64, max: u64) -> Vec<(u64,
     spans.into_iter().map(|(a, b)| (a, b - a)).collect()
 }
 
+/// `spans` (`offset`, `len`), in order, packed into requests of at most `max` bytes and `most`
+/// parts (a span counting `parts(len)`); a span over either limit alone is one request.
+pub(super) fn pack(
+    spans: Vec<(u64, u64)>,
+    max: u64,
+    most: usize,
+    parts: impl Fn(u64) -> usize,
+) -> Vec<Vec<(u64, u64)>> {
+    let mut requests: Vec<Vec<(u64, u64)>> = Vec::new();
+    // The last request's bytes and parts.
+    let (mut bytes, mut held) = (0, 0);
+    for (offset, len) in spans {
+        let n = parts(len);
+        match requests.last_mut() {
+            Some(r) if bytes + len <= max && held + n <= most => {
+                r.push((offset, len));
+                bytes += len;
+                held += n;
+            }
+            _ => {
+                requests.push(vec![(offset, len)]);
+                (bytes, held) = (len, n);
+            }
+        }
+    }
+    requests
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_are_packed_into_bounded_requests_in_order() {
+        let spans = vec![(0, 10), (100, 10), (200, 10), (300, 50), (400, 10)];
+        let one = |_: u64| 1;
+        // At most two parts a request; at most 30 bytes (the 50-byte span alone).
+        assert_eq!(
+            pack(spans.clone(), 1000, 2, one),
+            [
+                vec![(0, 10), (100, 10)],
+                vec![(200, 10), (300, 50)],
+                vec![(400, 10)]
+            ]
+        );
+        assert_eq!(
+            pack(spans.clone(), 30, 10, one),
+            [
+                vec![(0, 10), (100, 10), (200, 10)],
+                vec![(300, 50)],
+                vec![(400, 10)]
+            ]
+        );
+        // One part a request: each span alone; a span's parts counted as asked.
+        assert_eq!(pack(spans.clone(), 1000, 1, one).len(), 5);
+        let by_ten = |len: u64| len.div_ceil(10) as usize;
+        assert_eq!(pack(spans, 1000, 6, by_ten).len(), 2);
+        assert!(pack(Vec::new(), 1, 1, one).is_empty());
+    }
 
     #[test]
     fn ranges_read_ahead_merge_when_close_and_stay_bounded() {

@@ -21,7 +21,7 @@ mod read;
 use connection::Connection;
 use idle::LoginKey;
 
-use super::net::{NetSettings, coalesce, count_received};
+use super::net::{NetSettings, coalesce, count_received, pack};
 use super::read_ahead::{ReadAhead, Sink, Unfetched, ends};
 use super::tls::tls_config;
 use super::{Bytes, RemoteIdentity};
@@ -362,24 +362,10 @@ fn plain_servers() -> std::sync::MutexGuard<'static, std::collections::HashSet<S
 /// `ranges` merged where they touch (or are closer than [`MERGE_GAP`]), in vector reads of at
 /// most [`READV_SEGMENTS`] segments and [`MAX_VECTOR`] bytes.
 fn vector_reads(ranges: &[(u64, usize)]) -> Vec<Vec<(u64, u64)>> {
-    let mut groups: Vec<Vec<(u64, u64)>> = Vec::new();
-    // The last group's bytes and segments.
-    let (mut bytes, mut segments) = (0, 0);
-    for (offset, len) in coalesce(ranges, MERGE_GAP, MAX_VECTOR) {
-        let parts = len.div_ceil(READV_SEGMENT) as usize;
-        match groups.last_mut() {
-            Some(g) if bytes + len <= MAX_VECTOR && segments + parts <= READV_SEGMENTS => {
-                g.push((offset, len));
-                bytes += len;
-                segments += parts;
-            }
-            _ => {
-                groups.push(vec![(offset, len)]);
-                (bytes, segments) = (len, parts);
-            }
-        }
-    }
-    groups
+    let spans = coalesce(ranges, MERGE_GAP, MAX_VECTOR);
+    pack(spans, MAX_VECTOR, READV_SEGMENTS, |len| {
+        usize::try_from(len.div_ceil(READV_SEGMENT)).unwrap_or(usize::MAX)
+    })
 }
 
 /// The size and modification time of a stat (`id size flags modtime`).
