@@ -10,7 +10,8 @@
 #
 # Usage: PYTHON=/tmp/rootenv/bin/python benchmarks/net_matrix.sh DIR [ROUNDS] [REPS] [RTT_MS] [FILE ...]
 # DIR: a folder io_matrix.sh wrote (its *.root and all.json); FILE: names in it (default: the
-# uproot-written TTree, ROOT's ZSTD-5 RNTuple and LZMA-9 TTree). PYTHON: a venv with uproot and
+# uproot-written TTree, ROOT's ZSTD-5 RNTuple and LZMA-9 TTree), each with `:B1,B2,...` to read
+# those branches or fields only (as an analysis reading a few columns of many does). PYTHON: a venv with uproot and
 # aiohttp (uproot reads http:// through fsspec). Run as a user xrootd may serve DIR to (as root,
 # xrootd runs as the `xrootd` user: DIR must be readable by it).
 set -euo pipefail
@@ -34,12 +35,16 @@ url_of() { # VIA FILE
 # One listing per file and way of reading it.
 for f in "${files[@]}"; do
   for via in local root http root_lat http_lat; do
-    url=$(url_of "$via" "$f")
+    url=$(url_of "$via" "${f%%:*}")
     "$py" - "$dir/all.json" "$f" "$url" > "$work/$via.$f.json" <<'PY'
 import json, os, sys
 listing, name, url = sys.argv[1:]
+name, _, only = name.partition(":")
 entry = [e for e in json.load(open(listing)) if os.path.basename(e["file"]) == name][0]
-print(json.dumps([dict(entry, file=url)]))
+entry = dict(entry, file=url)
+if only:
+    entry["branches"] = only.split(",")
+print(json.dumps([entry]))
 PY
   done
 done
@@ -72,6 +77,7 @@ for round in $(seq "$rounds"); do
         | grep '^{' | sed "s/^{/{\"via\":\"$via\",\"name\":\"$f\",/" >> "$out"
     done
     # The link's own floor: the whole file in one GET (curl), the median of REPS.
+    [ "$f" = "${f%%:*}" ] || continue
     for via in http http_lat; do
       secs=$(for _ in $(seq "$reps"); do curl -sf -o /dev/null -w '%{time_total}\n' "$(url_of "$via" "$f")"; done \
         | sort -n | awk '{t[NR] = $1} END {print t[int((NR + 1) / 2)]}')
