@@ -86,7 +86,7 @@ impl HttpFile {
         let f = Arc::new(f);
         if !tail.is_empty() {
             let file = Arc::clone(&f);
-            std::thread::spawn(move || tail.fetch(|spans, sink| file.fetch_span(spans, sink)));
+            std::thread::spawn(move || tail.fetch(|spans, sink| file.fetch_spans(spans, sink)));
         }
         Ok(f)
     }
@@ -109,7 +109,7 @@ impl HttpFile {
     fn fetch_in_background(self: &Arc<Self>, spans: Unfetched) {
         if !spans.is_empty() {
             let file = Arc::clone(self);
-            std::thread::spawn(move || spans.fetch(|spans, sink| file.fetch_span(spans, sink)));
+            std::thread::spawn(move || spans.fetch(|spans, sink| file.fetch_spans(spans, sink)));
         }
     }
 
@@ -138,7 +138,7 @@ impl HttpFile {
 
     /// The bytes of a planned request's ranges, into `sink` as they come: one range request,
     /// or a multi-range one where the server answers those (else each range alone).
-    fn fetch_span(&self, spans: &[(u64, u64)], sink: &mut Sink<'_>) -> io::Result<()> {
+    fn fetch_spans(&self, spans: &[(u64, u64)], sink: &mut Sink<'_>) -> io::Result<()> {
         let asked: u64 = spans.iter().map(|s| s.1).sum();
         self.net
             .with_retries(|| {
