@@ -247,7 +247,7 @@ impl HttpFile {
 
     /// A `GET` of `len` bytes at `offset`, answered with exactly that range.
     fn get_range(&self, offset: u64, len: u64) -> io::Result<ureq::Response> {
-        self.get(&format!("bytes={offset}-{}", offset + len - 1))
+        self.get(&range_header(&[(offset, len)]))
     }
 
     /// A `GET` of `range`, answered with a part of the file (206).
