@@ -184,11 +184,7 @@ impl Source {
     /// The `len` bytes at `offset`.
     pub(crate) fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         match self {
-            Source::Local(file) => {
-                let mut buf = vec![0u8; len];
-                read_exact_at(file, &mut buf, offset)?;
-                Ok(Bytes::Owned(buf))
-            }
+            Source::Local(file) => read_vec_at(file, len, offset).map(Bytes::Owned),
             Source::Http(f) => f.read_at(offset, len),
             Source::Xrootd(f) => f.read_at(offset, len),
         }
@@ -224,27 +220,57 @@ impl Bytes {
     }
 }
 
+/// The `len` bytes of `file` at `offset`, read into a new vector's memory as the system gives
+/// it, not zeroed first (zeroing what the read then overwrites cost as much as a fast codec's
+/// decompression of the bytes).
 #[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+fn read_vec_at(file: &File, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(len);
+    while buf.len() < len {
+        let at = offset + buf.len() as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // The vector's room may be larger than asked for: what was read past `len` is not kept.
+    buf.truncate(len);
+    Ok(buf)
 }
 
 #[cfg(windows)]
-fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-    while !buf.is_empty() {
-        let n = std::os::windows::fs::FileExt::seek_read(file, buf, offset)?;
+fn read_vec_at(file: &File, len: usize, mut offset: u64) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let mut at = &mut buf[..];
+    while !at.is_empty() {
+        let n = std::os::windows::fs::FileExt::seek_read(file, at, offset)?;
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        buf = &mut buf[n..];
+        at = &mut at[n..];
         offset += n as u64;
     }
-    Ok(())
+    Ok(buf)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_local_read_gives_the_bytes_asked_for_and_a_short_file_is_an_error() {
+        let bytes: Vec<u8> = (0..=255).cycle().take(70_000).collect();
+        let mut file = tempfile::tempfile().expect("a temporary file");
+        std::io::Write::write_all(&mut file, &bytes).expect("written");
+        for (offset, len) in [(0, 0), (3, 4), (1_000, 65_536), (0, 70_000), (69_999, 1)] {
+            let got = read_vec_at(&file, len, offset as u64).expect("read");
+            assert_eq!(got, bytes[offset..offset + len], "{len} bytes at {offset}");
+        }
+        let short = read_vec_at(&file, 10, 69_995).expect_err("past the end");
+        assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
+    }
 
     #[test]
     fn urls_are_told_from_paths() {
