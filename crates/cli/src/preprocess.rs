@@ -28,8 +28,8 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 100_000)]
     shard_events: usize,
     /// Threads that read input files [default: the machine's cores]: files at once, and with
-    /// fewer files than threads the rest decompress inside each file; the cache does not depend
-    /// on it.
+    /// fewer files than threads the rest decompress inside each file, where the next chunk is
+    /// also read while this one's events are built; the cache does not depend on it.
     #[arg(long)]
     threads: Option<usize>,
     /// K/N: read only input files K, K+N, K+2N, … (K from 0) and write no manifest; when all N

@@ -9,7 +9,9 @@
 //! needs are read and decompressed as one pool of jobs on `EntryRange::threads` threads (0: one
 //! per core), each physical column once however many requests name it (a counter that is also a
 //! column, an RNTuple collection's shared offsets), so memory holds the chunk's baskets or the
-//! clusters it touches, never a whole branch (results do not depend on the thread count).
+//! clusters it touches, never a whole branch (results do not depend on the thread count). On
+//! more than one thread, the next chunk is read, and its values widened and checked, on a
+//! thread of its own while the caller works on this one (memory holds two chunks).
 
 use std::path::Path;
 
@@ -319,13 +321,16 @@ impl TreeReader for NativeTree {
         let step = range.step_size.max(1);
         // The requested columns, then the named counters (to check the arrays against):
         // a column named twice, or a counter also requested, is read once.
-        let mut kinds = Vec::with_capacity(columns.len());
+        let mut wanted = Wanted {
+            columns,
+            kinds: Vec::with_capacity(columns.len()),
+            counter_at: Vec::with_capacity(columns.len()),
+        };
         let mut names: Vec<&str> = columns.iter().map(|r| r.branch.as_str()).collect();
-        let mut counter_at = Vec::with_capacity(columns.len());
         for request in columns {
             let (kind, counter) = self.check(request)?;
-            kinds.push(kind);
-            counter_at.push(counter.map(|c| {
+            wanted.kinds.push(kind);
+            wanted.counter_at.push(counter.map(|c| {
                 names.push(c);
                 (c, names.len() - 1)
             }));
@@ -335,63 +340,111 @@ impl TreeReader for NativeTree {
             n => n,
         };
         let mut reader = self.column_reader(&names, start, threads)?;
-        let mut entry = start;
-        while entry < stop {
-            let n = step.min((stop - entry) as usize);
-            let mut chunk = ColumnChunk {
-                entry_start: entry,
-                n_entries: n,
-                columns: Vec::with_capacity(columns.len()),
-            };
+        let chunks = (start..stop)
+            .step_by(step)
+            .map(|entry| (entry, step.min((stop - entry) as usize)));
+        let mut next = move |(entry, n): (u64, usize)| {
             let taken = reader.take(n).map_err(data_error)?;
-            for (i, request) in columns.iter().enumerate() {
-                let data = &taken[i];
-                if data.counts.len() != n {
-                    return Err(self.mismatch(
-                        &request.branch,
-                        format!(
-                            "the branch ends at entry {}, before the tree's {} entries",
-                            entry + data.counts.len() as u64,
-                            self.entries()
-                        ),
-                    ));
-                }
-                if let Some((name, at)) = &counter_at[i] {
-                    let counts = &taken[*at];
-                    for (j, &c) in data.counts.iter().enumerate() {
-                        let said = if j < counts.len() {
-                            counts.i64_at(j)
-                        } else {
-                            -1
-                        };
-                        if i64::from(c) != said {
-                            return Err(self.mismatch(
-                                &request.branch,
-                                format!(
-                                    "entry {}: {c} values but counter '{name}' says {said}",
-                                    entry + j as u64
-                                ),
-                            ));
-                        }
+            self.chunk(&wanted, entry, n, &taken)
+        };
+        if threads <= 1 {
+            for at in chunks {
+                on_chunk(&next(at)?)?;
+            }
+            return Ok(());
+        }
+        // On several threads, the next chunk is read while the caller works on this one.
+        std::thread::scope(|s| {
+            let (give, chunks_read) = std::sync::mpsc::sync_channel(0);
+            s.spawn(move || {
+                for at in chunks {
+                    let chunk = next(at);
+                    let failed = chunk.is_err();
+                    // The caller has stopped taking chunks (its own error ended the read).
+                    if give.send(chunk).is_err() || failed {
+                        return;
                     }
                 }
-                let offsets = matches!(kinds[i], BranchKind::Array(_) | BranchKind::Vector(_))
-                    .then(|| {
-                        let mut o = Vec::with_capacity(n + 1);
-                        o.push(0usize);
-                        for &c in &data.counts {
-                            o.push(o[o.len() - 1] + c as usize);
-                        }
-                        o
-                    });
-                chunk.columns.push(Column {
-                    values: values(data),
-                    offsets,
-                });
+            });
+            for chunk in chunks_read {
+                on_chunk(&chunk?)?;
             }
-            on_chunk(&chunk)?;
-            entry += n as u64;
+            Ok(())
+        })
+    }
+}
+
+/// What a read asks for: the requests, each one's kind, and the counter it is checked against
+/// (its name and its place among the columns read).
+struct Wanted<'a> {
+    columns: &'a [ColumnRequest],
+    kinds: Vec<BranchKind>,
+    counter_at: Vec<Option<(&'a str, usize)>>,
+}
+
+impl NativeTree {
+    /// The chunk of `n` entries from `entry` that `taken` holds: each request's values widened,
+    /// its arrays' offsets, and each array checked against its counter.
+    fn chunk(
+        &self,
+        wanted: &Wanted<'_>,
+        entry: u64,
+        n: usize,
+        taken: &rio::Taken,
+    ) -> Result<ColumnChunk, DataError> {
+        let mut chunk = ColumnChunk {
+            entry_start: entry,
+            n_entries: n,
+            columns: Vec::with_capacity(wanted.columns.len()),
+        };
+        for (i, request) in wanted.columns.iter().enumerate() {
+            let data = &taken[i];
+            if data.counts.len() != n {
+                return Err(self.mismatch(
+                    &request.branch,
+                    format!(
+                        "the branch ends at entry {}, before the tree's {} entries",
+                        entry + data.counts.len() as u64,
+                        self.entries()
+                    ),
+                ));
+            }
+            if let Some((name, at)) = &wanted.counter_at[i] {
+                let counts = &taken[*at];
+                for (j, &c) in data.counts.iter().enumerate() {
+                    let said = if j < counts.len() {
+                        counts.i64_at(j)
+                    } else {
+                        -1
+                    };
+                    if i64::from(c) != said {
+                        return Err(self.mismatch(
+                            &request.branch,
+                            format!(
+                                "entry {}: {c} values but counter '{name}' says {said}",
+                                entry + j as u64
+                            ),
+                        ));
+                    }
+                }
+            }
+            let offsets = matches!(
+                wanted.kinds[i],
+                BranchKind::Array(_) | BranchKind::Vector(_)
+            )
+            .then(|| {
+                let mut o = Vec::with_capacity(n + 1);
+                o.push(0usize);
+                for &c in &data.counts {
+                    o.push(o[o.len() - 1] + c as usize);
+                }
+                o
+            });
+            chunk.columns.push(Column {
+                values: values(data),
+                offsets,
+            });
         }
-        Ok(())
+        Ok(chunk)
     }
 }

@@ -356,6 +356,66 @@ fn entry_ranges_stream_in_bounded_chunks() {
 }
 
 #[test]
+fn chunks_are_the_same_on_any_thread_count_and_the_caller_s_error_ends_the_read() {
+    // On several threads the next chunk is read while the caller works on this one.
+    let reader = open_tree(
+        &shared("data/real/nanoAOD_2015_CMS_Open_Data_ttbar.root"),
+        "Events",
+    )
+    .expect("open");
+    let request = |branch: &str, counter: Option<&str>| ColumnRequest {
+        branch: branch.into(),
+        counter: counter.map(Into::into),
+    };
+    let req = [
+        request("GenJet_pt", Some("nGenJet")),
+        request("event", None),
+        request("FatJet_pt", None),
+    ];
+    let range = |threads| EntryRange {
+        entry_start: 3,
+        entry_stop: 190,
+        step_size: 20,
+        threads,
+    };
+    let chunks = |threads| {
+        let mut out = Vec::new();
+        reader
+            .read(&req, range(threads), &mut |c| {
+                out.push(c.clone());
+                Ok(())
+            })
+            .expect("read");
+        out
+    };
+    let one = chunks(1);
+    assert_eq!(one.len(), 10);
+    assert_eq!(one.iter().map(|c| c.n_entries).sum::<usize>(), 187);
+    for threads in [2, 3] {
+        assert_eq!(chunks(threads), one, "{threads} threads");
+    }
+    // The caller's error on the third chunk is the read's, and no chunk comes after it.
+    for threads in [1, 2] {
+        let mut seen = 0;
+        let err = reader
+            .read(&req, range(threads), &mut |_| {
+                seen += 1;
+                if seen == 3 {
+                    Err(gnn4c_data::DataError::Config("enough".into()))
+                } else {
+                    Ok(())
+                }
+            })
+            .expect_err("the caller's error");
+        assert_eq!(
+            (seen, err.to_string().contains("enough")),
+            (3, true),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn real_delphes_reads_with_the_delphes_schema() {
     // Real Delphes output (split TClonesArrays, ROOT 6.36): the `delphes` schema counts each
     // collection with its own branch (`Jet`), `delphes_flat` with `Jet_size`; both give the same
