@@ -355,18 +355,19 @@ impl TreeReader for NativeTree {
         }
         // On several threads, the next chunk is read while the caller works on this one.
         std::thread::scope(|s| {
-            let (give, chunks_read) = std::sync::mpsc::sync_channel(0);
+            let (hand_over, handed) = std::sync::mpsc::sync_channel(0);
             s.spawn(move || {
                 for at in chunks {
                     let chunk = next(at);
                     let failed = chunk.is_err();
-                    // The caller has stopped taking chunks (its own error ended the read).
-                    if give.send(chunk).is_err() || failed {
+                    // Ends after handing over an error, or once the caller takes no more
+                    // chunks (its own error ended the read).
+                    if hand_over.send(chunk).is_err() || failed {
                         return;
                     }
                 }
             });
-            for chunk in chunks_read {
+            for chunk in handed {
                 on_chunk(&chunk?)?;
             }
             Ok(())
