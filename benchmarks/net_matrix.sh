@@ -12,8 +12,8 @@
 # DIR: a folder io_matrix.sh wrote (its *.root and all.json); FILE: names in it (default: the
 # uproot-written TTree, ROOT's ZSTD-5 RNTuple and LZMA-9 TTree), each with `:B1,B2,...` to read
 # those branches or fields only (as an analysis reads a few columns of many). PYTHON: a venv
-# with uproot and aiohttp (uproot reads http:// through fsspec). Run as a user xrootd may serve DIR to (as root,
-# xrootd runs as the `xrootd` user: DIR must be readable by it).
+# with uproot and aiohttp (uproot reads http:// through fsspec). Run as a user xrootd may serve
+# DIR to (as root, xrootd runs as the `xrootd` user: DIR must be readable by it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(cd "$1" && pwd) rounds=${2:-2} reps=${3:-3} rtt=${4:-20}

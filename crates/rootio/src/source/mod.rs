@@ -166,8 +166,9 @@ impl Source {
     /// remote file's ranges are grouped into a few requests (HTTP: coalesced spans, several to
     /// a request where the server answers multi-range requests; XRootD: vector reads), each
     /// sent by the first read that needs one of its ranges (the reader's threads fetch while
-    /// others decode) and kept until the next plan (memory: what the reader reads anyway). A local file needs none. A request that fails is dropped: its
-    /// reads then go alone, are retried, and fail by name.
+    /// others decode) and kept until the next plan (memory: what the reader reads anyway). A
+    /// local file needs none. A request that fails is dropped: its reads then go alone, are
+    /// retried, and fail by name.
     pub(crate) fn prefetch(&self, ranges: impl IntoIterator<Item = (u64, usize)>) {
         match self {
             Source::Local(_) => {}
