@@ -15,7 +15,7 @@
 use crate::error::RootError;
 use crate::file::RootFile;
 use crate::parallel;
-use crate::read::{BranchCursor, BranchData, prepare_takes};
+use crate::read::{BranchCursor, Values, prepare_takes};
 use crate::rntuple::{FieldCursor, NtupleField, NtupleInfo, PageStore};
 use crate::tree::{BranchInfo, TreeInfo};
 
@@ -110,7 +110,7 @@ impl<'f> ColumnReader<'f> {
                 let mut refs: Vec<&mut BranchCursor<'f>> = cursors.iter_mut().collect();
                 let bytes = prepare_takes(&mut refs, n, threads);
                 let jobs: Vec<_> = refs.into_iter().zip(bytes).collect();
-                parallel::map_largest_first(jobs, threads, |(_, b)| *b, |(c, _)| c.take(n))
+                parallel::map_largest_first(jobs, threads, |(_, b)| *b, |(c, _)| c.take_values(n))
             }
             Columns::Ntuple(cursors, leads) => {
                 let store = {
@@ -125,7 +125,7 @@ impl<'f> ColumnReader<'f> {
                     jobs,
                     threads,
                     |(lead, _)| usize::from(**lead),
-                    |(_, c)| c.take_with(n, Some(&store)),
+                    |(_, c)| c.take_with(n, Some(&store)).map(Values::from),
                 )
             }
         };
@@ -136,11 +136,11 @@ impl<'f> ColumnReader<'f> {
     }
 }
 
-/// What one [`ColumnReader::take`] read: each request's values, in request order (requests
-/// that name one column share its values, not copies of them).
+/// What one [`ColumnReader::take`] read: each request's values, in request order, where the
+/// reader decoded them (requests that name one column share its values, not copies of them).
 #[derive(Debug)]
 pub struct Taken {
-    columns: Vec<BranchData>,
+    columns: Vec<Values>,
     of_request: Vec<usize>,
 }
 
@@ -156,20 +156,20 @@ impl Taken {
     }
 
     /// Request `i`'s values.
-    pub fn get(&self, i: usize) -> Option<&BranchData> {
+    pub fn get(&self, i: usize) -> Option<&Values> {
         self.of_request.get(i).map(|&c| &self.columns[c])
     }
 
     /// Every request's values, in request order.
-    pub fn iter(&self) -> impl Iterator<Item = &BranchData> {
+    pub fn iter(&self) -> impl Iterator<Item = &Values> {
         self.of_request.iter().map(|&c| &self.columns[c])
     }
 }
 
 impl std::ops::Index<usize> for Taken {
-    type Output = BranchData;
+    type Output = Values;
 
-    fn index(&self, i: usize) -> &BranchData {
+    fn index(&self, i: usize) -> &Values {
         &self.columns[self.of_request[i]]
     }
 }

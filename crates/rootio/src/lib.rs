@@ -25,7 +25,7 @@ pub use compress::RawBlock;
 pub use error::RootError;
 pub use file::{Key, RootFile};
 pub use parallel::map as map_on_threads;
-pub use read::{BranchCursor, BranchData, Interpretation, Layout, Number, interpret};
+pub use read::{BranchCursor, BranchData, Interpretation, Layout, Number, Values, interpret};
 pub use rntuple::{FieldCursor, NtupleField, NtupleInfo, PageValues};
 pub use source::{
     REMOTE_FILES_KEPT, RemoteIdentity, is_url, network_bytes_received, open_ahead, remote_identity,

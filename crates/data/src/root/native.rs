@@ -189,7 +189,7 @@ fn describe(b: &rio::BranchInfo) -> BranchInfo {
 }
 
 /// A chunk's values of one column, widened (floats to f64, integers exactly to i64).
-fn values(data: &rio::BranchData) -> ColumnValues {
+fn values(data: &rio::Values) -> ColumnValues {
     match data.interpretation.number {
         rio::Number::F32 | rio::Number::F64 => ColumnValues::Float(data.to_f64()),
         _ => ColumnValues::Int(data.to_i64()),
@@ -411,13 +411,9 @@ impl NativeTree {
                 ));
             }
             if let Some((name, at)) = &wanted.counter_at[i] {
-                let counts = &taken[*at];
+                let counts = taken[*at].to_i64();
                 for (j, &c) in data.counts.iter().enumerate() {
-                    let said = if j < counts.len() {
-                        counts.i64_at(j)
-                    } else {
-                        -1
-                    };
+                    let said = counts.get(j).copied().unwrap_or(-1);
                     if i64::from(c) != said {
                         return Err(self.mismatch(
                             &request.branch,

@@ -7,6 +7,8 @@ mod interpretation;
 
 pub use interpretation::{Interpretation, Layout, Number, interpret};
 
+use std::sync::Arc;
+
 use crate::compress::RawBlock;
 use crate::cursor::Cursor;
 use crate::error::RootError;
@@ -29,80 +31,34 @@ pub struct BranchData {
 impl BranchData {
     /// Value `i` as f64 (integers exactly up to 2^53).
     pub fn f64_at(&self, i: usize) -> f64 {
-        let n = self.interpretation.number;
-        let b = &self.bytes[i * n.size()..(i + 1) * n.size()];
-        match n {
-            Number::Bool => f64::from(u8::from(b[0] != 0)),
-            Number::U8 => f64::from(b[0]),
-            Number::I8 => f64::from(b[0] as i8),
-            Number::I16 => f64::from(i16::from_be_bytes([b[0], b[1]])),
-            Number::U16 => f64::from(u16::from_be_bytes([b[0], b[1]])),
-            Number::I32 => f64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-            Number::U32 => f64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-            Number::F32 => f64::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-            Number::I64 => i64::from_be_bytes(b.try_into().unwrap_or_default()) as f64,
-            Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as f64,
-            Number::F64 => f64::from_be_bytes(b.try_into().unwrap_or_default()),
-        }
+        let size = self.interpretation.number.size();
+        f64_of(
+            self.interpretation.number,
+            &self.bytes[i * size..(i + 1) * size],
+        )
     }
 
     /// Value `i` as i64: integers exactly (`uint64_t` bit for bit), floats truncated.
     pub fn i64_at(&self, i: usize) -> i64 {
-        let n = self.interpretation.number;
-        let b = &self.bytes[i * n.size()..(i + 1) * n.size()];
-        match n {
-            Number::I64 => i64::from_be_bytes(b.try_into().unwrap_or_default()),
-            Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as i64,
-            Number::Bool => i64::from(b[0] != 0),
-            _ => self.f64_at(i) as i64,
-        }
+        let size = self.interpretation.number.size();
+        i64_of(
+            self.interpretation.number,
+            &self.bytes[i * size..(i + 1) * size],
+        )
     }
 
     /// Every value as f64 (integers exactly up to 2^53), one pass over the bytes.
     pub fn to_f64(&self) -> Vec<f64> {
-        let b = &self.bytes;
-        match self.interpretation.number {
-            Number::F32 => b
-                .chunks_exact(4)
-                .map(|c| f64::from(f32::from_be_bytes([c[0], c[1], c[2], c[3]])))
-                .collect(),
-            Number::F64 => b
-                .chunks_exact(8)
-                .map(|c| f64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-            _ => (0..self.len()).map(|i| self.f64_at(i)).collect(),
-        }
+        let mut out = Vec::with_capacity(self.len());
+        extend_f64(self.interpretation.number, &self.bytes, &mut out);
+        out
     }
 
     /// Every value as i64 (integers exactly, `uint64_t` bit for bit), one pass over the bytes.
     pub fn to_i64(&self) -> Vec<i64> {
-        let b = &self.bytes;
-        match self.interpretation.number {
-            Number::Bool => b.iter().map(|&x| i64::from(x != 0)).collect(),
-            Number::I8 => b.iter().map(|&x| i64::from(x as i8)).collect(),
-            Number::U8 => b.iter().map(|&x| i64::from(x)).collect(),
-            Number::I16 => b
-                .chunks_exact(2)
-                .map(|c| i64::from(i16::from_be_bytes([c[0], c[1]])))
-                .collect(),
-            Number::U16 => b
-                .chunks_exact(2)
-                .map(|c| i64::from(u16::from_be_bytes([c[0], c[1]])))
-                .collect(),
-            Number::I32 => b
-                .chunks_exact(4)
-                .map(|c| i64::from(i32::from_be_bytes([c[0], c[1], c[2], c[3]])))
-                .collect(),
-            Number::U32 => b
-                .chunks_exact(4)
-                .map(|c| i64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
-                .collect(),
-            Number::I64 | Number::U64 => b
-                .chunks_exact(8)
-                .map(|c| i64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-            Number::F32 | Number::F64 => (0..self.len()).map(|i| self.i64_at(i)).collect(),
-        }
+        let mut out = Vec::with_capacity(self.len());
+        extend_i64(self.interpretation.number, &self.bytes, &mut out);
+        out
     }
 
     /// Number of values.
@@ -113,6 +69,194 @@ impl BranchData {
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
+    }
+}
+
+/// A chunk's values of one column as [`crate::ColumnReader`] hands them out: the big-endian
+/// bytes of every value, in entry order, in one or more parts, each lying where its basket or
+/// page was decoded (memory the reader shares until both let go: no copy), and the count of
+/// values in each entry.
+#[derive(Debug, Clone)]
+pub struct Values {
+    /// How to read the bytes.
+    pub interpretation: Interpretation,
+    parts: Vec<Part>,
+    /// Values in each entry.
+    pub counts: Vec<u32>,
+}
+
+/// Some of the values' bytes: `range` of a basket's decoded bytes.
+#[derive(Debug, Clone)]
+struct Part {
+    bytes: Arc<Vec<u8>>,
+    range: std::ops::Range<usize>,
+}
+
+impl Values {
+    /// The values' bytes, part by part, in entry order.
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> {
+        self.parts.iter().map(|p| &p.bytes[p.range.clone()])
+    }
+
+    /// Every value as f64 (integers exactly up to 2^53), one pass over the bytes.
+    pub fn to_f64(&self) -> Vec<f64> {
+        let mut out = Vec::with_capacity(self.len());
+        for part in self.parts() {
+            extend_f64(self.interpretation.number, part, &mut out);
+        }
+        out
+    }
+
+    /// Every value as i64 (integers exactly, `uint64_t` bit for bit), one pass over the bytes.
+    pub fn to_i64(&self) -> Vec<i64> {
+        let mut out = Vec::with_capacity(self.len());
+        for part in self.parts() {
+            extend_i64(self.interpretation.number, part, &mut out);
+        }
+        out
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        let bytes: usize = self.parts.iter().map(|p| p.range.len()).sum();
+        bytes / self.interpretation.number.size()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.parts.iter().all(|p| p.range.is_empty())
+    }
+
+    /// The values in memory of their own: moved where one part holds them and no one else
+    /// shares its memory, else copied once.
+    pub fn into_data(self) -> BranchData {
+        let Values {
+            interpretation,
+            mut parts,
+            counts,
+        } = self;
+        let bytes = if parts.len() == 1 {
+            let Part { bytes, range } = parts.remove(0);
+            match Arc::try_unwrap(bytes) {
+                Ok(mut bytes) => {
+                    bytes.truncate(range.end);
+                    bytes.drain(..range.start);
+                    bytes
+                }
+                Err(shared) => shared[range].to_vec(),
+            }
+        } else {
+            let all = parts.iter().map(|p| p.range.len()).sum();
+            let mut bytes = Vec::with_capacity(all);
+            for p in &parts {
+                bytes.extend_from_slice(&p.bytes[p.range.clone()]);
+            }
+            bytes
+        };
+        BranchData {
+            interpretation,
+            bytes,
+            counts,
+        }
+    }
+}
+
+impl From<BranchData> for Values {
+    fn from(data: BranchData) -> Values {
+        let BranchData {
+            interpretation,
+            bytes,
+            counts,
+        } = data;
+        let range = 0..bytes.len();
+        Values {
+            interpretation,
+            parts: vec![Part {
+                bytes: Arc::new(bytes),
+                range,
+            }],
+            counts,
+        }
+    }
+}
+
+/// One value's big-endian `bytes` as f64 (integers exactly up to 2^53).
+fn f64_of(n: Number, b: &[u8]) -> f64 {
+    match n {
+        Number::Bool => f64::from(u8::from(b[0] != 0)),
+        Number::U8 => f64::from(b[0]),
+        Number::I8 => f64::from(b[0] as i8),
+        Number::I16 => f64::from(i16::from_be_bytes([b[0], b[1]])),
+        Number::U16 => f64::from(u16::from_be_bytes([b[0], b[1]])),
+        Number::I32 => f64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        Number::U32 => f64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        Number::F32 => f64::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        Number::I64 => i64::from_be_bytes(b.try_into().unwrap_or_default()) as f64,
+        Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as f64,
+        Number::F64 => f64::from_be_bytes(b.try_into().unwrap_or_default()),
+    }
+}
+
+/// One value's big-endian `bytes` as i64: integers exactly (`uint64_t` bit for bit), floats
+/// truncated.
+fn i64_of(n: Number, b: &[u8]) -> i64 {
+    match n {
+        Number::I64 => i64::from_be_bytes(b.try_into().unwrap_or_default()),
+        Number::U64 => u64::from_be_bytes(b.try_into().unwrap_or_default()) as i64,
+        Number::Bool => i64::from(b[0] != 0),
+        _ => f64_of(n, b) as i64,
+    }
+}
+
+/// Appends the values of big-endian `bytes` as f64 (see [`f64_of`]).
+fn extend_f64(n: Number, bytes: &[u8], out: &mut Vec<f64>) {
+    match n {
+        Number::F32 => out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f64::from(f32::from_be_bytes([c[0], c[1], c[2], c[3]]))),
+        ),
+        Number::F64 => out.extend(
+            bytes
+                .chunks_exact(8)
+                .map(|c| f64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])),
+        ),
+        _ => out.extend(bytes.chunks_exact(n.size()).map(|c| f64_of(n, c))),
+    }
+}
+
+/// Appends the values of big-endian `bytes` as i64 (see [`i64_of`]).
+fn extend_i64(n: Number, bytes: &[u8], out: &mut Vec<i64>) {
+    match n {
+        Number::Bool => out.extend(bytes.iter().map(|&x| i64::from(x != 0))),
+        Number::I8 => out.extend(bytes.iter().map(|&x| i64::from(x as i8))),
+        Number::U8 => out.extend(bytes.iter().map(|&x| i64::from(x))),
+        Number::I16 => out.extend(
+            bytes
+                .chunks_exact(2)
+                .map(|c| i64::from(i16::from_be_bytes([c[0], c[1]]))),
+        ),
+        Number::U16 => out.extend(
+            bytes
+                .chunks_exact(2)
+                .map(|c| i64::from(u16::from_be_bytes([c[0], c[1]]))),
+        ),
+        Number::I32 => out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| i64::from(i32::from_be_bytes([c[0], c[1], c[2], c[3]]))),
+        ),
+        Number::U32 => out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| i64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]))),
+        ),
+        Number::I64 | Number::U64 => out.extend(
+            bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])),
+        ),
+        Number::F32 | Number::F64 => out.extend(bytes.chunks_exact(n.size()).map(|c| i64_of(n, c))),
     }
 }
 
@@ -144,66 +288,68 @@ pub struct BranchCursor<'f> {
 }
 
 impl BranchCursor<'_> {
-    /// The next `n` entries' values (fewer at the branch's end): a basket's values as they
-    /// were decoded where they are exactly those, else copied once out of the baskets.
+    /// The next `n` entries' values (fewer at the branch's end) in memory of their own: moved
+    /// where they are exactly one basket's, else copied once out of the baskets.
     pub fn take(&mut self, n: usize) -> Result<BranchData, RootError> {
+        self.take_values(n).map(Values::into_data)
+    }
+
+    /// The next `n` entries' values (fewer at the branch's end) where they lie, in the baskets
+    /// they were decoded into: nothing is copied.
+    pub fn take_values(&mut self, n: usize) -> Result<Values, RootError> {
         while self.buffered < n && self.decode_next()? {}
         let n = n.min(self.buffered);
         self.buffered -= n;
         self.buffer_entry += n as u64;
-        if self.front == (0, 0)
-            && self
-                .pieces
-                .front()
-                .is_some_and(|p| p.data.counts.len() == n)
-        {
-            let Piece { mut data, skip } = self.pieces.pop_front().expect("a piece");
-            data.bytes.drain(..skip);
-            return Ok(data);
-        }
-        // The entries' span in each piece they lie in, then one allocation and one copy.
-        let mut spans = Vec::new();
-        let ((mut entry, mut value), mut left) = (self.front, n);
-        for piece in &self.pieces {
-            if left == 0 {
-                break;
-            }
-            let k = left.min(piece.data.counts.len() - entry);
-            let values: usize = piece.data.counts[entry..entry + k]
-                .iter()
-                .map(|&c| c as usize)
-                .sum();
-            spans.push((entry..entry + k, value..value + values));
-            left -= k;
-            (entry, value) = (0, 0);
-        }
         let size = self.interpretation.number.size();
-        let all: usize = spans.iter().map(|(_, v)| v.len()).sum();
-        let mut taken = BranchData {
+        let mut taken = Values {
             interpretation: self.interpretation,
-            bytes: Vec::with_capacity(all * size),
-            counts: Vec::with_capacity(n),
+            parts: Vec::new(),
+            counts: Vec::new(),
         };
-        for (piece, (entries, values)) in self.pieces.iter().zip(&spans) {
-            let (data, skip) = (&piece.data, piece.skip);
-            taken
-                .counts
-                .extend_from_slice(&data.counts[entries.clone()]);
-            taken.bytes.extend_from_slice(
-                &data.bytes[skip + values.start * size..skip + values.end * size],
-            );
-        }
-        // Pieces taken whole go; the last is kept from where the take ended.
-        for (entries, values) in spans {
-            let whole = self
-                .pieces
-                .front()
-                .is_some_and(|p| entries.end == p.data.counts.len());
-            if whole {
-                self.pieces.pop_front();
-                self.front = (0, 0);
+        let mut left = n;
+        while left > 0 {
+            let Some(piece) = self.pieces.front() else {
+                break;
+            };
+            let (entry, value) = self.front;
+            let k = left.min(piece.counts.len() - entry);
+            let counts = &piece.counts[entry..entry + k];
+            let whole = entry + k == piece.counts.len();
+            // To the piece's end: the values left in it, without a sum over its entries.
+            let values = if whole {
+                (piece.bytes.len() - piece.skip) / size - value
             } else {
-                self.front = (entries.end, values.end);
+                counts.iter().map(|&c| c as usize).sum()
+            };
+            debug_assert_eq!(values, counts.iter().map(|&c| c as usize).sum::<usize>());
+            // A take of exactly one piece moves its counts; others copy them.
+            let alone = entry == 0 && whole && k == n;
+            if !alone {
+                if taken.counts.is_empty() {
+                    taken.counts.reserve_exact(n);
+                }
+                taken.counts.extend_from_slice(counts);
+            }
+            let at = piece.skip + value * size;
+            let range = at..at + values * size;
+            left -= k;
+            // A piece taken to its end goes with the take; the last is kept from where the
+            // take ended, and shared.
+            let bytes = if whole {
+                self.front = (0, 0);
+                self.pieces.pop_front().map(|p| {
+                    if alone {
+                        taken.counts = p.counts;
+                    }
+                    p.bytes
+                })
+            } else {
+                self.front = (entry + k, value + values);
+                self.pieces.front().map(|p| Arc::clone(&p.bytes))
+            };
+            if let Some(bytes) = bytes.filter(|_| !range.is_empty()) {
+                taken.parts.push(Part { bytes, range });
             }
         }
         Ok(taken)
@@ -215,7 +361,7 @@ impl BranchCursor<'_> {
             let n = usize::try_from(entry - self.buffer_entry)
                 .unwrap_or(usize::MAX)
                 .min(1 << 16);
-            if self.take(n)?.counts.is_empty() {
+            if self.take_values(n)?.counts.is_empty() {
                 break;
             }
         }
@@ -329,7 +475,11 @@ impl BranchCursor<'_> {
             decode(&mut basket, it, counts, &mut data).map_err(|e| file.corrupt(&place, e))?;
         if !data.counts.is_empty() {
             self.buffered += data.counts.len();
-            self.pieces.push_back(Piece { data, skip });
+            self.pieces.push_back(Piece {
+                bytes: Arc::new(data.bytes),
+                skip,
+                counts: data.counts,
+            });
         }
         Ok(true)
     }
@@ -429,11 +579,13 @@ fn counter_of(branch: &BranchInfo, it: Interpretation) -> Option<String> {
     }
 }
 
-/// A basket's decoded entries, their values' bytes from `skip` on (what comes before is the
-/// key of a basket stored uncompressed, read with it and not copied away).
+/// A basket's decoded entries: their values' bytes from `skip` on (what comes before is the
+/// key of a basket stored uncompressed, read with it and not copied away), shared with the
+/// takes that hand them out, and the count of values in each entry.
 struct Piece {
-    data: BranchData,
+    bytes: Arc<Vec<u8>>,
     skip: usize,
+    counts: Vec<u32>,
 }
 
 /// One basket's entries: their bytes and, when written, where each entry starts.

@@ -220,3 +220,44 @@ fn members_read_as_numbers_or_named_when_not() {
     let err = interpret(&member(61)).expect_err("not read");
     assert!(err.contains("object"), "{err}");
 }
+
+#[test]
+fn values_in_parts_read_as_the_same_values_in_one_piece_of_memory() {
+    // The floats 1.5, -2.0, 4.25 and 7.0 as two baskets hand them out: the second behind a
+    // 3-byte key, and its last value not yet taken.
+    let be = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_be_bytes()).collect() };
+    let first = Arc::new(be(&[1.5, -2.0]));
+    let mut second = vec![9, 9, 9];
+    second.extend(be(&[4.25, 7.0, 8.0]));
+    let it = Interpretation::plain(Number::F32, Layout::Jagged);
+    let values = Values {
+        interpretation: it,
+        parts: vec![
+            Part {
+                bytes: Arc::clone(&first),
+                range: 0..8,
+            },
+            Part {
+                bytes: Arc::new(second),
+                range: 3..11,
+            },
+        ],
+        counts: vec![2, 0, 2],
+    };
+    assert_eq!(values.len(), 4);
+    assert_eq!(values.to_f64(), vec![1.5, -2.0, 4.25, 7.0]);
+    assert_eq!(values.to_i64(), vec![1, -2, 4, 7]);
+    let whole = values.clone().into_data();
+    assert_eq!(whole.bytes, be(&[1.5, -2.0, 4.25, 7.0]));
+    assert_eq!(whole.counts, vec![2, 0, 2]);
+    assert_eq!(whole.to_f64(), values.to_f64());
+    // One part whose memory no one shares is moved out; shared, it is copied.
+    let shared = Values::from(BranchData {
+        interpretation: it,
+        bytes: (*first).clone(),
+        counts: vec![2],
+    });
+    let kept = shared.clone();
+    assert_eq!(shared.into_data().bytes, *first);
+    assert_eq!(kept.into_data().to_f64(), vec![1.5, -2.0]);
+}

@@ -15,12 +15,13 @@ fn read_together(reader: &mut ColumnReader<'_>, requests: usize, chunk: usize) -
         assert_eq!(taken.len(), requests, "one result per request");
         // (The first take counts even when empty: a tree of no entries reads as empty columns.)
         for (slot, t) in out.iter_mut().zip(taken.iter()) {
+            let t = t.clone().into_data();
             match slot {
                 Some(s) => {
                     s.bytes.extend_from_slice(&t.bytes);
                     s.counts.extend_from_slice(&t.counts);
                 }
-                None => *slot = Some(t.clone()),
+                None => *slot = Some(t),
             }
         }
         if taken.iter().all(|t| t.counts.is_empty()) {
