@@ -12,6 +12,8 @@
 //! the collection's `_collection1.Jet_pt`; the offsets every leaf of one collection shares).
 //! Memory holds the chunk's baskets, or the clusters it touches, of the requested columns.
 
+use std::collections::VecDeque;
+
 use crate::error::RootError;
 use crate::file::RootFile;
 use crate::parallel;
@@ -25,10 +27,21 @@ pub struct ColumnReader<'f> {
     /// The column each request reads (requests naming one column share it).
     of_request: Vec<usize>,
     threads: usize,
+    /// No entry from here on is read before a take asks for it.
+    stop: u64,
 }
 
+/// On several threads, the takes of a local TTree's columns that one fan-out of jobs takes;
+/// the takes after it hand out what the jobs took (see [`ColumnReader::take`]).
+const AHEAD: usize = 4;
+
 enum Columns<'f> {
-    Tree(Vec<BranchCursor<'f>>),
+    /// The branches, and for each the takes its last fan-out took ahead, in order (each
+    /// handed out whole, cut, or joined to the cursor's next values, as the takes ask).
+    Tree(
+        Vec<BranchCursor<'f>>,
+        Vec<VecDeque<Result<Values, RootError>>>,
+    ),
     /// The leaves, and for each whether it is the first of those whose entries split their
     /// values alike (one collection's leaves, or the top-level ones).
     Ntuple(Vec<FieldCursor<'f>>, Vec<bool>),
@@ -65,10 +78,12 @@ impl<'f> ColumnReader<'f> {
             .iter()
             .map(|&i| file.branch_cursor(tree, branches[i], start))
             .collect::<Result<Vec<_>, _>>()?;
+        let ahead = cursors.iter().map(|_| VecDeque::new()).collect();
         Ok(ColumnReader {
-            columns: Columns::Tree(cursors),
+            columns: Columns::Tree(cursors, ahead),
             of_request,
             threads: threads.max(1),
+            stop: u64::MAX,
         })
     }
 
@@ -98,19 +113,60 @@ impl<'f> ColumnReader<'f> {
             columns: Columns::Ntuple(cursors, leads),
             of_request,
             threads: threads.max(1),
+            stop: u64::MAX,
         })
+    }
+
+    /// Reads no entry at or after `stop` before a take asks for it (where the caller's range
+    /// ends): on several threads a TTree's jobs otherwise take the values of the next takes
+    /// too.
+    pub fn ending_at(mut self, stop: u64) -> ColumnReader<'f> {
+        self.stop = stop;
+        self
     }
 
     /// The next `n` entries (fewer at the end) of every request, in request order; the first
     /// error in request order.
     pub fn take(&mut self, n: usize) -> Result<Taken, RootError> {
-        let threads = self.threads;
+        let (threads, stop) = (self.threads, self.stop);
         let taken = match &mut self.columns {
-            Columns::Tree(cursors) => {
+            // Each fan-out of jobs wakes the helper threads and waits for the last column: on
+            // several threads a local file's jobs take `AHEAD` takes of values at once.
+            Columns::Tree(cursors, ahead) if ahead.iter().all(|a| !a.is_empty()) => cursors
+                .iter_mut()
+                .zip(ahead.iter_mut())
+                .map(|(c, a)| handed_out(c, a, n))
+                .collect(),
+            Columns::Tree(cursors, ahead) => {
+                let takes = if threads > 1 && !cursors.iter().any(BranchCursor::is_remote) {
+                    AHEAD
+                } else {
+                    1
+                };
                 let mut refs: Vec<&mut BranchCursor<'f>> = cursors.iter_mut().collect();
-                let bytes = prepare_takes(&mut refs, n, threads);
-                let jobs: Vec<_> = refs.into_iter().zip(bytes).collect();
-                parallel::map_largest_first(jobs, threads, |(_, b)| *b, |(c, _)| c.take_values(n))
+                let bytes = prepare_takes(&mut refs, n.saturating_mul(takes), threads);
+                let jobs: Vec<_> = refs.into_iter().zip(bytes).zip(ahead.iter_mut()).collect();
+                parallel::map_largest_first(
+                    jobs,
+                    threads,
+                    |((_, b), _)| *b,
+                    |((c, _), a)| {
+                        let first = handed_out(c, a, n);
+                        while first.is_ok() && a.len() + 1 < takes {
+                            let m = stop.saturating_sub(c.next_entry());
+                            if m == 0 {
+                                break;
+                            }
+                            let next = c.take_values(n.min(usize::try_from(m).unwrap_or(n)));
+                            let failed = next.is_err();
+                            a.push_back(next);
+                            if failed {
+                                break;
+                            }
+                        }
+                        first
+                    },
+                )
             }
             Columns::Ntuple(cursors, leads) => {
                 let store = {
@@ -133,6 +189,50 @@ impl<'f> ColumnReader<'f> {
             columns: taken.into_iter().collect::<Result<_, _>>()?,
             of_request: self.of_request.clone(),
         })
+    }
+}
+
+/// The next `n` entries of a branch whose values were taken `ahead`: the first taken, cut
+/// where it holds more, joined to what the cursor gives after it where it holds fewer. An
+/// error taken ahead is given by the take it came in.
+fn handed_out(
+    cursor: &mut BranchCursor<'_>,
+    ahead: &mut VecDeque<Result<Values, RootError>>,
+    n: usize,
+) -> Result<Values, RootError> {
+    let mut out: Option<Values> = None;
+    let mut left = n;
+    while left > 0 {
+        let Some(next) = ahead.pop_front() else {
+            let rest = cursor.take_values(left)?;
+            return Ok(match out {
+                Some(mut o) => {
+                    o.append(rest);
+                    o
+                }
+                None => rest,
+            });
+        };
+        let mut values = next?;
+        let have = values.counts.len();
+        if have == 0 {
+            // The branch's end.
+            return Ok(out.unwrap_or(values));
+        }
+        if have > left {
+            let head = values.split_to(left);
+            ahead.push_front(Ok(values));
+            values = head;
+        }
+        left -= values.counts.len();
+        match &mut out {
+            Some(o) => o.append(values),
+            None => out = Some(values),
+        }
+    }
+    match out {
+        Some(o) => Ok(o),
+        None => cursor.take_values(0),
     }
 }
 

@@ -339,7 +339,7 @@ impl TreeReader for NativeTree {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             n => n,
         };
-        let mut reader = self.column_reader(&names, start, threads)?;
+        let mut reader = self.column_reader(&names, start, threads)?.ending_at(stop);
         let chunks = (start..stop)
             .step_by(step)
             .map(|entry| (entry, step.min((stop - entry) as usize)));

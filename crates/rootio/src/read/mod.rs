@@ -127,6 +127,47 @@ impl Values {
         self.parts.iter().all(|p| p.range.is_empty())
     }
 
+    /// The first `k` entries' values (all where there are fewer), these keeping the rest.
+    pub fn split_to(&mut self, k: usize) -> Values {
+        let k = k.min(self.counts.len());
+        let rest = self.counts.split_off(k);
+        let counts = std::mem::replace(&mut self.counts, rest);
+        let size = self.interpretation.number.size();
+        let mut bytes = counts.iter().map(|&c| c as usize).sum::<usize>() * size;
+        let whole = self
+            .parts
+            .iter()
+            .take_while(|p| {
+                let fits = p.range.len() <= bytes;
+                if fits {
+                    bytes -= p.range.len();
+                }
+                fits
+            })
+            .count();
+        let mut parts: Vec<Part> = self.parts.drain(..whole).collect();
+        if bytes > 0
+            && let Some(p) = self.parts.first_mut()
+        {
+            parts.push(Part {
+                bytes: Arc::clone(&p.bytes),
+                range: p.range.start..p.range.start + bytes,
+            });
+            p.range.start += bytes;
+        }
+        Values {
+            interpretation: self.interpretation,
+            parts,
+            counts,
+        }
+    }
+
+    /// `other`'s entries after these.
+    pub fn append(&mut self, other: Values) {
+        self.counts.extend_from_slice(&other.counts);
+        self.parts.extend(other.parts);
+    }
+
     /// The values in memory of their own: moved where one part holds them and no one else
     /// shares its memory, else copied once.
     pub fn into_data(self) -> BranchData {
@@ -404,6 +445,16 @@ impl BranchCursor<'_> {
                 self.prefetched.push_back((k, b));
             }
         }
+    }
+
+    /// The first entry not yet taken.
+    pub(crate) fn next_entry(&self) -> u64 {
+        self.buffer_entry
+    }
+
+    /// Whether the branch's file is read over a network.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.file.is_remote()
     }
 
     /// Decodes the next basket onto the buffer; false when there is none.

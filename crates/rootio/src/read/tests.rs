@@ -251,6 +251,42 @@ fn values_in_parts_read_as_the_same_values_in_one_piece_of_memory() {
     assert_eq!(whole.bytes, be(&[1.5, -2.0, 4.25, 7.0]));
     assert_eq!(whole.counts, vec![2, 0, 2]);
     assert_eq!(whole.to_f64(), values.to_f64());
+    // Cut inside the second part and after the first: the parts follow the counts.
+    let mut rest = values.clone();
+    let head = rest.split_to(2);
+    assert_eq!(
+        (head.counts.clone(), head.to_f64()),
+        (vec![2, 0], vec![1.5, -2.0])
+    );
+    assert_eq!(
+        (rest.counts.clone(), rest.to_f64()),
+        (vec![2], vec![4.25, 7.0])
+    );
+    let mut rest = values.clone();
+    let mut head = rest.split_to(1);
+    let mut tail = rest.clone();
+    let middle = tail.split_to(1);
+    assert_eq!((middle.counts.clone(), middle.len()), (vec![0], 0));
+    assert_eq!(tail.to_f64(), vec![4.25, 7.0]);
+    // Joined again, they are what was cut.
+    head.append(rest);
+    assert_eq!(head.clone().into_data(), values.clone().into_data());
+    let mut split = values.clone();
+    let mut second = split.split_to(3);
+    assert!(split.is_empty() && split.counts.is_empty());
+    second.append(split);
+    assert_eq!(second.into_data(), values.into_data());
+    // Cut inside one part: both sides share its memory.
+    let mut odd = Values {
+        interpretation: it,
+        parts: vec![Part {
+            bytes: Arc::new(be(&[1.0, 2.0, 3.0])),
+            range: 0..12,
+        }],
+        counts: vec![1, 2],
+    };
+    let one = odd.split_to(1);
+    assert_eq!((one.to_f64(), odd.to_f64()), (vec![1.0], vec![2.0, 3.0]));
     // One part whose memory no one shares is moved out; shared, it is copied.
     let shared = Values::from(BranchData {
         interpretation: it,

@@ -7,11 +7,13 @@ use gnn4c_rootio::{BranchData, ColumnReader, RootFile};
 
 use crate::fixtures::{self, Fixture};
 
-/// Every request's values, concatenated over takes of `chunk` entries.
+/// Every request's values, concatenated over takes of `chunk` entries and of about half that in
+/// turn (a take shorter or longer than the one before it cuts or joins what was taken ahead).
 fn read_together(reader: &mut ColumnReader<'_>, requests: usize, chunk: usize) -> Vec<BranchData> {
     let mut out: Vec<Option<BranchData>> = vec![None; requests];
-    loop {
-        let taken = reader.take(chunk).expect("a chunk of every column");
+    for k in 0.. {
+        let n = if k % 2 == 0 { chunk } else { chunk / 2 + 1 };
+        let taken = reader.take(n).expect("a chunk of every column");
         assert_eq!(taken.len(), requests, "one result per request");
         // (The first take counts even when empty: a tree of no entries reads as empty columns.)
         for (slot, t) in out.iter_mut().zip(taken.iter()) {
