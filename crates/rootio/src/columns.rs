@@ -10,7 +10,10 @@
 //! column decodes its own. A physical column is read and decompressed once per chunk however
 //! many requests name it (a branch asked for twice; an RNTuple's projected field `Jet_pt` and
 //! the collection's `_collection1.Jet_pt`; the offsets every leaf of one collection shares).
-//! Memory holds the chunk's baskets, or the clusters it touches, of the requested columns.
+//! On several threads a local TTree's jobs take the values of four takes at once, and the
+//! next three takes hand them out (none past [`ColumnReader::ending_at`]). Memory holds the
+//! chunk's baskets, or the clusters it touches, of the requested columns; a local TTree's on
+//! several threads, up to four chunks'.
 
 use std::collections::VecDeque;
 
