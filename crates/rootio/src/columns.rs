@@ -146,8 +146,16 @@ impl<'f> ColumnReader<'f> {
                 } else {
                     1
                 };
+                // The baskets planned (and, in one pool, read) stop where the range does.
+                let left = cursors
+                    .first()
+                    .map_or(0, |c| stop.saturating_sub(c.next_entry()));
+                let planned = n
+                    .saturating_mul(takes)
+                    .min(usize::try_from(left).unwrap_or(usize::MAX))
+                    .max(n);
                 let mut refs: Vec<&mut BranchCursor<'f>> = cursors.iter_mut().collect();
-                let bytes = prepare_takes(&mut refs, n.saturating_mul(takes), threads);
+                let bytes = prepare_takes(&mut refs, planned, threads);
                 let jobs: Vec<_> = refs.into_iter().zip(bytes).zip(ahead.iter_mut()).collect();
                 parallel::map_largest_first(
                     jobs,
