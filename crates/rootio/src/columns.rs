@@ -147,13 +147,8 @@ impl<'f> ColumnReader<'f> {
                     1
                 };
                 // The baskets planned (and, in one pool, read) stop where the range does.
-                let left = cursors
-                    .first()
-                    .map_or(0, |c| stop.saturating_sub(c.next_entry()));
-                let planned = n
-                    .saturating_mul(takes)
-                    .min(usize::try_from(left).unwrap_or(usize::MAX))
-                    .max(n);
+                let left = cursors.first().map_or(0, |c| entries_before(stop, c));
+                let planned = n.saturating_mul(takes).min(left).max(n);
                 let mut refs: Vec<&mut BranchCursor<'f>> = cursors.iter_mut().collect();
                 let bytes = prepare_takes(&mut refs, planned, threads);
                 let jobs: Vec<_> = refs.into_iter().zip(bytes).zip(ahead.iter_mut()).collect();
@@ -164,11 +159,11 @@ impl<'f> ColumnReader<'f> {
                     |((c, _), a)| {
                         let first = handed_out(c, a, n);
                         while first.is_ok() && a.len() + 1 < takes {
-                            let m = stop.saturating_sub(c.next_entry());
+                            let m = entries_before(stop, c);
                             if m == 0 {
                                 break;
                             }
-                            let next = c.take_values(n.min(usize::try_from(m).unwrap_or(n)));
+                            let next = c.take_values(n.min(m));
                             let failed = next.is_err();
                             a.push_back(next);
                             if failed {
@@ -201,6 +196,11 @@ impl<'f> ColumnReader<'f> {
             of_request: self.of_request.clone(),
         })
     }
+}
+
+/// The entries `cursor` has not yet taken before `stop`.
+fn entries_before(stop: u64, cursor: &BranchCursor<'_>) -> usize {
+    usize::try_from(stop.saturating_sub(cursor.next_entry())).unwrap_or(usize::MAX)
 }
 
 /// The next `n` entries of a branch whose values were taken `ahead`: the first taken, cut

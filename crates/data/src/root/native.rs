@@ -398,6 +398,8 @@ impl NativeTree {
             n_entries: n,
             columns: Vec::with_capacity(wanted.columns.len()),
         };
+        // Each counter's values widened once, however many arrays it counts.
+        let mut counters: Vec<(usize, Vec<i64>)> = Vec::new();
         for (i, request) in wanted.columns.iter().enumerate() {
             let data = &taken[i];
             if data.counts.len() != n {
@@ -411,7 +413,14 @@ impl NativeTree {
                 ));
             }
             if let Some((name, at)) = &wanted.counter_at[i] {
-                let counts = taken[*at].to_i64();
+                let k = match counters.iter().position(|(a, _)| a == at) {
+                    Some(k) => k,
+                    None => {
+                        counters.push((*at, taken[*at].to_i64()));
+                        counters.len() - 1
+                    }
+                };
+                let counts = &counters[k].1;
                 for (j, &c) in data.counts.iter().enumerate() {
                     let said = counts.get(j).copied().unwrap_or(-1);
                     if i64::from(c) != said {
