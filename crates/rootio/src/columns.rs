@@ -10,10 +10,10 @@
 //! column decodes its own. A physical column is read and decompressed once per chunk however
 //! many requests name it (a branch asked for twice; an RNTuple's projected field `Jet_pt` and
 //! the collection's `_collection1.Jet_pt`; the offsets every leaf of one collection shares).
-//! On several threads a local TTree's jobs take the values of four takes at once, and the
-//! next three takes hand them out (none past [`ColumnReader::ending_at`]). Memory holds the
-//! chunk's baskets, or the clusters it touches, of the requested columns; a local TTree's on
-//! several threads, up to four chunks'.
+//! On several threads a local file's jobs take the values of four takes at once, and the next
+//! three takes hand them out (none past [`ColumnReader::ending_at`]). Memory holds the
+//! chunk's baskets, or the clusters it touches, of the requested columns; on several threads
+//! a local file's values of up to four chunks.
 
 use std::collections::VecDeque;
 
@@ -29,26 +29,29 @@ pub struct ColumnReader<'f> {
     columns: Columns<'f>,
     /// The column each request reads (requests naming one column share it).
     of_request: Vec<usize>,
+    /// Each column's values its last fan-out took ahead.
+    ahead: Vec<Ahead>,
     threads: usize,
     /// No entry from here on is read before a take asks for it.
     stop: u64,
 }
 
-/// On several threads, the takes of a local TTree's columns that one fan-out of jobs takes;
+/// On several threads, the takes of a local file's columns that one fan-out of jobs takes;
 /// the takes after it hand out what the jobs took (see [`ColumnReader::take`]).
 const AHEAD: usize = 4;
 
 enum Columns<'f> {
-    /// The branches, and for each the takes its last fan-out took ahead, in order (each
-    /// handed out whole, cut, or joined to the cursor's next values, as the takes ask).
-    Tree(
-        Vec<BranchCursor<'f>>,
-        Vec<VecDeque<Result<Values, RootError>>>,
-    ),
+    /// The branches.
+    Tree(Vec<BranchCursor<'f>>),
     /// The leaves, and for each whether it is the first of those whose entries split their
     /// values alike (one collection's leaves, or the top-level ones).
     Ntuple(Vec<FieldCursor<'f>>, Vec<bool>),
 }
+
+/// A column's values taken ahead by its last fan-out, in take order: each handed out whole,
+/// cut, or joined to the cursor's next values, as the takes ask; an error in the take it
+/// belongs to.
+type Ahead = VecDeque<Result<Values, RootError>>;
 
 /// The distinct items of `items` by `same` (the first of each, in order) and, for each item,
 /// the index of its distinct one among them.
@@ -81,9 +84,9 @@ impl<'f> ColumnReader<'f> {
             .iter()
             .map(|&i| file.branch_cursor(tree, branches[i], start))
             .collect::<Result<Vec<_>, _>>()?;
-        let ahead = cursors.iter().map(|_| VecDeque::new()).collect();
         Ok(ColumnReader {
-            columns: Columns::Tree(cursors, ahead),
+            ahead: cursors.iter().map(|_| Ahead::new()).collect(),
+            columns: Columns::Tree(cursors),
             of_request,
             threads: threads.max(1),
             stop: u64::MAX,
@@ -113,6 +116,7 @@ impl<'f> ColumnReader<'f> {
             .map(|(i, &g)| leaders[g] == i)
             .collect();
         Ok(ColumnReader {
+            ahead: cursors.iter().map(|_| Ahead::new()).collect(),
             columns: Columns::Ntuple(cursors, leads),
             of_request,
             threads: threads.max(1),
@@ -131,24 +135,22 @@ impl<'f> ColumnReader<'f> {
     /// The next `n` entries (fewer at the end) of every request, in request order; the first
     /// error in request order.
     pub fn take(&mut self, n: usize) -> Result<Taken, RootError> {
-        let (threads, stop) = (self.threads, self.stop);
+        let (threads, stop, ahead) = (self.threads, self.stop, &mut self.ahead);
+        // Each fan-out of jobs wakes the helper threads and waits for the last column: on
+        // several threads a local file's jobs take `AHEAD` takes of values at once, and the
+        // takes after it hand them out on this thread.
+        let fan_out = ahead.iter().any(VecDeque::is_empty);
+        let remote = match &self.columns {
+            Columns::Tree(c) => c.iter().any(BranchCursor::is_remote),
+            Columns::Ntuple(c, _) => c.iter().any(FieldCursor::is_remote),
+        };
+        let takes = if threads > 1 && !remote { AHEAD } else { 1 };
         let taken = match &mut self.columns {
-            // Each fan-out of jobs wakes the helper threads and waits for the last column: on
-            // several threads a local file's jobs take `AHEAD` takes of values at once.
-            Columns::Tree(cursors, ahead) if ahead.iter().all(|a| !a.is_empty()) => cursors
-                .iter_mut()
-                .zip(ahead.iter_mut())
-                .map(|(c, a)| handed_out(c, a, n))
-                .collect(),
-            Columns::Tree(cursors, ahead) => {
-                let takes = if threads > 1 && !cursors.iter().any(BranchCursor::is_remote) {
-                    AHEAD
-                } else {
-                    1
-                };
+            Columns::Tree(cursors) if !fan_out => all_handed_out(cursors, ahead, n),
+            Columns::Ntuple(cursors, _) if !fan_out => all_handed_out(cursors, ahead, n),
+            Columns::Tree(cursors) => {
                 // The baskets planned (and, in one pool, read) stop where the range does.
-                let left = cursors.first().map_or(0, |c| entries_before(stop, c));
-                let planned = n.saturating_mul(takes).min(left).max(n);
+                let planned = planned(n, takes, cursors.first(), stop);
                 let mut refs: Vec<&mut BranchCursor<'f>> = cursors.iter_mut().collect();
                 let bytes = prepare_takes(&mut refs, planned, threads);
                 let jobs: Vec<_> = refs.into_iter().zip(bytes).zip(ahead.iter_mut()).collect();
@@ -156,38 +158,28 @@ impl<'f> ColumnReader<'f> {
                     jobs,
                     threads,
                     |((_, b), _)| *b,
-                    |((c, _), a)| {
-                        let first = handed_out(c, a, n);
-                        while first.is_ok() && a.len() + 1 < takes {
-                            let m = entries_before(stop, c);
-                            if m == 0 {
-                                break;
-                            }
-                            let next = c.take_values(n.min(m));
-                            let failed = next.is_err();
-                            a.push_back(next);
-                            if failed {
-                                break;
-                            }
-                        }
-                        first
-                    },
+                    |((c, _), a)| taken_ahead(c, a, n, takes, stop, None),
                 )
             }
             Columns::Ntuple(cursors, leads) => {
+                let planned = planned(n, takes, cursors.first(), stop);
                 let store = {
                     let refs: Vec<&FieldCursor<'f>> = cursors.iter().collect();
-                    PageStore::prefetch(&refs, n, threads)
+                    PageStore::prefetch(&refs, planned, threads)
                 };
                 // The first leaf of each collection first: it computes where the collection's
                 // entries start, which its other leaves wait for, so that different
                 // collections' are computed side by side (one thread takes them in order).
-                let jobs: Vec<_> = leads.iter().zip(cursors.iter_mut()).collect();
+                let jobs: Vec<_> = leads
+                    .iter()
+                    .zip(cursors.iter_mut())
+                    .zip(ahead.iter_mut())
+                    .collect();
                 parallel::map_largest_first(
                     jobs,
                     threads,
-                    |(lead, _)| usize::from(**lead),
-                    |(_, c)| c.take_with(n, Some(&store)).map(Values::from),
+                    |((lead, _), _)| usize::from(**lead),
+                    |((_, c), a)| taken_ahead(c, a, n, takes, stop, Some(&store)),
                 )
             }
         };
@@ -198,24 +190,100 @@ impl<'f> ColumnReader<'f> {
     }
 }
 
+/// A column's cursor as a fan-out takes from it.
+trait Column {
+    /// The first entry not yet taken.
+    fn next_entry(&self) -> u64;
+    /// The next `n` entries' values (fewer at the end); an RNTuple leaf's pages from `store`
+    /// where it holds them.
+    fn take_from(&mut self, n: usize, store: Option<&PageStore>) -> Result<Values, RootError>;
+}
+
+impl Column for BranchCursor<'_> {
+    fn next_entry(&self) -> u64 {
+        BranchCursor::next_entry(self)
+    }
+
+    fn take_from(&mut self, n: usize, _: Option<&PageStore>) -> Result<Values, RootError> {
+        self.take_values(n)
+    }
+}
+
+impl Column for FieldCursor<'_> {
+    fn next_entry(&self) -> u64 {
+        FieldCursor::next_entry(self)
+    }
+
+    fn take_from(&mut self, n: usize, store: Option<&PageStore>) -> Result<Values, RootError> {
+        self.take_with(n, store).map(Values::from)
+    }
+}
+
 /// The entries `cursor` has not yet taken before `stop`.
-fn entries_before(stop: u64, cursor: &BranchCursor<'_>) -> usize {
+fn entries_before(stop: u64, cursor: &impl Column) -> usize {
     usize::try_from(stop.saturating_sub(cursor.next_entry())).unwrap_or(usize::MAX)
 }
 
-/// The next `n` entries of a branch whose values were taken `ahead`: the first taken, cut
+/// The entries a fan-out of `takes` takes of `n` plans its baskets or pages for: none past
+/// `stop`, and at least this take's.
+fn planned(n: usize, takes: usize, first: Option<&impl Column>, stop: u64) -> usize {
+    let left = first.map_or(0, |c| entries_before(stop, c));
+    n.saturating_mul(takes).min(left).max(n)
+}
+
+/// A column's job in a fan-out: this take's `n` entries, then, while nothing fails and
+/// entries are left before `stop`, the values of up to `takes - 1` more takes into `ahead`.
+fn taken_ahead(
+    cursor: &mut impl Column,
+    ahead: &mut Ahead,
+    n: usize,
+    takes: usize,
+    stop: u64,
+    store: Option<&PageStore>,
+) -> Result<Values, RootError> {
+    let first = handed_out(cursor, ahead, n, store);
+    while first.is_ok() && ahead.len() + 1 < takes {
+        let m = entries_before(stop, cursor);
+        if m == 0 {
+            break;
+        }
+        let next = cursor.take_from(n.min(m), store);
+        let failed = next.is_err();
+        ahead.push_back(next);
+        if failed {
+            break;
+        }
+    }
+    first
+}
+
+/// Every column's next `n` entries, where each has values taken ahead.
+fn all_handed_out(
+    cursors: &mut [impl Column],
+    ahead: &mut [Ahead],
+    n: usize,
+) -> Vec<Result<Values, RootError>> {
+    cursors
+        .iter_mut()
+        .zip(ahead)
+        .map(|(c, a)| handed_out(c, a, n, None))
+        .collect()
+}
+
+/// The next `n` entries of a column whose values were taken `ahead`: the first taken, cut
 /// where it holds more, joined to what the cursor gives after it where it holds fewer. An
 /// error taken ahead is given by the take it came in.
 fn handed_out(
-    cursor: &mut BranchCursor<'_>,
-    ahead: &mut VecDeque<Result<Values, RootError>>,
+    cursor: &mut impl Column,
+    ahead: &mut Ahead,
     n: usize,
+    store: Option<&PageStore>,
 ) -> Result<Values, RootError> {
     let mut out: Option<Values> = None;
     let mut left = n;
     while left > 0 {
         let Some(next) = ahead.pop_front() else {
-            let rest = cursor.take_values(left)?;
+            let rest = cursor.take_from(left, store)?;
             return Ok(match out {
                 Some(mut o) => {
                     o.append(rest);
@@ -227,7 +295,7 @@ fn handed_out(
         let mut values = next?;
         let have = values.counts.len();
         if have == 0 {
-            // The branch's end.
+            // The column's end.
             return Ok(out.unwrap_or(values));
         }
         if have > left {
@@ -243,7 +311,7 @@ fn handed_out(
     }
     match out {
         Some(o) => Ok(o),
-        None => cursor.take_values(0),
+        None => cursor.take_from(0, store),
     }
 }
 

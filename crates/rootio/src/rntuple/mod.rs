@@ -3,15 +3,18 @@
 //!
 //! `meta.rs` reads the anchor and the header, footer and page-list envelopes; `fields.rs` turns
 //! the field tree into the leaves it holds as numbers; `decode.rs` decodes pages. A leaf is read
-//! forward in entry order a cluster at a time ([`FieldCursor`]), into the same
-//! [`BranchData`] a TTree branch gives; `store.rs` holds what several leaves compute once and,
-//! where a chunk needs it, reads their pages ahead, each physical column once.
+//! forward in entry order a cluster at a time ([`FieldCursor`]; `cluster.rs` holds the cluster
+//! it has loaded), into the same [`BranchData`] a TTree branch gives; `store.rs` holds what
+//! several leaves compute once and, where a chunk needs it, reads their pages ahead, each
+//! physical column once.
 
+mod cluster;
 mod decode;
 mod fields;
 mod meta;
 mod store;
 
+use cluster::{ClusterValues, Loaded, l_end};
 use decode::{ColumnType, Direct, Encoding, Value, decode_offsets, decode_page_be, put_be};
 use meta::ClusterDesc;
 
@@ -329,52 +332,6 @@ impl PageValues {
 /// Takes one page's bytes (uncompressed) holding a number of elements.
 type PageDecoder<'a> = dyn FnMut(&Arc<Vec<u8>>, usize) -> Result<(), crate::error::BufError> + 'a;
 
-/// One cluster of a leaf: where each entry's values are, and the values.
-struct Loaded {
-    first_entry: u64,
-    /// `[entries + 1]`: entry i's values are values `bounds[i]..bounds[i + 1]` (shared by
-    /// the leaves of one collection).
-    bounds: Arc<Vec<usize>>,
-    values: ClusterValues,
-}
-
-/// A leaf's values in one cluster, as its pages: zeros before a deferred column's first
-/// element, then each page from the element it starts at. A page of a [`Direct`] decoding is
-/// kept as stored (uncompressed) and decoded a chunk's range at a time into the chunk's
-/// big-endian numbers, one pass; any other is decoded into big-endian numbers as it is loaded.
-struct ClusterValues {
-    direct: Option<Direct>,
-    /// Each page's first element (counted from the cluster's first), elements and bytes.
-    pages: Vec<(usize, usize, Arc<Vec<u8>>)>,
-}
-
-impl ClusterValues {
-    /// Big-endian numbers already decoded, `n` of them.
-    fn decoded(bytes: Vec<u8>, n: usize) -> ClusterValues {
-        ClusterValues {
-            direct: None,
-            pages: vec![(0, n, Arc::new(bytes))],
-        }
-    }
-
-    /// Elements `lo..hi` as big-endian numbers of `size` bytes into `dst` (zeroed, exactly
-    /// their length): elements no page holds stay zeros.
-    fn write(&self, lo: usize, hi: usize, size: usize, dst: &mut [u8]) {
-        let first = self.pages.partition_point(|&(start, n, _)| start + n <= lo);
-        for (start, n, bytes) in &self.pages[first..] {
-            if *start >= hi {
-                break;
-            }
-            let (from, to) = (lo.max(*start), hi.min(start + n));
-            let d = &mut dst[(from - lo) * size..(to - lo) * size];
-            match self.direct {
-                Some(direct) => direct.decode(bytes, *n, from - start, to - start, d),
-                None => d.copy_from_slice(&bytes[(from - start) * size..(to - start) * size]),
-            }
-        }
-    }
-}
-
 /// Reads one leaf of an RNTuple forward, a cluster's pages of it at a time.
 pub struct FieldCursor<'f> {
     file: &'f RootFile,
@@ -392,6 +349,16 @@ impl FieldCursor<'_> {
             "RNTuple '{}', field '{}', cluster {cluster}",
             self.ntuple.path, self.field.name
         )
+    }
+
+    /// The first entry not yet taken.
+    pub(crate) fn next_entry(&self) -> u64 {
+        self.next
+    }
+
+    /// Whether the leaf's file is read over a network.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.file.is_remote()
     }
 
     /// The next `n` entries' values (fewer at the end).
@@ -763,10 +730,6 @@ fn sizes_be(offsets: &[u64], number: Number) -> Vec<u8> {
             .for_each(|(d, &u)| put_be(d, number, Value::UInt(u))),
     }
     out
-}
-
-fn l_end(l: &Loaded) -> u64 {
-    l.first_entry + (l.bounds.len() as u64 - 1)
 }
 
 #[cfg(test)]
