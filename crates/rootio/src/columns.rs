@@ -32,6 +32,8 @@ pub struct ColumnReader<'f> {
     /// Each column's values its last fan-out took ahead.
     ahead: Vec<Ahead>,
     threads: usize,
+    /// The takes one fan-out takes: [`AHEAD`] on several threads of a local file, else one.
+    takes: usize,
     /// No entry from here on is read before a take asks for it.
     stop: u64,
 }
@@ -89,6 +91,7 @@ impl<'f> ColumnReader<'f> {
             columns: Columns::Tree(cursors),
             of_request,
             threads: threads.max(1),
+            takes: takes_a_fan_out(file, threads),
             stop: u64::MAX,
         })
     }
@@ -120,6 +123,7 @@ impl<'f> ColumnReader<'f> {
             columns: Columns::Ntuple(cursors, leads),
             of_request,
             threads: threads.max(1),
+            takes: takes_a_fan_out(file, threads),
             stop: u64::MAX,
         })
     }
@@ -135,16 +139,12 @@ impl<'f> ColumnReader<'f> {
     /// The next `n` entries (fewer at the end) of every request, in request order; the first
     /// error in request order.
     pub fn take(&mut self, n: usize) -> Result<Taken, RootError> {
-        let (threads, stop, ahead) = (self.threads, self.stop, &mut self.ahead);
+        let (threads, takes, stop) = (self.threads, self.takes, self.stop);
+        let ahead = &mut self.ahead;
         // Each fan-out of jobs wakes the helper threads and waits for the last column: on
         // several threads a local file's jobs take `AHEAD` takes of values at once, and the
         // takes after it hand them out on this thread.
         let fan_out = ahead.iter().any(VecDeque::is_empty);
-        let remote = match &self.columns {
-            Columns::Tree(c) => c.iter().any(BranchCursor::is_remote),
-            Columns::Ntuple(c, _) => c.iter().any(FieldCursor::is_remote),
-        };
-        let takes = if threads > 1 && !remote { AHEAD } else { 1 };
         let taken = match &mut self.columns {
             Columns::Tree(cursors) if !fan_out => all_handed_out(cursors, ahead, n),
             Columns::Ntuple(cursors, _) if !fan_out => all_handed_out(cursors, ahead, n),
@@ -187,6 +187,17 @@ impl<'f> ColumnReader<'f> {
             columns: taken.into_iter().collect::<Result<_, _>>()?,
             of_request: self.of_request.clone(),
         })
+    }
+}
+
+/// The takes one fan-out of `file`'s columns takes on `threads` threads: [`AHEAD`] where the
+/// file is local and there are several threads (a remote file's reads are planned a take at a
+/// time by its read-ahead window), else one.
+fn takes_a_fan_out(file: &RootFile, threads: usize) -> usize {
+    if threads > 1 && !file.is_remote() {
+        AHEAD
+    } else {
+        1
     }
 }
 

@@ -171,11 +171,6 @@ impl BranchCursor<'_> {
         self.buffer_entry
     }
 
-    /// Whether the branch's file is read over a network.
-    pub(crate) fn is_remote(&self) -> bool {
-        self.file.is_remote()
-    }
-
     /// Decodes the next basket onto the buffer; false when there is none.
     fn decode_next(&mut self) -> Result<bool, RootError> {
         let (file, branch, it) = (self.file, self.branch, self.interpretation);

@@ -356,11 +356,6 @@ impl FieldCursor<'_> {
         self.next
     }
 
-    /// Whether the leaf's file is read over a network.
-    pub(crate) fn is_remote(&self) -> bool {
-        self.file.is_remote()
-    }
-
     /// The next `n` entries' values (fewer at the end).
     pub fn take(&mut self, n: usize) -> Result<BranchData, RootError> {
         self.take_with(n, None)
